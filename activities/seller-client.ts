@@ -1,0 +1,147 @@
+import { JsonRpcTransport } from '@a2a-js/sdk/client';
+import { ProtocolClient } from '@adcp/sdk/advanced';
+import type { AgentConfig } from '../config/agents';
+import {
+  type TaskSnapshot,
+  ProtocolViolation,
+  snapshotFromA2A,
+  snapshotFromMcpToolResult,
+  snapshotFromTasksGet,
+} from '../protocol';
+import { withAbortSignal } from './abortable-fetch';
+
+/** One protocol call to one seller; the only place that speaks MCP or A2A. Each method makes exactly one call. */
+export interface SellerClient {
+  callTask(request: TaskCallRequest): Promise<SellerAnswer>;
+  getTask(request: TaskLookupRequest): Promise<TaskSnapshot>;
+  /** Tell the seller to cancel, where the protocol has a way to (A2A tasks/cancel). */
+  cancelTask(request: TaskLookupRequest): Promise<{ notified: boolean; note: string }>;
+}
+
+export interface CallContext {
+  agent: AgentConfig;
+  token?: string;
+  signal: AbortSignal;
+}
+
+export interface TaskCallRequest extends CallContext {
+  task: string;
+  args: Record<string, unknown>;
+  contextId?: string;
+  taskId?: string;
+  /** A2A puts push config in the JSON-RPC configuration, not in the skill parameters. */
+  pushNotificationConfig?: Record<string, unknown>;
+}
+
+export interface TaskLookupRequest extends CallContext {
+  taskId: string;
+  contextId?: string;
+}
+
+/**
+ * A seller's answer to a task call. `callError` marks answers where the call itself was refused (MCP isError,
+ * an error envelope without a task) rather than a task that reached `failed`: only those may be retried.
+ */
+export interface SellerAnswer {
+  snapshot: TaskSnapshot;
+  callError: boolean;
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+function sdkAgent(agent: AgentConfig, token: string | undefined) {
+  return {
+    id: agent.id,
+    name: agent.name ?? agent.id,
+    agent_uri: agent.url,
+    protocol: agent.protocol,
+    ...(token ? { auth_token: token } : {}),
+  };
+}
+
+/** The JSON-RPC endpoint of an A2A agent, read from its agent card (cached per URL). */
+const a2aEndpoints = new Map<string, string>();
+async function a2aEndpoint(agent: AgentConfig, signal: AbortSignal): Promise<string> {
+  const cached = a2aEndpoints.get(agent.url);
+  if (cached) return cached;
+  const base = agent.url.replace(/\/+$/, '');
+  for (const path of ['/.well-known/agent-card.json', '/.well-known/agent.json']) {
+    const response = await fetch(`${base}${path}`, { signal });
+    if (!response.ok) continue;
+    const card = asRecord(await response.json());
+    if (card && typeof card.url === 'string') {
+      a2aEndpoints.set(agent.url, card.url);
+      return card.url;
+    }
+  }
+  throw new ProtocolViolation(`No A2A agent card with a url at ${base}/.well-known/agent-card.json.`);
+}
+
+function a2aTransport(endpoint: string, token: string | undefined): JsonRpcTransport {
+  const authFetch: typeof fetch = (input, init) => {
+    const headers = new Headers(init?.headers);
+    if (token) {
+      headers.set('authorization', `Bearer ${token}`);
+      headers.set('x-adcp-auth', token);
+    }
+    return fetch(input, { ...init, headers });
+  };
+  return new JsonRpcTransport({ endpoint, fetchImpl: authFetch });
+}
+
+function mcpCallError(raw: unknown): boolean {
+  const result = asRecord(raw);
+  if (!result) return false;
+  if (result.isError === true) return true;
+  const body = asRecord(result.structuredContent);
+  return !!body && body.status === undefined && (asRecord(body.adcp_error) !== undefined || typeof body.error_code === 'string');
+}
+
+/** The real client: @adcp/sdk's protocol client for task calls, A2A's native task methods for get/cancel. */
+export function createSdkSellerClient(): SellerClient {
+  return {
+    async callTask({ agent, token, signal, task, args, contextId, taskId, pushNotificationConfig }) {
+      const raw = await withAbortSignal(signal, () =>
+        ProtocolClient.callTool(sdkAgent(agent, token), task, args, {
+          ...(agent.protocol === 'a2a' && (contextId || taskId) ? { session: { contextId, taskId } } : {}),
+          ...(agent.protocol === 'a2a' && typeof pushNotificationConfig?.url === 'string'
+            ? { webhookUrl: pushNotificationConfig.url }
+            : {}),
+        }),
+      );
+      if (agent.protocol === 'mcp') return { snapshot: snapshotFromMcpToolResult(raw), callError: mcpCallError(raw) };
+      const snapshot = snapshotFromA2A(raw);
+      return { snapshot, callError: snapshot.status === 'failed' && !snapshot.taskId };
+    },
+
+    async getTask({ agent, token, signal, taskId }) {
+      if (agent.protocol === 'mcp') {
+        const raw = await withAbortSignal(signal, () =>
+          ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/get', { task_id: taskId, include_result: true }),
+        );
+        const result = asRecord(raw);
+        if (result?.isError === true) return snapshotFromMcpToolResult(raw);
+        const body = asRecord(result?.structuredContent);
+        if (!body) return snapshotFromMcpToolResult(raw);
+        return snapshotFromTasksGet(body);
+      }
+      return withAbortSignal(signal, async () => {
+        const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
+        return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal }));
+      });
+    },
+
+    async cancelTask({ agent, token, signal, taskId }) {
+      if (agent.protocol === 'mcp') {
+        return { notified: false, note: 'MCP AdCP sellers have no task cancel call; the seller was not told' };
+      }
+      return withAbortSignal(signal, async () => {
+        const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
+        const task = snapshotFromA2A(await transport.cancelTask({ id: taskId }, { signal }));
+        return { notified: true, note: `A2A tasks/cancel answered ${task.status}` };
+      });
+    },
+  };
+}

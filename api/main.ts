@@ -1,0 +1,31 @@
+/**
+ * Gateway process: `npm run gateway`. Binds to loopback (ADCP_GATEWAY_HOST) until authentication lands.
+ */
+import { OrchestratorClient } from '../client/orchestrator-client';
+import { loadAgents } from '../config/agents';
+import { loadRuntimeConfig } from '../config/runtime';
+import { connectClient } from '../config/temporal-connection';
+import { createGateway } from './app';
+
+async function main(): Promise<void> {
+  const runtime = loadRuntimeConfig();
+  const agents = loadAgents();
+  const client = await connectClient();
+  const orchestrator = new OrchestratorClient({ client, taskQueue: runtime.taskQueue, knownAgent: (id) => agents.has(id) });
+  const app = createGateway({ orchestrator, webUiUrl: runtime.webUiUrl, namespace: client.options.namespace });
+  const server = app.listen(runtime.gatewayPort, runtime.gatewayHost, () => {
+    console.log(`gateway: http://${runtime.gatewayHost}:${runtime.gatewayPort} (operations API, webhooks, /healthz)`);
+  });
+  const stop = () => {
+    server.close(() => {
+      void client.connection.close().finally(() => process.exit(0));
+    });
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((error) => {
+  console.error(`gateway: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});

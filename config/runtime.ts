@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { ConfigError } from './agents';
+import { formatZodIssues } from './zod-format';
+
+/** Settings of the worker and the gateway, from the environment. Temporal's own settings use its usual variables. */
+const runtimeSchema = z.object({
+  ADCP_TASK_QUEUE: z.string().min(1).default('adcp-operations'),
+  ADCP_GATEWAY_HOST: z.string().min(1).default('127.0.0.1'),
+  ADCP_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Where sellers reach the gateway from outside; webhook URLs are built on it. */
+  ADCP_PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  ADCP_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
+});
+
+export type RuntimeConfig = {
+  taskQueue: string;
+  gatewayHost: string;
+  gatewayPort: number;
+  publicBaseUrl?: string;
+  webUiUrl: string;
+};
+
+export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): RuntimeConfig {
+  const parsed = runtimeSchema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(`Invalid environment: ${formatZodIssues(parsed.error.issues)}`);
+  const value = parsed.data;
+  return {
+    taskQueue: value.ADCP_TASK_QUEUE,
+    gatewayHost: value.ADCP_GATEWAY_HOST,
+    gatewayPort: value.ADCP_GATEWAY_PORT,
+    publicBaseUrl: value.ADCP_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    webUiUrl: value.ADCP_WEB_UI_URL.replace(/\/+$/, ''),
+  };
+}

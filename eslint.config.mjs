@@ -1,0 +1,42 @@
+// Lint rules from CONVENTIONS.md: workflow files import no Node builtins and no activity code at runtime,
+// and no promise may float (a forgotten await on an activity or a timer is a silent bug).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import { builtinModules } from 'node:module';
+
+const ALLOWED_NODE_BUILTINS = new Set(['assert']);
+const forbiddenInWorkflows = builtinModules
+  .filter((m) => !ALLOWED_NODE_BUILTINS.has(m))
+  .flatMap((m) => [m, `node:${m}`]);
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.temporal/', '.data/', 'tmp/', 'coverage/', '**/*.js', '**/*.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            ...forbiddenInWorkflows.map((name) => ({ name, message: 'Workflow code must not import Node builtins.' })),
+            { name: '@adcp/sdk', message: 'Protocol calls belong in activities; workflows may only `import type`.' },
+            { name: '@temporalio/client', message: 'Workflows use @temporalio/workflow, not the client.' },
+            { name: '@temporalio/activity', message: 'Workflows must not import activity code.' },
+          ],
+          patterns: [{ group: ['../activities', '../activities/*'], allowTypeImports: true, message: 'Use `import type` for activities.' }],
+        },
+      ],
+    },
+  },
+);

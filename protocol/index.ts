@@ -1,0 +1,8 @@
+/** The I/O-free protocol core shared by workflows, activities and the API. */
+export * from './status';
+export * from './progress';
+export * from './tasks';
+export * from './errors';
+export * from './snapshot';
+export * from './ids';
+export * from './outcome';

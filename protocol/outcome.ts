@@ -1,0 +1,75 @@
+/**
+ * "completed" means the operation finished, not that everything succeeded (adcp-protocol.md §2.5, §13.9).
+ * This reads a completed result for what a caller must still look at, so it can be marked, not lost.
+ */
+export type CompletionOutcome = 'success' | 'partial' | 'pending';
+
+export interface CompletionAssessment {
+  outcome: CompletionOutcome;
+  /** One line per thing a caller should see: warnings, failed items, not-yet-live deployments. */
+  notes: string[];
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+function describeError(value: unknown): string {
+  const error = asRecord(value);
+  if (!error) return String(value);
+  const code = typeof error.code === 'string' ? error.code : 'WARNING';
+  const message = typeof error.message === 'string' ? error.message : '';
+  return message ? `${code}: ${message}` : code;
+}
+
+export function assessCompletion(result: Record<string, unknown> | undefined): CompletionAssessment {
+  if (!result) return { outcome: 'success', notes: [] };
+  const partial: string[] = [];
+  const pending: string[] = [];
+
+  if (Array.isArray(result.errors)) {
+    for (const warning of result.errors) partial.push(`warning ${describeError(warning)}`);
+  }
+  // sync_creatives: success is per item.
+  if (Array.isArray(result.creatives)) {
+    for (const entry of result.creatives) {
+      const creative = asRecord(entry);
+      if (!creative) continue;
+      const id = String(creative.creative_id ?? '?');
+      if (creative.action === 'failed') partial.push(`creative ${id} failed`);
+      if (Array.isArray(creative.errors) && creative.errors.length > 0) {
+        partial.push(`creative ${id}: ${creative.errors.map(describeError).join('; ')}`);
+      }
+      const assignmentErrors = asRecord(creative.assignment_errors);
+      if (assignmentErrors && Object.keys(assignmentErrors).length > 0) {
+        partial.push(`creative ${id} has assignment errors for ${Object.keys(assignmentErrors).join(', ')}`);
+      }
+    }
+  }
+  // activate_signal: "completed" can come long before "live".
+  if (Array.isArray(result.deployments)) {
+    for (const entry of result.deployments) {
+      const deployment = asRecord(entry);
+      if (deployment && deployment.is_live === false) {
+        const where = String(deployment.platform ?? deployment.agent_url ?? 'destination');
+        const eta = deployment.estimated_activation_duration_minutes;
+        pending.push(`deployment to ${where} is not live yet${typeof eta === 'number' ? ` (about ${eta} min)` : ''}`);
+      }
+    }
+  }
+  // update_media_buy: implementation_date null means the change awaits approval.
+  if ('implementation_date' in result && result.implementation_date === null) {
+    pending.push('the change is accepted but not implemented yet (implementation_date is null: pending approval)');
+  }
+  // get_products: incomplete[] names parts the seller could not finish in time.
+  if (Array.isArray(result.incomplete)) {
+    for (const entry of result.incomplete) {
+      const item = asRecord(entry);
+      if (item) partial.push(`incomplete ${String(item.scope ?? '?')}: ${String(item.description ?? '')}`.trim());
+    }
+  }
+  const notes = [...partial, ...pending];
+  if (partial.length > 0) return { outcome: 'partial', notes };
+  if (pending.length > 0) return { outcome: 'pending', notes };
+  return { outcome: 'success', notes };
+}

@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { closeMCPConnections } from '@adcp/sdk';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime, DefaultLogger, type Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { ActivityDependencies } from '../../activities';
+import { OrchestratorClient } from '../../client/orchestrator-client';
+import { type AgentConfig, AgentRegistry } from '../../config/agents';
+import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
+
+let runtimeInstalled = false;
+function quietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/** Bundling the workflow code takes seconds on 2 cores: once per test file. */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  return bundle;
+}
+
+export function testAddress(): string {
+  const address = process.env.TEMPORAL_TEST_ADDRESS;
+  if (!address) throw new Error('TEMPORAL_TEST_ADDRESS is not set: run integration tests through jest (globalSetup starts Temporal).');
+  return address;
+}
+
+export interface TestStack {
+  client: Client;
+  orchestrator: OrchestratorClient;
+  taskQueue: string;
+  worker: Worker;
+  /** Stops the worker and closes connections. */
+  close(): Promise<void>;
+}
+
+export function registry(agents: AgentConfig[]): AgentRegistry {
+  return new AgentRegistry(agents, 'test agents');
+}
+
+/** A client, an orchestrator client and an in-process worker on a fresh task queue. */
+export async function startTestStack(options: {
+  agents: AgentRegistry;
+  address?: string;
+  activities?: Partial<ActivityDependencies>;
+  taskQueue?: string;
+}): Promise<TestStack> {
+  quietRuntime();
+  const address = options.address ?? testAddress();
+  const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const workerConnection = await NativeConnection.connect({ address });
+  const worker = await createOperationWorker({
+    connection: workerConnection,
+    namespace: 'default',
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: { agents: options.agents, ...options.activities },
+    shutdownGraceTime: '2s',
+  });
+  const running = worker.run();
+  const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => options.agents.has(id) });
+  return {
+    client,
+    orchestrator,
+    taskQueue,
+    worker,
+    async close() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await workerConnection.close();
+      await connection.close();
+      await closeMCPConnections().catch(() => undefined);
+    },
+  };
+}
+
+export function demoAgent(overrides: Partial<AgentConfig> = {}): AgentConfig {
+  const url = process.env.DEMO_SELLER_URL;
+  if (!url) throw new Error('DEMO_SELLER_URL is not set: globalSetup starts the demo seller.');
+  return { id: 'demo', name: 'Demo seller', url, protocol: 'mcp', token_env: 'DEMO_SELLER_TOKEN', ...overrides };
+}
+
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 60_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  throw new Error(`Condition not met within ${timeoutMs} ms${lastError ? `: ${(lastError as Error).message}` : ''}`);
+}

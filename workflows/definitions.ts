@@ -1,0 +1,140 @@
+/**
+ * The operation workflow's public surface: its input and state types and its message definitions.
+ * Imported by the workflow, the worker, the API, the typed client and tests. Message names are stable:
+ * renaming one breaks running operations.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { AdcpError, CompletionOutcome, Progress, TaskSnapshot, TaskStatus } from '../protocol';
+
+export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
+
+/** Before the first answer from the seller, an operation is `pending`; after it, it has the seller's status. */
+export type OperationStatus = TaskStatus | 'pending';
+
+export type TransitionSource = 'call' | 'poll' | 'webhook' | 'orchestrator';
+
+export interface Transition {
+  from: OperationStatus;
+  to: OperationStatus;
+  source: TransitionSource;
+  at: string;
+  note?: string;
+}
+
+export interface InputRequest {
+  /** The seller's reason, e.g. APPROVAL_REQUIRED, BUDGET_EXCEEDS_LIMIT, CLARIFICATION_NEEDED. */
+  reason?: string;
+  message?: string;
+  /** What the seller sent along: partial results, suggestions, errors. */
+  details?: Record<string, unknown>;
+  round: number;
+  /** When the operation stops waiting for an answer (ISO 8601). */
+  deadline: string;
+}
+
+/** Why the orchestrator (not the seller) ended an operation. */
+export type OrchestratorFailureReason =
+  | 'timed_out'
+  | 'call_failed'
+  | 'poll_failed'
+  | 'input_timed_out'
+  | 'input_rounds_exhausted'
+  | 'auth_timed_out';
+
+export interface OperationState {
+  operationId: string;
+  agentId: string;
+  task: string;
+  status: OperationStatus;
+  taskId?: string;
+  contextId?: string;
+  message?: string;
+  progress?: Progress;
+  result?: Record<string, unknown>;
+  errors?: AdcpError[];
+  /** For completed operations: success, partial (warnings or failed items) or pending (e.g. not live yet). */
+  outcome?: CompletionOutcome;
+  outcomeNotes?: string[];
+  inputRequest?: InputRequest;
+  inputRounds: number;
+  authRequired?: { since: string; deadline: string };
+  failure?: { reason: OrchestratorFailureReason; message: string; error?: AdcpError };
+  cancellation?: { requestedBy: string; reason: string; at: string; sellerNotified: boolean; sellerNote: string };
+  webhookRegistered: boolean;
+  pollCount: number;
+  webhooksApplied: number;
+  /** The most recent transitions, oldest first (bounded; `transitionCount` counts them all). */
+  transitions: Transition[];
+  transitionCount: number;
+  /** Events that could not be applied as they came (late, out of order, after the end), newest last, bounded. */
+  anomalies: { at: string; source: TransitionSource; note: string }[];
+  startedAt: string;
+  updatedAt: string;
+  /** The seller's own time of the last applied change, used to drop out-of-order events. */
+  sellerUpdatedAt?: string;
+  deadline: string;
+}
+
+export interface RetrySettings {
+  maximumAttempts?: number;
+  initialIntervalMs?: number;
+  maximumIntervalMs?: number;
+}
+
+export interface OperationInput {
+  agentId: string;
+  task: string;
+  params: Record<string, unknown>;
+  /** Overrides the task's default budget (create 24 h, update 12 h, creative review 48 h). */
+  budgetMs?: number;
+  /** How long one input-required round may wait for an answer, and how many rounds are allowed. */
+  interaction?: { deadlineMs?: number; maxRounds?: number };
+  /** How long auth-required may wait for refreshed credentials. */
+  authDeadlineMs?: number;
+  retry?: RetrySettings;
+  /** A fingerprint of the caller's request, so a reused idempotency key with other content is detected. */
+  requestFingerprint?: string;
+  /** Set only by continue-as-new. */
+  carried?: CarriedState;
+}
+
+export interface CarriedState {
+  state: OperationState;
+  seenEventKeys: string[];
+  inbox: WebhookDelivery[];
+  pendingInput?: ProvidedInput;
+  pendingCredentialsRefresh?: boolean;
+}
+
+/** A verified webhook, normalised by the gateway, as the signal carries it. */
+export interface WebhookDelivery {
+  /** The seller's idempotency_key (3.x) or (task_id, status, timestamp) (rc.2): the dedupe key. */
+  eventKey: string;
+  snapshot: TaskSnapshot;
+  receivedAt: string;
+}
+
+export interface ProvidedInput {
+  /** The answer: fields merged into the resumed task call (e.g. `{ approved: true }` or a changed budget). */
+  input: Record<string, unknown>;
+  providedBy?: string;
+  /** Set by the workflow from the update ID, so a retried update never answers twice. */
+  requestId?: string;
+}
+
+export interface CancelRequest {
+  requestedBy: string;
+  reason: string;
+}
+
+export const statusQuery = defineQuery<OperationState>('status');
+export const webhookReceivedSignal = defineSignal<[WebhookDelivery]>('webhookReceived');
+/** Ask an operation to look at the seller now (reconciliation, operators). */
+export const pollNowSignal = defineSignal<[{ requestedBy: string }]>('pollNow');
+export const provideInputUpdate = defineUpdate<{ accepted: true; round: number }, [ProvidedInput]>('provideInput');
+export const credentialsRefreshedUpdate = defineUpdate<{ accepted: true }, [{ refreshedBy: string }]>(
+  'credentialsRefreshed',
+);
+export const cancelOperationUpdate = defineUpdate<{ accepted: true; status: OperationStatus }, [CancelRequest]>(
+  'cancelOperation',
+);

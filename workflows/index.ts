@@ -1,0 +1,2 @@
+/** Workflow entry points registered with the worker (the bundle is built from this file). */
+export { adcpOperation } from './operation';
