@@ -1,6 +1,10 @@
 /** Three layers (see CONVENTIONS.md): unit (no server), temporal (real Temporal servers), e2e (real sellers). */
-const transform = { '^.+\\.tsx?$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] };
-const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+const swc = { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } };
+const transform = { '^.+\\.(t|j|mj)sx?$': ['@swc/jest', swc] };
+// Node 20 loads ESM-only dependencies (jose, used by @adcp/sdk) through require(esm); Jest's module runtime
+// cannot, so those few packages are compiled to CommonJS for tests.
+const transformIgnorePatterns = ['/node_modules/(?!(jose)/)'];
+const common = { testEnvironment: 'node', transform, transformIgnorePatterns, moduleFileExtensions: ['ts', 'js', 'mjs', 'json'] };
 
 module.exports = {
   testTimeout: 120_000,

@@ -58,12 +58,13 @@ export async function startDemoSeller(options: { upstreamPort?: number; sellerPo
 }
 
 /** Orders (media buys) the mock ad server holds for the demo network: the ground truth for "exactly one buy". */
-export async function demoOrders(upstreamUrl: string): Promise<Array<Record<string, unknown>>> {
+export async function demoOrders(upstreamUrl: string, budget?: number): Promise<Array<Record<string, unknown>>> {
   const response = await fetch(`${upstreamUrl}/v1/orders`, {
     headers: { authorization: `Bearer ${DEMO_UPSTREAM_KEY}`, 'x-network-code': 'net_acmeoutdoor' },
   });
   if (!response.ok) throw new Error(`mock ad server /v1/orders answered ${response.status}: ${await response.text()}`);
   const body = (await response.json()) as Record<string, unknown>;
   const orders = (body.orders ?? body.items ?? body.data ?? body) as unknown;
-  return Array.isArray(orders) ? (orders as Array<Record<string, unknown>>) : [];
+  const list = Array.isArray(orders) ? (orders as Array<Record<string, unknown>>) : [];
+  return budget === undefined ? list : list.filter((order) => order.budget === budget);
 }

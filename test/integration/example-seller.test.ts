@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
-import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
+import { createMediaBuyParams, getProductsParams, uniqueBudget } from '../harness/demo-requests';
 import { type TestStack, demoAgent, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
@@ -25,8 +25,8 @@ test('get_products completes with the seller’s products', async () => {
 });
 
 test('create_media_buy goes submitted → polled → completed with a media_buy_id, one buy at the seller', async () => {
-  const before = (await demoOrders(upstream())).length;
-  const started = await stack.orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const budget = uniqueBudget();
+  const started = await stack.orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: randomUUID() });
   const state = await stack.orchestrator.result(started.operationId);
   expect(state.status).toBe('completed');
   expect(state.taskId).toMatch(/^task_/);
@@ -35,15 +35,15 @@ test('create_media_buy goes submitted → polled → completed with a media_buy_
   const path = state.transitions.map((t) => `${t.to}:${t.source}`);
   expect(path[0]).toBe('submitted:call');
   expect(path[path.length - 1]).toBe('completed:poll');
-  const after = await demoOrders(upstream());
-  expect(after.length).toBe(before + 1);
+  const after = await demoOrders(upstream(), budget);
+  expect(after.length).toBe(1);
   expect(after.map((order) => order.order_id)).toContain(state.result?.media_buy_id);
 });
 
 test('starting the same operation twice gives the same operation back, with no second call', async () => {
-  const before = (await demoOrders(upstream())).length;
+  const budget = uniqueBudget();
   const key = randomUUID();
-  const request = { agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: key };
+  const request = { agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: key };
   const first = await stack.orchestrator.start(request);
   const second = await stack.orchestrator.start(request);
   expect(first.created).toBe(true);
@@ -55,7 +55,7 @@ test('starting the same operation twice gives the same operation back, with no s
   const third = await stack.orchestrator.start(request);
   expect(third).toMatchObject({ operationId: first.operationId, created: false });
   expect(third.state?.result?.media_buy_id).toBe(state.result?.media_buy_id);
-  expect((await demoOrders(upstream())).length).toBe(before + 1);
+  expect((await demoOrders(upstream(), budget)).length).toBe(1);
 });
 
 test('the same key with a different request is a conflict, not a second operation', async () => {

@@ -1,0 +1,149 @@
+/**
+ * The embedded dev server as `npm start` and the tests use it: real `temporal server start-dev` processes from
+ * the provisioned CLI, on free loopback ports. Starts its own servers (it restarts them), not the shared one.
+ */
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { type DevServer, ensureSearchAttributes, freePort, startDevServer } from '../../config/dev-server';
+import { SA_AGENT, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
+
+const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+
+let scratch: string;
+const servers: DevServer[] = [];
+const connections: Connection[] = [];
+
+beforeAll(() => {
+  scratch = mkdtempSync(join(tmpdir(), 'adcp-dev-server-'));
+});
+afterEach(async () => {
+  await Promise.all(connections.splice(0).map((connection) => connection.close()));
+  await Promise.all(servers.splice(0).map((server) => server.stop()));
+});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+async function start(options: Parameters<typeof startDevServer>[0]): Promise<DevServer> {
+  const server = await startDevServer({ headless: true, ...options });
+  servers.push(server);
+  return server;
+}
+
+async function connect(server: DevServer): Promise<Connection> {
+  const connection = await Connection.connect({ address: server.address });
+  connections.push(connection);
+  return connection;
+}
+
+async function customSearchAttributes(connection: Connection) {
+  return (await connection.operatorService.listSearchAttributes({ namespace: 'default' })).customAttributes ?? {};
+}
+
+describe('startDevServer', () => {
+  it('registers the search attributes and keeps workflows and their attributes across a restart on the same db file', async () => {
+    const port = await freePort();
+    // A folder that does not exist yet: startDevServer creates it.
+    const dbFilename = join(scratch, 'state', 'nested', 'temporal.sqlite');
+    const workflowId = 'dev-server-restart-check';
+
+    const first = await start({ port, dbFilename });
+    const firstConnection = await connect(first);
+    const registered = await customSearchAttributes(firstConnection);
+    for (const { name } of SEARCH_ATTRIBUTES) expect(registered[name]).toBe(KEYWORD);
+
+    // No worker polls this task queue, so the workflow just stays open; that is all a restart must keep.
+    await new Client({ connection: firstConnection }).workflow.start('neverPolled', {
+      workflowId,
+      taskQueue: 'dev-server-test-nobody-polls',
+      typedSearchAttributes: [
+        { key: SA_TASK, value: 'create_media_buy' },
+        { key: SA_AGENT, value: 'restart-check-agent' },
+        { key: SA_STATUS, value: 'submitted' },
+      ],
+    });
+    await Promise.all(connections.splice(0).map((connection) => connection.close()));
+    await first.stop();
+    expect(first.child.exitCode ?? first.child.signalCode).not.toBeNull();
+    servers.splice(0);
+
+    const second = await start({ port, dbFilename });
+    const client = new Client({ connection: await connect(second) });
+    const description = await client.workflow.getHandle(workflowId).describe();
+    expect(description.status.name).toBe('RUNNING');
+    expect(description.typedSearchAttributes.get(SA_AGENT)).toBe('restart-check-agent');
+    // Visibility answers queries on the project's attributes after the restart too.
+    const found: string[] = [];
+    for await (const execution of client.workflow.list({
+      query: `AdcpAgent = "restart-check-agent" AND AdcpTask = "create_media_buy"`,
+    })) {
+      found.push(execution.workflowId);
+    }
+    expect(found).toEqual([workflowId]);
+    await client.workflow.getHandle(workflowId).terminate('test done');
+  });
+
+  it('keeps a started workflow when the server is killed (SIGKILL) rather than stopped', async () => {
+    const port = await freePort();
+    const dbFilename = join(scratch, 'killed', 'temporal.sqlite');
+    const workflowId = 'dev-server-kill-check';
+
+    const first = await start({ port, dbFilename });
+    const firstConnection = await connect(first);
+    await new Client({ connection: firstConnection }).workflow.start('neverPolled', {
+      workflowId,
+      taskQueue: 'dev-server-test-nobody-polls',
+    });
+    await Promise.all(connections.splice(0).map((connection) => connection.close()));
+    await first.stop('SIGKILL');
+    expect(first.child.signalCode).toBe('SIGKILL');
+    servers.splice(0);
+
+    const second = await start({ port, dbFilename });
+    const client = new Client({ connection: await connect(second) });
+    expect((await client.workflow.getHandle(workflowId).describe()).status.name).toBe('RUNNING');
+    await client.workflow.getHandle(workflowId).terminate('test done');
+  });
+
+  it('refuses a port that is already in use instead of talking to whatever listens there', async () => {
+    const port = await freePort();
+    const squatter: Server = createServer();
+    await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
+    try {
+      await expect(start({ port })).rejects.toThrow(`Port ${port} on 127.0.0.1 is already in use`);
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+  });
+
+  it("reports the server's own output when it exits before it is ready", async () => {
+    const cliPath = join(scratch, 'broken-temporal');
+    writeFileSync(cliPath, '#!/bin/sh\necho "Error: failed starting server: simulated" >&2\nexit 3\n');
+    chmodSync(cliPath, 0o755);
+
+    await expect(start({ port: await freePort(), cliPath })).rejects.toThrow(
+      /exited \(code 3, signal null\) before it was ready[\s\S]*Error: failed starting server: simulated/,
+    );
+  });
+});
+
+describe('ensureSearchAttributes', () => {
+  it('adds the missing attributes to a server started without them, idempotently, and refuses a type clash', async () => {
+    const server = await start({ port: await freePort(), searchAttributes: [{ name: 'AdcpTask', type: 'Text' }] });
+    const connection = await connect(server);
+
+    await expect(ensureSearchAttributes(connection, 'default')).rejects.toThrow(
+      'AdcpTask is INDEXED_VALUE_TYPE_TEXT, expected Keyword',
+    );
+
+    const others = SEARCH_ATTRIBUTES.filter(({ name }) => name !== 'AdcpTask');
+    await expect(ensureSearchAttributes(connection, 'default', others)).resolves.toEqual(
+      others.map(({ name }) => name),
+    );
+    await expect(ensureSearchAttributes(connection, 'default', others)).resolves.toEqual([]);
+    const registered = await customSearchAttributes(connection);
+    for (const { name } of others) expect(registered[name]).toBe(KEYWORD);
+  });
+});

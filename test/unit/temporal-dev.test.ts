@@ -1,0 +1,85 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SearchAttributeType } from '@temporalio/common';
+import { parse } from 'yaml';
+import {
+  SA_AGENT,
+  SA_INPUT_REASON,
+  SA_STATUS,
+  SA_TASK,
+  SA_TASK_ID,
+  SDK_SEARCH_ATTRIBUTE_TYPES,
+  SEARCH_ATTRIBUTES,
+} from '../../config/search-attributes';
+import { findProjectRoot } from '../../config/temporal-binaries';
+
+interface ComposeService {
+  image?: string;
+  ports?: string[];
+  depends_on?: string[] | Record<string, { condition?: string }>;
+  command?: string | string[];
+  entrypoint?: string | string[];
+}
+
+const compose = parse(readFileSync(join(findProjectRoot(), 'temporal-dev.yml'), 'utf8')) as {
+  services: Record<string, ComposeService>;
+};
+const services = compose.services;
+
+const dependsOn = (service: ComposeService) =>
+  Array.isArray(service.depends_on) ? service.depends_on : Object.keys(service.depends_on ?? {});
+const script = (service: ComposeService) => [service.command ?? []].flat().join('\n');
+
+describe('temporal-dev.yml', () => {
+  it('runs PostgreSQL, the Temporal server, the Web UI and the search-attribute registration', () => {
+    expect(Object.keys(services).sort()).toEqual([
+      'postgresql',
+      'register-search-attributes',
+      'temporal',
+      'temporal-ui',
+    ]);
+    expect(services.postgresql.image).toBe('postgres:16');
+    expect(services.temporal.image).toMatch(/^temporalio\/auto-setup:\d+\.\d+\.\d+$/);
+    expect(services['temporal-ui'].image).toMatch(/^temporalio\/ui:\d+\.\d+\.\d+$/);
+    expect(services['register-search-attributes'].image).toMatch(/^temporalio\/admin-tools:\d+\.\d+\.\d+/);
+  });
+
+  it('publishes gRPC on 7233 and the Web UI on 8233, where the project looks by default', () => {
+    expect(services.temporal.ports).toContain('7233:7233');
+    expect(services['temporal-ui'].ports).toContain('8233:8080');
+  });
+
+  it('starts the server after PostgreSQL, and the UI and registration after the server', () => {
+    expect(dependsOn(services.temporal)).toContain('postgresql');
+    expect(dependsOn(services['temporal-ui'])).toContain('temporal');
+    expect(dependsOn(services['register-search-attributes'])).toContain('temporal');
+  });
+
+  it('registers exactly the search attributes of config/search-attributes.ts', () => {
+    const command = script(services['register-search-attributes']);
+    expect(command).toContain('temporal operator search-attribute create --namespace default');
+    const registered = [...command.matchAll(/--name (\S+) --type (\S+)/g)].map(([, name, type]) => ({ name, type }));
+    expect(registered).toEqual(SEARCH_ATTRIBUTES.map(({ name, type }) => ({ name, type })));
+  });
+
+  it('gives the registration a script /bin/sh accepts', () => {
+    const registration = services['register-search-attributes'];
+    expect(registration.entrypoint).toEqual(['/bin/sh', '-c']);
+    // Compose turns `$$` into `$` before the shell sees it.
+    const shell = script(registration).replace(/\$\$/g, '$');
+    const check = spawnSync('/bin/sh', ['-n', '-c', shell], { encoding: 'utf8' });
+    expect(check.stderr).toBe('');
+    expect(check.status).toBe(0);
+  });
+});
+
+describe('config/search-attributes.ts', () => {
+  it('has one typed key per registered attribute, with the same name and type', () => {
+    const keys = [SA_TASK, SA_AGENT, SA_STATUS, SA_TASK_ID, SA_INPUT_REASON];
+    expect(keys.map(({ name, type }) => ({ name, type }))).toEqual(
+      SEARCH_ATTRIBUTES.map(({ name, type }) => ({ name, type: SDK_SEARCH_ATTRIBUTE_TYPES[type] })),
+    );
+    expect(new Set(keys.map((key) => key.type))).toEqual(new Set([SearchAttributeType.KEYWORD]));
+  });
+});
