@@ -6,13 +6,21 @@ import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient } from '../config/temporal-connection';
 import { createGateway } from './app';
+import { createWebhookAuthenticator } from './webhook-verification';
+import { createWebhookRouter } from './webhooks';
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const agents = loadAgents();
   const client = await connectClient();
   const orchestrator = new OrchestratorClient({ client, taskQueue: runtime.taskQueue, knownAgent: (id) => agents.has(id) });
-  const app = createGateway({ orchestrator, webUiUrl: runtime.webUiUrl, namespace: client.options.namespace });
+  const webhookRouter = createWebhookRouter({
+    client,
+    agents,
+    authenticator: createWebhookAuthenticator(),
+    publicBaseUrl: runtime.publicBaseUrl,
+  });
+  const app = createGateway({ orchestrator, webUiUrl: runtime.webUiUrl, namespace: client.options.namespace, webhookRouter });
   const server = app.listen(runtime.gatewayPort, runtime.gatewayHost, () => {
     console.log(`gateway: http://${runtime.gatewayHost}:${runtime.gatewayPort} (operations API, webhooks, /healthz)`);
   });

@@ -231,7 +231,15 @@ export class OrchestratorClient {
     try {
       return await run(handle);
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
+      if (error instanceof WorkflowNotFoundError) {
+        // Updates cannot reach a closed workflow: say it ended rather than that it does not exist.
+        const ended = await handle.describe().then(
+          (description) => description.status.name,
+          () => undefined,
+        );
+        if (ended) throw new OperationRejectedError(`Operation ${operationId} has ended (${ended}); it takes no more requests.`);
+        throw new OperationNotFoundError(operationId);
+      }
       if (error instanceof WorkflowUpdateFailedError) {
         throw new OperationRejectedError(error.cause instanceof Error ? error.cause.message : error.message);
       }

@@ -6,3 +6,5 @@ export * from './errors';
 export * from './snapshot';
 export * from './ids';
 export * from './outcome';
+export * from './webhook-payload';
+export * from './circuit-breaker';

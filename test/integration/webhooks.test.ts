@@ -1,0 +1,98 @@
+/**
+ * Seller webhooks through the real gateway into real workflows: the scripted fixture seller (built on
+ * @adcp/sdk's server) signs with RFC 9421 through the SDK's own emitter.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createGateway } from '../../api/app';
+import { createWebhookAuthenticator } from '../../api/webhook-verification';
+import { createWebhookRouter } from '../../api/webhooks';
+import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
+import { createMediaBuyParams } from '../harness/demo-requests';
+import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+
+let seller: ScriptedSeller;
+let stack: TestStack;
+let server: Server;
+let base: string;
+
+beforeAll(async () => {
+  seller = await startScriptedSeller({ webhookMode: 'rfc9421' });
+  server = await new Promise<Server>((resolve) => {
+    const listening = require('node:http').createServer().listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const agents = registry([
+    { id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN', webhooks: { scheme: 'rfc9421', jwks: seller.webhookJwks } as never },
+  ]);
+  stack = await startTestStack({ agents, activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base } });
+  const webhookRouter = createWebhookRouter({ client: stack.client, agents, authenticator: createWebhookAuthenticator(), publicBaseUrl: base, log: () => undefined });
+  server.on('request', createGateway({ orchestrator: stack.orchestrator, webhookRouter }));
+});
+afterAll(async () => {
+  await new Promise((resolve) => server?.close(resolve));
+  await stack?.close();
+  await seller?.close();
+});
+
+async function postWebhook(operationId: string, body: string, headers: Record<string, string>) {
+  const response = await fetch(`${base}/webhooks/adcp/${operationId}`, { method: 'POST', headers, body });
+  return { status: response.status, body: (await response.json()) as Record<string, any> };
+}
+
+test('a signed completion webhook completes a submitted operation long before the next poll', async () => {
+  // Submitted, then completed after 3 s by the seller's own timer; polls never advance it.
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 3_000, webhook: true }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  expect(state.webhookRegistered).toBe(true);
+  expect(state.transitions[state.transitions.length - 1]).toMatchObject({ to: 'completed', source: 'webhook' });
+  expect(state.webhooksApplied).toBe(1);
+  expect(typeof state.result?.media_buy_id).toBe('string');
+  const call = seller.callsTo('create_media_buy')[0];
+  expect((call.args.push_notification_config as { url: string }).url).toBe(`${base}/webhooks/adcp/${operationId}`);
+});
+
+test('forged, malformed, unknown-operation and wrong-type webhooks are refused; the operation is unchanged', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const submitted = await eventually(async () => {
+    const view = await stack.orchestrator.status(operationId);
+    return view.state?.status === 'submitted' ? view.state : undefined;
+  });
+  const body = JSON.stringify({ idempotency_key: `evt_${randomUUID()}`, task_id: submitted.taskId, task_type: 'create_media_buy', status: 'completed', timestamp: new Date().toISOString(), result: { media_buy_id: 'forged' } });
+
+  const unsigned = await postWebhook(operationId, body, { 'content-type': 'application/json' });
+  expect(unsigned.status).toBe(401);
+  expect(unsigned.body.error.reason).toMatch(/^webhook_signature/);
+  const forged = await postWebhook(operationId, body, {
+    'content-type': 'application/json',
+    'signature-input': 'sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1;expires=2;nonce="n";keyid="nope";alg="ed25519";tag="adcp/webhook-signing/v1"',
+    signature: 'sig1=:AAAA:',
+    'content-digest': 'sha-256=:AAAA:',
+  });
+  expect(forged.status).toBe(401);
+  expect((await postWebhook(operationId, body, { 'content-type': 'text/plain' })).status).toBe(415);
+  expect((await postWebhook(`adcp-create_media_buy-${randomUUID()}`, body, { 'content-type': 'application/json' })).status).toBe(404);
+  const oversized = await fetch(`${base}/webhooks/adcp/${operationId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(1_100_000) });
+  expect(oversized.status).toBe(413);
+
+  const view = await stack.orchestrator.status(operationId);
+  expect(view.state).toMatchObject({ status: 'submitted', webhooksApplied: 0 });
+  await stack.orchestrator.cancel(operationId, { requestedBy: 'test', reason: 'cleanup' });
+});
+
+test('the same signed webhook delivered ten times concurrently is applied once; after the end it is ignored', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 2_000, webhook: { duplicate: 9 } }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  await seller.webhooksSettled();
+  expect(state.status).toBe('completed');
+  const deliveries = seller.webhookDeliveries.filter((delivery) => String(delivery.url).endsWith(operationId));
+  expect(deliveries.length).toBeGreaterThanOrEqual(10);
+  const final = await stack.orchestrator.status(operationId);
+  expect(final.state?.webhooksApplied).toBe(1);
+  expect(seller.mediaBuys().filter((buy) => buy.mediaBuyId === state.result?.media_buy_id)).toHaveLength(1);
+});
