@@ -231,7 +231,6 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   app.use((_req, _res, next) => next(new HttpError(404, 'NOT_FOUND', 'No such route.')));
 
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const answer = toHttpError(error);
     if (answer.status >= 500) console.error(`gateway: ${answer.status} ${(error as Error)?.stack ?? String(error)}`);

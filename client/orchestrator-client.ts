@@ -222,7 +222,7 @@ export class OrchestratorClient {
     }
   }
 
-  private async update<Ret, Args extends [unknown]>(
+  private async update<Ret>(
     operationId: string,
     run: (handle: ReturnType<Client['workflow']['getHandle']>) => Promise<Ret>,
   ): Promise<Ret> {

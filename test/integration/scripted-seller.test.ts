@@ -178,7 +178,8 @@ describe('scripted seller over MCP', () => {
 
     const key = newKey();
     seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
-    await expect(call('create_media_buy', createArgs(key))).rejects.toThrow(/503/);
+    // The SDK client's error keeps only the body: "MCP error -32603: … Error POSTing to endpoint: 503 Service Unavailable".
+    await expect(call('create_media_buy', createArgs(key))).rejects.toThrow(/503 Service Unavailable/);
     const retried = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(key)));
     expect(retried).toMatchObject({ status: 'submitted', taskId: expect.any(String) });
     expect(retried.replayed).toBeUndefined();
@@ -187,7 +188,7 @@ describe('scripted seller over MCP', () => {
 
   test('429 with Retry-After is answered before processing', async () => {
     seller.fault('create_media_buy', { kind: 'rate-limited', retryAfterSeconds: 7 }, { times: 2 });
-    await expect(call('create_media_buy', createArgs(newKey()))).rejects.toThrow(/429/);
+    await expect(call('create_media_buy', createArgs(newKey()))).rejects.toThrow(/429 Too Many Requests/);
     expect(seller.callsTo('create_media_buy').map((c) => c.httpStatus)).toEqual([429, 429]);
     expect(seller.tasks()).toHaveLength(0);
     expect(seller.callsTo('create_media_buy')[0].fault).toEqual({ kind: 'rate-limited', retryAfterSeconds: 7 });

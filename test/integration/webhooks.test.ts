@@ -3,7 +3,7 @@
  * @adcp/sdk's server) signs with RFC 9421 through the SDK's own emitter.
  */
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { type Server, createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
@@ -20,7 +20,7 @@ let base: string;
 beforeAll(async () => {
   seller = await startScriptedSeller({ webhookMode: 'rfc9421' });
   server = await new Promise<Server>((resolve) => {
-    const listening = require('node:http').createServer().listen(0, '127.0.0.1', () => resolve(listening));
+    const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const agents = registry([
