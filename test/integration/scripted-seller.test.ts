@@ -38,7 +38,12 @@ async function startReceiver(): Promise<{ url: string; received: ReceivedWebhook
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      received.push({ url: `http://${req.headers.host}${req.url}`, headers: req.headers, body, json: JSON.parse(body) as Json });
+      received.push({
+        url: `http://${req.headers.host}${req.url}`,
+        headers: req.headers,
+        body,
+        json: JSON.parse(body) as Json,
+      });
       res.writeHead(200).end();
     });
   });
@@ -102,13 +107,20 @@ describe('scripted seller over MCP', () => {
     expect(done.result?.media_buy_id).toEqual(expect.stringMatching(/^mb_/));
 
     const buys = seller.mediaBuys();
-    expect(buys).toEqual([expect.objectContaining({ mediaBuyId: done.result?.media_buy_id, taskId: first.taskId, idempotencyKey: key })]);
+    expect(buys).toEqual([
+      expect.objectContaining({ mediaBuyId: done.result?.media_buy_id, taskId: first.taskId, idempotencyKey: key }),
+    ]);
     expect(seller.task(first.taskId!)?.history.map((h) => [h.status, h.via])).toEqual([
       ['submitted', 'initial'],
       ['completed', 'poll'],
     ]);
     const [createCall] = seller.callsTo('create_media_buy');
-    expect(createCall).toMatchObject({ transport: 'mcp', outcome: 'scripted', taskId: first.taskId, args: { idempotency_key: key } });
+    expect(createCall).toMatchObject({
+      transport: 'mcp',
+      outcome: 'scripted',
+      taskId: first.taskId,
+      args: { idempotency_key: key },
+    });
     expect(createCall.headers.authorization).toBeUndefined();
   });
 
@@ -132,24 +144,38 @@ describe('scripted seller over MCP', () => {
   test('same key with a different payload is IDEMPOTENCY_CONFLICT; a missing key is INVALID_REQUEST', async () => {
     const key = newKey();
     await call('create_media_buy', createArgs(key));
-    const conflict = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(key, { po_number: 'changed' })));
+    const conflict = snapshotFromMcpToolResult(
+      await call('create_media_buy', createArgs(key, { po_number: 'changed' })),
+    );
     expect(conflict.status).toBe('failed');
     expect(conflict.errors?.[0]).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', recovery: 'correctable' });
 
     const { idempotency_key: _omitted, ...withoutKey } = createArgs('unused');
     const missing = snapshotFromMcpToolResult(await call('create_media_buy', withoutKey));
-    expect(missing.errors?.[0]).toMatchObject({ code: 'INVALID_REQUEST', field: 'idempotency_key', recovery: 'correctable' });
+    expect(missing.errors?.[0]).toMatchObject({
+      code: 'INVALID_REQUEST',
+      field: 'idempotency_key',
+      recovery: 'correctable',
+    });
     expect(seller.tasks()).toHaveLength(1);
   });
 
   test('scripted input-required, resumed on the same context_id, then working and completed', async () => {
     seller.script('create_media_buy', [
-      { status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Budget above the auto-approval limit: approve?' },
+      {
+        status: 'input-required',
+        reason: 'APPROVAL_REQUIRED',
+        message: 'Budget above the auto-approval limit: approve?',
+      },
       { status: 'working', progress: { percentage: 50, current_step: 'io_review' } },
       { status: 'completed', afterPolls: 1 },
     ]);
     const asked = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(newKey())));
-    expect(asked).toMatchObject({ status: 'input-required', message: expect.stringContaining('approve'), contextId: expect.any(String) });
+    expect(asked).toMatchObject({
+      status: 'input-required',
+      message: expect.stringContaining('approve'),
+      contextId: expect.any(String),
+    });
     expect(asked.result?.reason).toBe('APPROVAL_REQUIRED');
 
     // Polling an input-required task does not move it.
@@ -158,8 +184,14 @@ describe('scripted seller over MCP', () => {
     const resumed = snapshotFromMcpToolResult(
       await call('create_media_buy', { idempotency_key: newKey(), context_id: asked.contextId, approved: true }),
     );
-    expect(resumed).toMatchObject({ status: 'working', taskId: asked.taskId, progress: { percentage: 50, currentStep: 'io_review' } });
-    expect(seller.task(asked.taskId!)?.inputs).toEqual([expect.objectContaining({ approved: true, context_id: asked.contextId })]);
+    expect(resumed).toMatchObject({
+      status: 'working',
+      taskId: asked.taskId,
+      progress: { percentage: 50, currentStep: 'io_review' },
+    });
+    expect(seller.task(asked.taskId!)?.inputs).toEqual([
+      expect.objectContaining({ approved: true, context_id: asked.contextId }),
+    ]);
 
     const done = await poll(asked.taskId!);
     expect(done.status).toBe('completed');
@@ -215,7 +247,10 @@ describe('scripted seller over MCP', () => {
     const key = newKey();
     seller.fault('create_media_buy', { kind: 'slow-response', ms: 600 });
     const slow = call('create_media_buy', createArgs(key));
-    const outcome = await Promise.race([slow.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('timed out'), 150))]);
+    const outcome = await Promise.race([
+      slow.then(() => 'answered'),
+      new Promise((resolve) => setTimeout(() => resolve('timed out'), 150)),
+    ]);
     expect(outcome).toBe('timed out');
     expect(seller.tasks()).toHaveLength(1);
 
@@ -235,30 +270,52 @@ describe('scripted seller over MCP', () => {
       {
         status: 'failed',
         bare: true,
-        errors: [{ code: 'BUDGET_TOO_LOW', message: 'Minimum is 10000', recovery: 'correctable', field: 'packages[0].budget', suggestion: 'Raise the budget' }],
+        errors: [
+          {
+            code: 'BUDGET_TOO_LOW',
+            message: 'Minimum is 10000',
+            recovery: 'correctable',
+            field: 'packages[0].budget',
+            suggestion: 'Raise the budget',
+          },
+        ],
       },
     ]);
     const limited = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(newKey())));
     expect(limited.errors?.[0]).toMatchObject({ code: 'RATE_LIMITED', recovery: 'transient', retryAfterSeconds: 30 });
     const tooLow = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(newKey())));
     expect(tooLow.status).toBe('failed');
-    expect(tooLow.errors?.[0]).toMatchObject({ code: 'BUDGET_TOO_LOW', field: 'packages[0].budget', suggestion: 'Raise the budget' });
+    expect(tooLow.errors?.[0]).toMatchObject({
+      code: 'BUDGET_TOO_LOW',
+      field: 'packages[0].budget',
+      suggestion: 'Raise the budget',
+    });
     expect(seller.mediaBuys()).toHaveLength(0);
   });
 
   test('afterMs steps move on a timer; tasks/list filters by status and context_contains', async () => {
-    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', afterMs: 20 }, { status: 'completed', afterMs: 20 }]);
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'working', afterMs: 20 },
+      { status: 'completed', afterMs: 20 },
+    ]);
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 10 }]);
-    const timed = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(newKey(), { po_number: 'PO-TIMED' })));
-    const stuck = snapshotFromMcpToolResult(await call('create_media_buy', createArgs(newKey(), { po_number: 'PO-STUCK' })));
+    const timed = snapshotFromMcpToolResult(
+      await call('create_media_buy', createArgs(newKey(), { po_number: 'PO-TIMED' })),
+    );
+    const stuck = snapshotFromMcpToolResult(
+      await call('create_media_buy', createArgs(newKey(), { po_number: 'PO-STUCK' })),
+    );
     await waitFor(() => seller.task(timed.taskId!)?.status === 'completed');
     expect(seller.task(timed.taskId!)?.history.map((h) => h.via)).toEqual(['initial', 'timer', 'timer']);
 
     const list = async (filters: Json) => {
       const raw = (await call('tasks/list', { filters })) as Json;
-      return (raw.structuredContent as { tasks: Array<{ task_id: string }>; query_summary: { total_matching: number } });
+      return raw.structuredContent as { tasks: Array<{ task_id: string }>; query_summary: { total_matching: number } };
     };
-    expect((await list({ statuses: ['submitted', 'working', 'input-required'] })).tasks.map((t) => t.task_id)).toEqual([stuck.taskId]);
+    expect((await list({ statuses: ['submitted', 'working', 'input-required'] })).tasks.map((t) => t.task_id)).toEqual([
+      stuck.taskId,
+    ]);
     expect((await list({ context_contains: 'PO-TIMED' })).tasks.map((t) => t.task_id)).toEqual([timed.taskId]);
     expect((await list({})).query_summary.total_matching).toBe(2);
   });
@@ -320,7 +377,11 @@ describe('scripted seller webhooks', () => {
         verify,
       );
       expect(verified.keyid).toBe(seller.webhookKeyId);
-      expect(webhook.json).toMatchObject({ task_id: first.taskId, task_type: 'create_media_buy', idempotency_key: expect.any(String) });
+      expect(webhook.json).toMatchObject({
+        task_id: first.taskId,
+        task_type: 'create_media_buy',
+        idempotency_key: expect.any(String),
+      });
     }
     const completed = snapshotFromFlatResponse(receiver.received[1].json.result as Json);
     expect(completed.result?.media_buy_id).toBe(seller.mediaBuys()[0].mediaBuyId);
@@ -329,11 +390,19 @@ describe('scripted seller webhooks', () => {
   test('legacy HMAC webhooks; manual sends with duplicates and lost events', async () => {
     seller = await startScriptedSeller({ webhookMode: 'hmac' });
     const secret = 'scripted-test-secret-at-least-32-characters';
-    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1, webhook: { duplicate: 1 } }]);
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterPolls: 1, webhook: { duplicate: 1 } },
+    ]);
     const first = snapshotFromMcpToolResult(
       await call(
         'create_media_buy',
-        createArgs(newKey(), { push_notification_config: { url: receiver.url, authentication: { schemes: ['HMAC-SHA256'], credentials: secret } } }),
+        createArgs(newKey(), {
+          push_notification_config: {
+            url: receiver.url,
+            authentication: { schemes: ['HMAC-SHA256'], credentials: secret },
+          },
+        }),
       ),
     );
     await call('tasks/get', { task_id: first.taskId });
@@ -374,7 +443,10 @@ describe('scripted seller over A2A', () => {
     expect(task.artifacts[0].metadata).toEqual({ adcp_task_id: submitted.taskId });
 
     const pollOnce = async () => {
-      const polled = (await ProtocolClient.callTool(agent, 'tasks/get', { task_id: submitted.taskId, include_result: true })) as Json;
+      const polled = (await ProtocolClient.callTool(agent, 'tasks/get', {
+        task_id: submitted.taskId,
+        include_result: true,
+      })) as Json;
       const data = (polled.result as typeof task).artifacts[0].parts[0].data;
       return snapshotFromTasksGet(data);
     };
@@ -382,13 +454,21 @@ describe('scripted seller over A2A', () => {
     const done = await pollOnce();
     expect(done.status).toBe('completed');
     expect(done.result?.media_buy_id).toBe(seller.mediaBuys()[0].mediaBuyId);
-    expect(seller.callsTo('create_media_buy')[0]).toMatchObject({ transport: 'a2a', method: 'message/send', outcome: 'scripted' });
+    expect(seller.callsTo('create_media_buy')[0]).toMatchObject({
+      transport: 'a2a',
+      method: 'message/send',
+      outcome: 'scripted',
+    });
   });
 
   test('spec A2A: Task.state is the AdCP status; native tasks/get polls and tasks/cancel cancels', async () => {
     seller = await startScriptedSeller({ a2a: 'spec' });
     const agent = seller.agent('a2a');
-    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', progress: { percentage: 25 } }, { status: 'completed' }]);
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'working', progress: { percentage: 25 } },
+      { status: 'completed' },
+    ]);
     const created = snapshotFromA2A(await ProtocolClient.callTool(agent, 'create_media_buy', createArgs(newKey())));
     expect(created).toMatchObject({ status: 'submitted', taskId: expect.stringMatching(/^task_/) });
 
@@ -408,7 +488,10 @@ describe('scripted seller over A2A', () => {
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 5 }]);
     const second = snapshotFromA2A(await ProtocolClient.callTool(agent, 'create_media_buy', createArgs(newKey())));
     expect(await rpc('tasks/cancel', second.taskId!)).toMatchObject({ status: 'canceled', taskId: second.taskId });
-    expect(await rpc('tasks/cancel', second.taskId!)).toMatchObject({ status: 'failed', errors: [expect.objectContaining({ code: 'JSONRPC_-32002' })] });
+    expect(await rpc('tasks/cancel', second.taskId!)).toMatchObject({
+      status: 'failed',
+      errors: [expect.objectContaining({ code: 'JSONRPC_-32002' })],
+    });
     expect(seller.mediaBuys()).toHaveLength(1);
   });
 });
