@@ -54,6 +54,8 @@ export interface LookInput {
 
 export interface AwaitChangeInput extends LookInput {
   since: { status: string; progress: Progress | null };
+  /** The first attempt waits this long before it looks (later attempts are spaced by the retry policy). */
+  firstLookAfterMs?: number;
 }
 
 const HEARTBEAT_EVERY_MS = 5_000;
@@ -170,20 +172,23 @@ export function createActivities(deps: ActivityDependencies) {
      * task has not moved. Retries write no history, so a day of polling costs the same few events as one poll.
      */
     async awaitTaskChange(input: AwaitChangeInput): Promise<{ snapshot: TaskSnapshot; polls: number }> {
-      const attempt = Context.current().info.attempt;
+      const context = Context.current();
+      const attempt = context.info.attempt;
+      if (attempt === 1 && input.firstLookAfterMs) await context.sleep(input.firstLookAfterMs); // rejects on cancel
       let snapshot: TaskSnapshot;
       try {
         snapshot = await look(input);
       } catch (error) {
         if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
         // A failed look is one more reason to look again at the same cadence.
-        throw ApplicationFailure.create({ type: 'TaskLookFailed', message: (error as Error).message, category: 'BENIGN' });
+        throw ApplicationFailure.create({ type: 'TaskLookFailed', message: (error as Error).message, category: 'BENIGN', details: [{ polls: attempt }] });
       }
       const unchanged =
         snapshot.status === input.since.status &&
         JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress);
       if (unchanged) {
-        throw ApplicationFailure.create({ type: 'TaskUnchanged', message: `still ${snapshot.status}`, category: 'BENIGN' });
+        // The attempt count rides along: when the budget ends, this failure is what the workflow sees.
+        throw ApplicationFailure.create({ type: 'TaskUnchanged', message: `still ${snapshot.status}`, category: 'BENIGN', details: [{ polls: attempt }] });
       }
       return { snapshot, polls: attempt };
     },

@@ -94,6 +94,11 @@ export interface OrchestratorClientOptions {
   knownAgent?: (agentId: string) => boolean;
   /** How long a status query may wait for a worker. */
   queryTimeoutMs?: number;
+  /**
+   * Index operations with the AdCP search attributes (default true). Turn it off only against a namespace where
+   * they cannot be registered (the time-skipping test server); the workflow then does not upsert them either.
+   */
+  searchAttributes?: boolean;
 }
 
 function stableJson(value: unknown): string {
@@ -163,11 +168,15 @@ export class OrchestratorClient {
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         memo: { requestFingerprint: fingerprint },
-        typedSearchAttributes: [
-          { key: SA_TASK, value: request.task },
-          { key: SA_AGENT, value: request.agentId },
-          { key: SA_STATUS, value: 'pending' },
-        ],
+        ...(this.options.searchAttributes === false
+          ? {}
+          : {
+              typedSearchAttributes: [
+                { key: SA_TASK, value: request.task },
+                { key: SA_AGENT, value: request.agentId },
+                { key: SA_STATUS, value: 'pending' },
+              ],
+            }),
         staticSummary: `${request.task} at ${request.agentId}`,
       });
       return { operationId, created: true, state: undefined };

@@ -1,11 +1,15 @@
 /**
- * When to look at a waiting task again (adcp-protocol.md §1.6): quickly at first, because many tasks finish
- * within seconds, then at the reference cadence: about 5 s while `working` (for up to about 120 s), 60 s while
- * `submitted`, and about 2 minutes as a backup when the seller also sends webhooks.
+ * How often to look at a waiting task (adcp-protocol.md §1.6): about every 5 s while `working` (for up to about
+ * 120 s), every 60 s while `submitted`, about every 2 minutes as a backup when the seller also sends webhooks.
+ * Many tasks finish within seconds, so each wait starts with quick looks that double up to that interval.
+ *
+ * The whole sequence runs inside one activity whose retry policy repeats the look (initial interval, coefficient 2,
+ * capped at the status interval): retries write no history, so a day of polling costs a handful of events.
  */
 import type { OperationStatus } from './definitions';
 
-export const QUICK_LOOKS_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000] as const;
+export const FIRST_LOOK_WORKING_MS = 1_000;
+export const FIRST_LOOK_MS = 2_000;
 export const WORKING_INTERVAL_MS = 5_000;
 export const WORKING_WINDOW_MS = 120_000;
 export const SUBMITTED_INTERVAL_MS = 60_000;
@@ -13,28 +17,47 @@ export const WEBHOOK_BACKUP_INTERVAL_MS = 120_000;
 
 export interface CadenceInput {
   status: OperationStatus;
-  /** Looks taken since the status last changed. */
-  looksInStatus: number;
-  /** How long the task has been `working` without a change of status. */
+  /** How long the task has been `working` without a change of status (0 otherwise). */
   workingForMs: number;
   webhookRegistered: boolean;
 }
 
-export interface CadenceDecision {
-  delayMs: number;
-  /**
-   * Steady, slow polling: done by one activity whose retry policy repeats the look, so a day-long wait
-   * costs a handful of history events instead of a dozen per poll.
-   */
-  steady: boolean;
+export interface WaitPlan {
+  /** Delay before the first look of this wait. */
+  firstLookAfterMs: number;
+  /** Delay before the second look; each later delay doubles, up to `maxIntervalMs`. */
+  initialIntervalMs: number;
+  maxIntervalMs: number;
+  /** While `working`: how much longer the working cadence applies before falling back to the submitted one. */
+  windowMs?: number;
 }
 
-export function nextLook(input: CadenceInput): CadenceDecision {
-  const steadyInterval = input.webhookRegistered ? WEBHOOK_BACKUP_INTERVAL_MS : SUBMITTED_INTERVAL_MS;
+export function planWait(input: CadenceInput): WaitPlan {
   if (input.status === 'working' && input.workingForMs < WORKING_WINDOW_MS) {
-    return { delayMs: Math.min(QUICK_LOOKS_MS[input.looksInStatus] ?? WORKING_INTERVAL_MS, WORKING_INTERVAL_MS), steady: false };
+    return {
+      firstLookAfterMs: FIRST_LOOK_WORKING_MS,
+      initialIntervalMs: FIRST_LOOK_WORKING_MS * 2,
+      maxIntervalMs: WORKING_INTERVAL_MS,
+      windowMs: WORKING_WINDOW_MS - input.workingForMs,
+    };
   }
-  const quick = QUICK_LOOKS_MS[input.looksInStatus];
-  if (quick !== undefined) return { delayMs: quick, steady: false };
-  return { delayMs: steadyInterval, steady: true };
+  return {
+    firstLookAfterMs: FIRST_LOOK_MS,
+    initialIntervalMs: FIRST_LOOK_MS * 2,
+    maxIntervalMs: input.webhookRegistered ? WEBHOOK_BACKUP_INTERVAL_MS : SUBMITTED_INTERVAL_MS,
+  };
+}
+
+/** The looks a plan makes in its first `horizonMs` (for docs and tests): offsets from the start of the wait. */
+export function lookOffsets(plan: WaitPlan, horizonMs: number): number[] {
+  const offsets: number[] = [];
+  let at = plan.firstLookAfterMs;
+  let interval = plan.initialIntervalMs;
+  const end = Math.min(horizonMs, plan.windowMs ?? Infinity);
+  while (at <= end) {
+    offsets.push(at);
+    at += interval;
+    interval = Math.min(interval * 2, plan.maxIntervalMs);
+  }
+  return offsets;
 }

@@ -5,6 +5,7 @@
  */
 import {
   ActivityFailure,
+  TimeoutFailure,
   ApplicationFailure,
   CancellationScope,
   allHandlersFinished,
@@ -29,7 +30,7 @@ import {
   isTerminal,
   taskSpec,
 } from '../protocol';
-import { nextLook } from './cadence';
+import { type WaitPlan, planWait } from './cadence';
 import {
   type CancelRequest,
   type CarriedState,
@@ -92,19 +93,31 @@ const lookActivities = proxyActivities<OperationActivities>({
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
 });
 
-function steadyPollActivities(intervalMs: number, budgetMs: number) {
+function pollingActivities(plan: WaitPlan, budgetMs: number) {
   return proxyActivities<OperationActivities>({
     startToCloseTimeout: '45s',
     heartbeatTimeout: '20s',
     // Each retry is one look; retries do not write history, so a day of polling costs a few events.
     scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
     retry: {
-      initialInterval: `${intervalMs}ms`,
-      backoffCoefficient: 1,
-      maximumInterval: `${intervalMs}ms`,
+      initialInterval: `${plan.initialIntervalMs}ms`,
+      backoffCoefficient: 2,
+      maximumInterval: `${plan.maxIntervalMs}ms`,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });
+}
+
+/** The polling activity stopped because its time budget (deadline or working window) ended, not because it failed. */
+function budgetRanOut(failure: unknown): boolean {
+  if (!(failure instanceof ActivityFailure)) return false;
+  return failure.cause instanceof TimeoutFailure || failure.retryState === 'TIMEOUT';
+}
+
+function pollsBeforeBudgetRanOut(failure: unknown): number {
+  const cause = failure instanceof ActivityFailure ? failure.cause : undefined;
+  const detail = cause instanceof ApplicationFailure ? (cause.details?.[0] as { polls?: unknown } | undefined) : undefined;
+  return typeof detail?.polls === 'number' ? detail.polls : 0;
 }
 
 function iso(ms: number): string {
@@ -144,6 +157,10 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     deadline: iso(startedAtMs + (input.budgetMs ?? spec.defaultBudgetMs)),
   };
   const deadlineMs = Date.parse(state.deadline);
+  // The starter indexes an operation only where the namespace has the AdCP search attributes registered (not on
+  // the time-skipping test server, for one); the workflow keeps them current only then, since an unregistered
+  // key would fail every workflow task.
+  const indexed = info.typedSearchAttributes.get(SA_STATUS) !== undefined;
   const seenEventKeys = new Set<string>(input.carried?.seenEventKeys ?? []);
   const inbox: WebhookDelivery[] = [...(input.carried?.inbox ?? [])];
   let pendingInput: ProvidedInput | undefined = input.carried?.pendingInput;
@@ -249,12 +266,23 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     return parts.join(' · ');
   }
 
+  let lastIndexed = '';
   function publish(): void {
-    upsertSearchAttributes([
-      { key: SA_STATUS, value: state.status },
-      { key: SA_TASK_ID, value: state.taskId ?? null },
-      { key: SA_INPUT_REASON, value: state.status === 'input-required' ? (state.inputRequest?.reason ?? 'UNSPECIFIED') : null },
-    ]);
+    const values = {
+      status: state.status,
+      taskId: state.taskId ?? null,
+      inputReason: state.status === 'input-required' ? (state.inputRequest?.reason ?? 'UNSPECIFIED') : null,
+    };
+    // Each upsert is a history event: write only when a value changed.
+    const fingerprint = JSON.stringify(values);
+    if (indexed && fingerprint !== lastIndexed) {
+      lastIndexed = fingerprint;
+      upsertSearchAttributes([
+        { key: SA_STATUS, value: values.status },
+        { key: SA_TASK_ID, value: values.taskId },
+        { key: SA_INPUT_REASON, value: values.inputReason },
+      ]);
+    }
     setCurrentDetails(describeForHumans());
   }
 
@@ -375,15 +403,23 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     }
   }
 
-  /** Slow, steady polling in one activity, interrupted the moment a webhook, an answer or a cancel arrives. */
-  async function steadyLook(intervalMs: number): Promise<void> {
-    if (!state.taskId) return;
-    const remaining = deadlineMs - Date.now();
-    const activities = steadyPollActivities(intervalMs, remaining);
+  /**
+   * Polling in one activity (its retry policy repeats the look at the plan's cadence), interrupted the moment a
+   * webhook, an answer, a poll request or a cancel arrives.
+   */
+  async function pollUntilChange(plan: WaitPlan): Promise<void> {
+    const untilDeadline = deadlineMs - Date.now();
+    if (!state.taskId) {
+      // Nothing to poll without a task ID: only a webhook, a poll request or a cancel can move the operation now.
+      await condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined, Math.max(untilDeadline, 0));
+      return;
+    }
+    const budgetMs = Math.min(untilDeadline, plan.windowMs ?? untilDeadline);
+    const activities = pollingActivities(plan, budgetMs);
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
     const polling = scope.run(() =>
-      activities.awaitTaskChange({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId!, since }),
+      activities.awaitTaskChange({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId!, since, firstLookAfterMs: plan.firstLookAfterMs }),
     );
     const interrupted = condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined);
     const winner = await Promise.race([polling.then(() => 'poll' as const, () => 'poll' as const), interrupted.then(() => 'signal' as const)]);
@@ -395,8 +431,16 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     } catch (failure) {
       if (isCancellation(failure) && winner === 'signal') return;
       if (isCancellation(failure)) throw failure;
+      if (budgetRanOut(failure)) {
+        state.pollCount += pollsBeforeBudgetRanOut(failure);
+        // At the end of the working window the main loop continues at the slower cadence. Otherwise the next look
+        // would have come after the deadline: wait for it (still interruptible), then the loop takes its last look.
+        if (plan.windowMs === undefined || plan.windowMs >= untilDeadline) {
+          await condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined, Math.max(deadlineMs - Date.now(), 0));
+        }
+        return;
+      }
       const error = errorFromFailure(failure);
-      if (Date.now() >= deadlineMs) return; // the deadline handling below takes its last look
       fail('poll_failed', `Could not read task ${state.taskId} at ${state.agentId}: ${error.message}`, error);
     }
   }
@@ -449,21 +493,17 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   async function waitForSeller(looksInStatus: number, workingSinceMs: number): Promise<void> {
-    const decision = nextLook({
-      status: state.status,
-      looksInStatus,
-      workingForMs: state.status === 'working' ? Date.now() - workingSinceMs : 0,
-      webhookRegistered: state.webhookRegistered,
-    });
-    const untilDeadline = deadlineMs - Date.now();
     if (state.status === 'unknown' && looksInStatus === 0) {
       await look(); // unknown: learn the truth at once
       return;
     }
-    const woke = await condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined, Math.max(Math.min(decision.delayMs, untilDeadline), 0));
-    if (woke || Date.now() >= deadlineMs) return;
-    if (decision.steady) await steadyLook(decision.delayMs);
-    else await look();
+    await pollUntilChange(
+      planWait({
+        status: state.status,
+        workingForMs: state.status === 'working' ? Date.now() - workingSinceMs : 0,
+        webhookRegistered: state.webhookRegistered,
+      }),
+    );
   }
 
   // ---- the main loop -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import { type AgentConfig, AgentRegistry } from '../../config/agents';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 
 let runtimeInstalled = false;
-function quietRuntime(): void {
+export function quietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   Runtime.install({ logger: new DefaultLogger('WARN') });

@@ -42,8 +42,8 @@ async function postWebhook(operationId: string, body: string, headers: Record<st
 }
 
 test('a signed completion webhook completes a submitted operation long before the next poll', async () => {
-  // Submitted, then completed after 3 s by the seller's own timer; polls never advance it.
-  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 3_000, webhook: true }]);
+  // Submitted, then completed after 4 s by the seller's own timer (between the looks at 2 s and 6 s).
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: true }]);
   const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -85,7 +85,7 @@ test('forged, malformed, unknown-operation and wrong-type webhooks are refused; 
 });
 
 test('the same signed webhook delivered ten times concurrently is applied once; after the end it is ignored', async () => {
-  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 2_000, webhook: { duplicate: 9 } }]);
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: { duplicate: 9 } }]);
   const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
   const state = await stack.orchestrator.result(operationId);
   await seller.webhooksSettled();

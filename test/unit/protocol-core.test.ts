@@ -11,7 +11,7 @@ import {
   taskSpec,
   ProtocolViolation,
 } from '../../protocol';
-import { nextLook } from '../../workflows/cadence';
+import { lookOffsets, planWait } from '../../workflows/cadence';
 
 describe('status', () => {
   test.each(TASK_STATUSES.map((s) => [s]))('%s is its own normal form', (status) => {
@@ -126,13 +126,31 @@ describe('completed is not always success', () => {
 });
 
 describe('polling cadence', () => {
-  test('quick looks first, then 5 s while working, 60 s while submitted, 120 s as webhook backup', () => {
-    expect(nextLook({ status: 'submitted', looksInStatus: 0, workingForMs: 0, webhookRegistered: false })).toEqual({ delayMs: 1_000, steady: false });
-    expect(nextLook({ status: 'working', looksInStatus: 5, workingForMs: 30_000, webhookRegistered: false })).toEqual({ delayMs: 5_000, steady: false });
-    expect(nextLook({ status: 'submitted', looksInStatus: 6, workingForMs: 0, webhookRegistered: false })).toEqual({ delayMs: 60_000, steady: true });
-    expect(nextLook({ status: 'submitted', looksInStatus: 9, workingForMs: 0, webhookRegistered: true })).toEqual({ delayMs: 120_000, steady: true });
+  const offsetsSeconds = (plan: ReturnType<typeof planWait>, horizonMs: number) => lookOffsets(plan, horizonMs).map((ms) => ms / 1000);
+
+  test('submitted: quick looks doubling up to one a minute', () => {
+    const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false });
+    expect(offsetsSeconds(plan, 300_000)).toEqual([2, 6, 14, 30, 62, 122, 182, 242]);
+  });
+  test('with webhooks registered, backup polling slows to every 2 minutes', () => {
+    const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: true });
+    expect(plan.maxIntervalMs).toBe(120_000);
+    expect(offsetsSeconds(plan, 600_000).slice(-3)).toEqual([246, 366, 486]);
+  });
+  test('working: about every 5 s, for what is left of the 120 s window', () => {
+    const fresh = planWait({ status: 'working', workingForMs: 0, webhookRegistered: false });
+    expect(offsetsSeconds(fresh, 30_000)).toEqual([1, 3, 7, 12, 17, 22, 27]);
+    expect(fresh.windowMs).toBe(120_000);
+    expect(planWait({ status: 'working', workingForMs: 100_000, webhookRegistered: false }).windowMs).toBe(20_000);
   });
   test('working for longer than 120 s falls back to the submitted cadence', () => {
-    expect(nextLook({ status: 'working', looksInStatus: 30, workingForMs: 121_000, webhookRegistered: false })).toEqual({ delayMs: 60_000, steady: true });
+    expect(planWait({ status: 'working', workingForMs: 121_000, webhookRegistered: false })).toEqual(
+      planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
+    );
+  });
+  test('a 24-hour submitted wait is about 1,440 looks', () => {
+    const looks = lookOffsets(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }), 24 * 3_600_000).length;
+    expect(looks).toBeGreaterThan(1_430);
+    expect(looks).toBeLessThan(1_445);
   });
 });

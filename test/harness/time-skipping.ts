@@ -1,0 +1,61 @@
+/**
+ * A stack on the Java SDK's time-skipping test server (the project's provisioned binary): timers, activity retry
+ * delays and deadlines advance as fast as the workflow can run, so a 24-hour wait takes seconds. The server cannot
+ * register custom search attributes, so operations started here are not indexed (see OrchestratorClient options).
+ */
+import { randomUUID } from 'node:crypto';
+import { closeMCPConnections } from '@adcp/sdk';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Worker } from '@temporalio/worker';
+import type { ActivityDependencies } from '../../activities';
+import { OrchestratorClient } from '../../client/orchestrator-client';
+import type { AgentRegistry } from '../../config/agents';
+import { resolveTestServer } from '../../config/temporal-binaries';
+import { createOperationWorker } from '../../workers/worker';
+import { quietRuntime, workflowBundle } from './temporal';
+
+export interface TimeSkippingStack {
+  env: TestWorkflowEnvironment;
+  orchestrator: OrchestratorClient;
+  taskQueue: string;
+  worker: Worker;
+  /** The test server's clock (advances with skipped time). */
+  now(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function startTimeSkippingStack(options: { agents: AgentRegistry; activities?: Partial<ActivityDependencies> }): Promise<TimeSkippingStack> {
+  quietRuntime();
+  const env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: resolveTestServer() } },
+  });
+  const taskQueue = `time-skipping-${randomUUID()}`;
+  const worker = await createOperationWorker({
+    connection: env.nativeConnection,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: { agents: options.agents, ...options.activities },
+    shutdownGraceTime: '2s',
+  });
+  const running = worker.run();
+  const orchestrator = new OrchestratorClient({
+    client: env.client,
+    taskQueue,
+    knownAgent: (id) => options.agents.has(id),
+    searchAttributes: false,
+  });
+  return {
+    env,
+    orchestrator,
+    taskQueue,
+    worker,
+    now: () => env.currentTimeMs(),
+    async close() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await env.teardown();
+      await closeMCPConnections().catch(() => undefined);
+    },
+  };
+}

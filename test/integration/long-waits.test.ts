@@ -1,0 +1,117 @@
+/**
+ * Long waits on the time-skipping test server: a day-long approval runs in seconds of wall time. Shows that the
+ * budget and the polling cadence hold over a day, and what such a wait costs in workflow history.
+ */
+import { randomUUID } from 'node:crypto';
+import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
+import { createMediaBuyParams } from '../harness/demo-requests';
+import { registry } from '../harness/temporal';
+import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
+
+const HOUR = 3_600_000;
+let seller: ScriptedSeller;
+let stack: TimeSkippingStack;
+
+beforeAll(async () => {
+  seller = await startScriptedSeller();
+  stack = await startTimeSkippingStack({
+    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+  });
+});
+beforeEach(() => seller.reset());
+afterAll(async () => {
+  await stack?.close();
+  await seller?.close();
+});
+
+test('a 24-hour approval that completes at hour 23 completes, by polling, with a bounded history', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted', message: 'Pending manual approval' }, { status: 'completed', afterPolls: 1_000_000 }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  await stack.env.sleep(23 * HOUR);
+  const task = seller.tasks().find((t) => t.tool === 'create_media_buy' && t.status === 'submitted');
+  expect(task).toBeDefined();
+  seller.advanceTask(task!.taskId);
+  const state = await stack.orchestrator.result(operationId);
+  // The workflow's own clock: once nothing is pending, the test server skips its clock far ahead.
+  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
+
+  expect(state.status).toBe('completed');
+  expect(typeof state.result?.media_buy_id).toBe('string');
+  expect(seller.mediaBuys()).toHaveLength(1);
+  expect(tookMs).toBeGreaterThanOrEqual(23 * HOUR);
+  expect(tookMs).toBeLessThan(24 * HOUR);
+  expect(state.pollCount).toBeGreaterThan(1_000); // about one look a minute for 23 hours
+  const history = await stack.env.client.workflow.getHandle(operationId).fetchHistory();
+  const events = history.events?.length ?? 0;
+  console.log(`24-hour approval completed at hour ${((tookMs) / HOUR).toFixed(2)} after ${state.pollCount} polls: ${events} history events`);
+  expect(events).toBeLessThan(50);
+});
+
+test('a 24-hour approval that never comes times out at hour 24 with a clear reason, after a last look', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted', message: 'Pending manual approval' }, { status: 'completed', afterPolls: 1_000_000 }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
+
+  expect(state.status).toBe('failed');
+  expect(state.failure?.reason).toBe('timed_out');
+  expect(state.failure?.message).toContain('last status submitted');
+  expect(tookMs).toBeGreaterThanOrEqual(24 * HOUR);
+  expect(tookMs).toBeLessThan(24 * HOUR + 5 * 60_000);
+  const task = seller.tasks().find((t) => t.taskId === state.taskId)!;
+  // The last look at the deadline is a tasks/get of its own, after the polling activity ran out of budget.
+  expect(task.polls).toBe(state.pollCount);
+  expect(seller.mediaBuys()).toHaveLength(0);
+});
+
+test('input-required waits for the configured interaction deadline, then fails with input_timed_out', async () => {
+  seller.script('create_media_buy', [{ status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Sign-off needed' }, { status: 'completed' }]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+    interaction: { deadlineMs: 4 * HOUR },
+  });
+  const state = await stack.orchestrator.result(operationId);
+  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
+  expect(state.status).toBe('failed');
+  expect(state.failure?.reason).toBe('input_timed_out');
+  expect(state.failure?.message).toContain('APPROVAL_REQUIRED');
+  expect(tookMs).toBeGreaterThanOrEqual(4 * HOUR);
+  expect(tookMs).toBeLessThan(4 * HOUR + 60_000);
+  expect(state.pollCount).toBe(0); // nobody polls a question
+});
+
+test('auth-required waits for refreshed credentials until its deadline, then fails with auth_timed_out', async () => {
+  seller.script('create_media_buy', [{ status: 'auth-required', message: 'Token expired' }, { status: 'completed' }]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+    authDeadlineMs: 2 * HOUR,
+  });
+  const state = await stack.orchestrator.result(operationId);
+  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
+  expect(state.status).toBe('failed');
+  expect(state.failure?.reason).toBe('auth_timed_out');
+  expect(tookMs).toBeGreaterThanOrEqual(2 * HOUR);
+  expect(tookMs).toBeLessThan(2 * HOUR + 60_000);
+});
+
+test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key creates one buy", async () => {
+  seller.script('create_media_buy', [{ status: 'failed', adcpError: { code: 'RATE_LIMITED', message: 'Slow down', recovery: 'transient', retry_after: 600 } }]);
+  seller.script('create_media_buy', [{ status: 'completed' }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  const answeredAfterMs = Date.parse(state.transitions[0].at) - Date.parse(state.startedAt);
+  expect(answeredAfterMs).toBeGreaterThanOrEqual(600_000);
+  expect(answeredAfterMs).toBeLessThan(660_000);
+  const calls = seller.callsTo('create_media_buy').filter((call) => call.outcome === 'scripted');
+  expect(calls).toHaveLength(2);
+  expect(calls[1].args.idempotency_key).toBe(calls[0].args.idempotency_key);
+  expect(seller.mediaBuys()).toHaveLength(1);
+});
