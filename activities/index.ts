@@ -3,19 +3,22 @@
  * answer into a TaskSnapshot, or into an ApplicationFailure whose type and retryability fit the error.
  * They come from a factory so the worker wires real dependencies and tests pass their own.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { type AgentConfig, type AgentRegistry, ConfigError } from '../config/agents';
 import {
   type AdcpError,
+  type CircuitTransition,
   type Progress,
   type TaskSnapshot,
+  CircuitBreakerRegistry,
   ProtocolViolation,
   classifyTransportFailure,
+  countsAsCircuitFailure,
   retryDelayMs,
   taskSpec,
 } from '../protocol';
 import { idempotencyKeyFor } from './idempotency';
-import { type SellerClient, createSdkSellerClient } from './seller-client';
+import { type SellerClient, createSdkSellerClient, isUnknownToolError } from './seller-client';
 
 export interface ActivityDependencies {
   agents: AgentRegistry;
@@ -27,6 +30,16 @@ export interface ActivityDependencies {
   callTimeoutMs?: number;
   now?: () => number;
   random?: () => number;
+  /** Per-seller circuit breakers (one registry per worker process); built from `circuitBreaker` when absent. */
+  breakers?: CircuitBreakerRegistry;
+  circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
+}
+
+/** Breaker transitions go to the worker's log (and, through it, to whatever collects the worker's logs). */
+function logCircuitTransition(sellerId: string, transition: CircuitTransition): void {
+  const fields = { sellerId, from: transition.from, to: transition.to, reason: transition.reason, at: new Date(transition.at).toISOString() };
+  if (transition.to === 'open') log.warn('Seller circuit opened: calls fail fast until the cool-off ends', fields);
+  else log.info(`Seller circuit ${transition.to}`, fields);
 }
 
 export interface CallTaskInput {
@@ -52,6 +65,21 @@ export interface LookInput {
   contextId?: string;
 }
 
+export interface FindTaskInput {
+  operationId: string;
+  agentId: string;
+  task: string;
+  /** The call step whose idempotency key the seller task would carry. */
+  step: string;
+}
+
+export interface FoundTask {
+  /** false when the seller has no tasks/list. */
+  supported: boolean;
+  snapshot?: TaskSnapshot;
+  note: string;
+}
+
 export interface AwaitChangeInput extends LookInput {
   since: { status: string; progress: Progress | null };
   /** The first attempt waits this long before it looks (later attempts are spaced by the retry policy). */
@@ -59,6 +87,7 @@ export interface AwaitChangeInput extends LookInput {
 }
 
 const HEARTBEAT_EVERY_MS = 5_000;
+const IDEMPOTENCY_REFUSALS = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
 const RETRY_POLICY = { initialMs: 1_000, maxMs: 60_000, coefficient: 2, jitter: 0.25 };
 
 function failureFor(error: AdcpError, type: string, nextRetryDelayMs?: number): ApplicationFailure {
@@ -79,6 +108,10 @@ export function createActivities(deps: ActivityDependencies) {
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
   const random = deps.random ?? Math.random;
+  const now = deps.now ?? Date.now;
+  const breakers =
+    deps.breakers ??
+    new CircuitBreakerRegistry({ ...deps.circuitBreaker, now, onTransition: logCircuitTransition });
 
   /** Runs one call with the activity's cancellation and a timeout wired into the HTTP request, heartbeating. */
   async function guarded<T>(work: (context: { agent: AgentConfig; token?: string; signal: AbortSignal }) => Promise<T>, agentId: string): Promise<T> {
@@ -91,21 +124,43 @@ export function createActivities(deps: ActivityDependencies) {
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
+    const breaker = breakers.for(agentId);
+    const permission = breaker.beforeCall();
+    if (!permission.allowed) {
+      const error: AdcpError = {
+        code: 'SERVICE_UNAVAILABLE',
+        message: `Calls to seller "${agentId}" are paused after repeated failures; the next try is in ${Math.ceil(permission.retryAfterMs / 1000)} s.`,
+        recovery: 'transient',
+        retryAfterSeconds: permission.retryAfterMs / 1000,
+      };
+      throw ApplicationFailure.create({ type: 'CircuitOpen', message: error.message, details: [error], nextRetryDelay: permission.retryAfterMs });
+    }
     const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(callTimeoutMs)]);
     const ticker = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
     try {
-      return await work({ agent, token, signal });
+      const result = await work({ agent, token, signal });
+      breaker.recordSuccess();
+      return result;
     } catch (error) {
-      if (error instanceof ApplicationFailure) throw error;
+      if (error instanceof ApplicationFailure) {
+        // The seller answered, but with an error: only errors about its own health count against it.
+        const detail = error.details?.[0] as AdcpError | undefined;
+        if (detail && countsAsCircuitFailure(detail)) breaker.recordFailure();
+        else breaker.recordSuccess();
+        throw error;
+      }
       if (error instanceof ConfigError) {
         throw ApplicationFailure.create({ type: 'ConfigError', message: error.message, nonRetryable: true });
       }
       if (error instanceof ProtocolViolation) {
+        breaker.recordSuccess(); // it answered; the answer is the problem
         const adcpError: AdcpError = { code: 'PROTOCOL_VIOLATION', message: error.message, recovery: 'terminal' };
         throw ApplicationFailure.create({ type: 'ProtocolViolation', message: error.message, nonRetryable: true, details: [adcpError] });
       }
       if (context.cancellationSignal.aborted) throw error; // the activity was cancelled: let the SDK report it
-      const classified = classifyTransportFailure(error, deps.now?.() ?? Date.now());
+      const classified = classifyTransportFailure(error, now());
+      if (countsAsCircuitFailure(classified)) breaker.recordFailure();
+      else breaker.recordSuccess();
       throw failureFor(classified, 'TransportError', retryDelayMs(classified, context.info.attempt, RETRY_POLICY, random));
     } finally {
       clearInterval(ticker);
@@ -153,6 +208,10 @@ export function createActivities(deps: ActivityDependencies) {
           ...(push ? { pushNotificationConfig: push } : {}),
         });
         const firstError = answer.snapshot.errors?.[0];
+        if (answer.callError && firstError && IDEMPOTENCY_REFUSALS.has(firstError.code)) {
+          // The seller will not replay this key: the workflow reconciles before it uses another one.
+          throw ApplicationFailure.create({ type: 'IdempotencyKeyRefused', message: `${firstError.code}: ${firstError.message}`, nonRetryable: true, details: [firstError] });
+        }
         if (answer.callError && firstError?.recovery === 'transient') {
           // The seller refused the call for now (rate limit, overload): try again, as late as it asked.
           const attempt = Context.current().info.attempt;
@@ -191,6 +250,28 @@ export function createActivities(deps: ActivityDependencies) {
         throw ApplicationFailure.create({ type: 'TaskUnchanged', message: `still ${snapshot.status}`, category: 'BENIGN', details: [{ polls: attempt }] });
       }
       return { snapshot, polls: attempt };
+    },
+
+    /**
+     * Reconciliation of one call (§1.7): the seller's tasks/list filtered by type and by the call's idempotency key
+     * (`context_contains` searches the request's references). Found: that task, read with tasks/get. Read-only.
+     */
+    async findSellerTask(input: FindTaskInput): Promise<FoundTask> {
+      const key = idempotencyKeyFor(input.operationId, input.step);
+      return guarded(async ({ agent, token, signal }) => {
+        let page;
+        try {
+          page = await seller.listTasks({ agent, token, signal, filters: { task_types: [input.task], context_contains: key }, maxResults: 10 });
+        } catch (error) {
+          if (isUnknownToolError(error)) return { supported: false, note: `${agent.id} has no tasks/list` };
+          throw error;
+        }
+        if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list` };
+        const match = page.tasks.filter((task) => !task.taskType || task.taskType === input.task).sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+        if (!match) return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
+        const snapshot = await seller.getTask({ agent, token, signal, taskId: match.taskId, ...(match.contextId ? { contextId: match.contextId } : {}) });
+        return { supported: true, snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId }, note: `found ${match.taskId} (${match.status}) by its idempotency key` };
+      }, input.agentId);
     },
 
     async cancelSellerTask(input: LookInput): Promise<{ notified: boolean; note: string }> {

@@ -16,6 +16,30 @@ export interface SellerClient {
   getTask(request: TaskLookupRequest): Promise<TaskSnapshot>;
   /** Tell the seller to cancel, where the protocol has a way to (A2A tasks/cancel). */
   cancelTask(request: TaskLookupRequest): Promise<{ notified: boolean; note: string }>;
+  /** One page of the seller's AdCP `tasks/list` (reconciliation). */
+  listTasks(request: TaskListRequest): Promise<TaskListPage>;
+}
+
+export interface TaskListRequest extends CallContext {
+  filters: Record<string, unknown>;
+  cursor?: string;
+  maxResults?: number;
+}
+
+export interface SellerTaskSummary {
+  taskId: string;
+  taskType?: string;
+  status: string;
+  contextId?: string;
+  createdAt?: string;
+  updatedAt?: string;
+}
+
+export interface TaskListPage {
+  tasks: SellerTaskSummary[];
+  nextCursor?: string;
+  /** false when the seller has no tasks/list (the call was refused as an unknown tool). */
+  supported: boolean;
 }
 
 export interface CallContext {
@@ -99,6 +123,39 @@ function mcpCallError(raw: unknown): boolean {
   return !!body && body.status === undefined && (asRecord(body.adcp_error) !== undefined || typeof body.error_code === 'string');
 }
 
+/** An MCP/A2A answer saying the tool does not exist (an optional task such as tasks/list). */
+export function isUnknownToolError(error: unknown): boolean {
+  const text = error instanceof Error ? `${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  return /unknown tool|tool .* not found|-32601|method not found|UNSUPPORTED_FEATURE/i.test(text);
+}
+
+/** A tasks/list answer, read defensively: reconciliation must not act on rows it cannot read. */
+export function parseTaskList(raw: unknown): TaskListPage {
+  const result = asRecord(raw);
+  const body = asRecord(result?.structuredContent) ?? result;
+  if (result?.isError === true || !body || !Array.isArray(body.tasks)) {
+    const text = JSON.stringify(raw ?? null);
+    if (/unknown tool|not found|METHOD_NOT_FOUND|UNSUPPORTED_FEATURE|-32601/i.test(text)) return { tasks: [], supported: false };
+    throw new ProtocolViolation(`tasks/list answer has no tasks array: ${text.slice(0, 300)}`);
+  }
+  const tasks: SellerTaskSummary[] = [];
+  for (const entry of body.tasks) {
+    const row = asRecord(entry);
+    if (!row || typeof row.task_id !== 'string' || typeof row.status !== 'string') continue;
+    tasks.push({
+      taskId: row.task_id,
+      status: row.status,
+      ...(typeof row.task_type === 'string' ? { taskType: row.task_type } : {}),
+      ...(typeof row.context_id === 'string' ? { contextId: row.context_id } : {}),
+      ...(typeof row.created_at === 'string' ? { createdAt: row.created_at } : {}),
+      ...(typeof row.updated_at === 'string' ? { updatedAt: row.updated_at } : {}),
+    });
+  }
+  const pagination = asRecord(body.pagination);
+  const nextCursor = pagination?.has_more === true && typeof pagination.cursor === 'string' ? pagination.cursor : undefined;
+  return { tasks, supported: true, ...(nextCursor ? { nextCursor } : {}) };
+}
+
 /** The real client: @adcp/sdk's protocol client for task calls, A2A's native task methods for get/cancel. */
 export function createSdkSellerClient(): SellerClient {
   return {
@@ -131,6 +188,12 @@ export function createSdkSellerClient(): SellerClient {
         const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
         return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal }));
       });
+    },
+
+    async listTasks({ agent, token, signal, filters, cursor, maxResults }) {
+      const args = { filters, pagination: { max_results: maxResults ?? 100, ...(cursor ? { cursor } : {}) } };
+      const raw = await withAbortSignal(signal, () => ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/list', args));
+      return parseTaskList(raw);
     },
 
     async cancelTask({ agent, token, signal, taskId }) {

@@ -44,8 +44,18 @@ const startSchema = z
       })
       .strict()
       .optional(),
+    retry: z
+      .object({
+        max_attempts: z.number().int().min(1).max(20).optional(),
+        initial_interval_seconds: z.number().positive().max(3600).optional(),
+        maximum_interval_seconds: z.number().positive().max(3600).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
+
+const reconcileSchema = z.object({ requested_by: z.string().min(1).max(200) }).strict();
 
 const inputSchema = z
   .object({
@@ -189,6 +199,15 @@ export function createGateway(options: GatewayOptions): express.Express {
             },
           }
         : {}),
+      ...(body.retry
+        ? {
+            retry: {
+              ...(body.retry.max_attempts ? { maximumAttempts: body.retry.max_attempts } : {}),
+              ...(body.retry.initial_interval_seconds ? { initialIntervalMs: body.retry.initial_interval_seconds * 1000 } : {}),
+              ...(body.retry.maximum_interval_seconds ? { maximumIntervalMs: body.retry.maximum_interval_seconds * 1000 } : {}),
+            },
+          }
+        : {}),
     });
     res
       .status(started.created ? 202 : 200)
@@ -225,6 +244,11 @@ export function createGateway(options: GatewayOptions): express.Express {
   api.post('/operations/:id/credentials-refreshed', async (req, res) => {
     const body = parseBody(credentialsSchema, req.body);
     res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by));
+  });
+
+  api.post('/sellers/:agentId/reconcile', async (req, res) => {
+    const body = parseBody(reconcileSchema, req.body);
+    res.json(await orchestrator.reconcile(String(req.params.agentId), body.requested_by));
   });
 
   app.use('/v1', api);

@@ -22,6 +22,7 @@ import {
   statusQuery,
 } from '../workflows/definitions';
 import type { adcpOperation } from '../workflows/operation';
+import type { ReconciliationReport, reconcileSeller } from '../workflows/reconciliation';
 
 export interface StartOperationRequest {
   agentId: string;
@@ -267,6 +268,22 @@ export class OrchestratorClient {
   /** Tells an auth-required operation that the seller's credentials were refreshed. */
   async credentialsRefreshed(operationId: string, refreshedBy: string): Promise<{ accepted: true }> {
     return this.update(operationId, (handle) => handle.executeUpdate(credentialsRefreshedUpdate, { args: [{ refreshedBy }] }));
+  }
+
+  /**
+   * Reconciles one seller now (what its schedule does periodically): adopts lost seller tasks, reports the rest and
+   * makes every open operation with that seller look now. Resolves with the run's report.
+   */
+  async reconcile(agentId: string, requestedBy: string): Promise<ReconciliationReport> {
+    if (this.options.knownAgent && !this.options.knownAgent(agentId)) {
+      throw new OperationRequestError('agent_id', `No seller "${agentId}" is configured.`);
+    }
+    return this.options.client.workflow.execute<typeof reconcileSeller>('reconcileSeller', {
+      workflowId: `reconciliation:${agentId}:${randomUUID()}`,
+      taskQueue: this.options.taskQueue,
+      args: [{ agentId, requestedBy }],
+      staticSummary: `reconcile ${agentId} (requested by ${requestedBy})`,
+    });
   }
 
   /** Cancels the operation: the in-flight call is aborted, the seller told where the protocol allows. */

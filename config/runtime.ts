@@ -10,7 +10,14 @@ const runtimeSchema = z.object({
   /** Where sellers reach the gateway from outside; webhook URLs are built on it. */
   ADCP_PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   ADCP_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
+  /** How often each seller is reconciled by its Temporal Schedule: `30s`, `15m`, `1h`, or `off`. */
+  ADCP_RECONCILE_EVERY: z
+    .string()
+    .regex(/^(off|\d+(s|m|h))$/, 'must be a duration such as 30s, 15m or 1h, or "off"')
+    .default('15m'),
 });
+
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
 
 export type RuntimeConfig = {
   taskQueue: string;
@@ -18,6 +25,8 @@ export type RuntimeConfig = {
   gatewayPort: number;
   publicBaseUrl?: string;
   webUiUrl: string;
+  /** Interval of the per-seller reconciliation schedules; undefined when turned off. */
+  reconcileEveryMs?: number;
 };
 
 export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): RuntimeConfig {
@@ -30,5 +39,8 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     gatewayPort: value.ADCP_GATEWAY_PORT,
     publicBaseUrl: value.ADCP_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     webUiUrl: value.ADCP_WEB_UI_URL.replace(/\/+$/, ''),
+    ...(value.ADCP_RECONCILE_EVERY === 'off'
+      ? {}
+      : { reconcileEveryMs: Number.parseInt(value.ADCP_RECONCILE_EVERY, 10) * UNIT_MS[value.ADCP_RECONCILE_EVERY.slice(-1) as keyof typeof UNIT_MS] }),
   };
 }

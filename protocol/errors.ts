@@ -470,6 +470,7 @@ const ERROR_CODE_TOKEN =
 
 const MESSAGE_STATUS_PATTERNS: readonly RegExp[] = [
   /\(HTTP (\d{3})\)/, // SSE transport POST: "Error POSTing to endpoint (HTTP 500): ..."
+  /Error POSTing to endpoint: (\d{3})\b/, // Streamable HTTP POST, as @adcp/sdk re-throws it inside MCP -32603
   /\[HTTP (\d{3})\]/, // @adcp/sdk debug text
   /Non-200 status code \((\d{3})\)/, // eventsource (SSE GET)
   /HTTP error for [^!]*! Status: (\d{3})\b/, // A2A JSON-RPC transport
@@ -780,6 +781,8 @@ export function classifyTransportFailure(
       };
     }
     const rpc = rpcCode(node);
+    // The SDK wraps a failed HTTP POST in an internal JSON-RPC error: the HTTP status is the better evidence.
+    if (rpc && rpc.code === -32603 && messageStatus !== undefined && messageStatus >= 300) return forStatus(messageStatus);
     if (rpc) return build(codeForRpc(rpc.code, rpc.flavour), { rpcCode: rpc.code });
     if (ctor === 'StreamableHTTPError' && record.code === -1) return build(TRANSPORT_ERROR_CODES.protocolViolation);
     if (name === 'SyntaxError' || name === 'ZodError' || name === 'ProtocolViolation' || ctor === 'ZodError') {

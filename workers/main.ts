@@ -5,19 +5,26 @@
 import { closeMCPConnections } from '@adcp/sdk';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
-import { connectWorker, temporalSettings } from '../config/temporal-connection';
+import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
+import { ensureReconciliationSchedules } from './schedules';
 import { createOperationWorker } from './worker';
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const agents = loadAgents();
   const { connection, namespace } = await connectWorker();
+  const client = await connectClient();
   const worker = await createOperationWorker({
     connection,
     namespace,
     taskQueue: runtime.taskQueue,
     activities: { agents, publicBaseUrl: runtime.publicBaseUrl },
+    client,
   });
+  if (runtime.reconcileEveryMs !== undefined) {
+    const schedules = await ensureReconciliationSchedules({ client, agents, taskQueue: runtime.taskQueue, intervalMs: runtime.reconcileEveryMs });
+    console.log(`worker: reconciliation every ${runtime.reconcileEveryMs / 1000} s (${schedules.join(', ')})`);
+  }
   console.log(
     `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${agents.agents.length} seller(s) from ${agents.source}`,
   );
@@ -25,6 +32,7 @@ async function main(): Promise<void> {
     await worker.run();
   } finally {
     await closeMCPConnections().catch(() => undefined);
+    await client.connection.close();
     await connection.close();
   }
 }

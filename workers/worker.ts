@@ -1,5 +1,7 @@
+import type { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
+import { createReconciliationActivities } from '../activities/reconciliation';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -8,19 +10,29 @@ export interface OperationWorkerOptions {
   namespace: string;
   taskQueue: string;
   activities: ActivityDependencies;
+  /** The reconciliation activities read visibility and signal operations through it. */
+  client: Client;
   /** A prebuilt bundle (tests build it once); otherwise the worker bundles workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
 }
 
-/** The worker that runs operation workflows and their activities; one per process, scaled by adding processes. */
+/** The worker that runs operation and reconciliation workflows and their activities; one per process, scaled by adding processes. */
 export async function createOperationWorker(options: OperationWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities(options.activities),
+    activities: {
+      ...createActivities(options.activities),
+      ...createReconciliationActivities({
+        agents: options.activities.agents,
+        client: options.client,
+        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
+        ...(options.activities.env ? { env: options.activities.env } : {}),
+      }),
+    },
     shutdownGraceTime: options.shutdownGraceTime ?? '10s',
   });
 }

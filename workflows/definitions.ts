@@ -11,7 +11,7 @@ export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
 /** Before the first answer from the seller, an operation is `pending`; after it, it has the seller's status. */
 export type OperationStatus = TaskStatus | 'pending';
 
-export type TransitionSource = 'call' | 'poll' | 'webhook' | 'orchestrator';
+export type TransitionSource = 'call' | 'poll' | 'webhook' | 'orchestrator' | 'reconciliation';
 
 export interface Transition {
   from: OperationStatus;
@@ -39,7 +39,8 @@ export type OrchestratorFailureReason =
   | 'poll_failed'
   | 'input_timed_out'
   | 'input_rounds_exhausted'
-  | 'auth_timed_out';
+  | 'auth_timed_out'
+  | 'idempotency_unresolved';
 
 export interface OperationState {
   operationId: string;
@@ -61,6 +62,8 @@ export interface OperationState {
   failure?: { reason: OrchestratorFailureReason; message: string; error?: AdcpError };
   cancellation?: { requestedBy: string; reason: string; at: string; sellerNotified: boolean; sellerNote: string };
   webhookRegistered: boolean;
+  /** How the operation's seller task was found again when a call's answer was lost or refused (reconciliation). */
+  reconciliation?: { at: string; trigger: string; outcome: 'adopted' | 'not_found' | 'unsupported'; taskId?: string; note: string }[];
   pollCount: number;
   webhooksApplied: number;
   /** The most recent transitions, oldest first (bounded; `transitionCount` counts them all). */
@@ -104,6 +107,7 @@ export interface CarriedState {
   inbox: WebhookDelivery[];
   pendingInput?: ProvidedInput;
   pendingCredentialsRefresh?: boolean;
+  pendingAdoption?: { taskId: string; requestedBy: string };
 }
 
 /** A verified webhook, normalised by the gateway, as the signal carries it. */
@@ -129,6 +133,11 @@ export interface CancelRequest {
 
 export const statusQuery = defineQuery<OperationState>('status');
 export const webhookReceivedSignal = defineSignal<[WebhookDelivery]>('webhookReceived');
+/**
+ * Reconciliation found the seller task this operation's call created (the answer was lost): track it instead of
+ * calling again. Ignored once the operation knows its task.
+ */
+export const adoptTaskSignal = defineSignal<[{ taskId: string; requestedBy: string }]>('adoptTask');
 /** Ask an operation to look at the seller now (reconciliation, operators). */
 export const pollNowSignal = defineSignal<[{ requestedBy: string }]>('pollNow');
 export const provideInputUpdate = defineUpdate<{ accepted: true; round: number }, [ProvidedInput]>('provideInput');

@@ -1,2 +1,3 @@
 /** Workflow entry points registered with the worker (the bundle is built from this file). */
 export { adcpOperation } from './operation';
+export { reconcileSeller } from './reconciliation';

@@ -24,6 +24,7 @@ import type { OperationActivities } from '../activities';
 import { SA_INPUT_REASON, SA_STATUS, SA_TASK_ID } from '../config/search-attributes';
 import {
   type AdcpError,
+  type TaskRetryPolicy,
   type TaskSnapshot,
   assessCompletion,
   INTERRUPTED_STATUSES,
@@ -41,6 +42,7 @@ import {
   type ProvidedInput,
   type TransitionSource,
   type WebhookDelivery,
+  adoptTaskSignal,
   cancelOperationUpdate,
   credentialsRefreshedUpdate,
   pollNowSignal,
@@ -57,7 +59,7 @@ const DEFAULT_MAX_INPUT_ROUNDS = 3;
 const DEFAULT_AUTH_DEADLINE_MS = 60 * 60_000;
 
 /** Errors a retry cannot fix: bad configuration, answers that break the protocol, calls the seller refused. */
-const NON_RETRYABLE = ['ConfigError', 'ProtocolViolation', 'SellerRejectedCall'];
+const NON_RETRYABLE = ['ConfigError', 'ProtocolViolation', 'SellerRejectedCall', 'IdempotencyKeyRefused'];
 
 /** Which statuses normally follow which (orchestrator-design table, widened); anything else is recorded. */
 const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[]>> = {
@@ -73,15 +75,15 @@ const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[
   rejected: [],
 };
 
-function callActivities(input: OperationInput) {
+function callActivities(input: OperationInput, defaults: TaskRetryPolicy) {
   return proxyActivities<OperationActivities>({
     startToCloseTimeout: '90s',
     heartbeatTimeout: '20s',
     retry: {
-      initialInterval: `${input.retry?.initialIntervalMs ?? 1_000}ms`,
+      initialInterval: `${input.retry?.initialIntervalMs ?? defaults.initialIntervalMs}ms`,
       backoffCoefficient: 2,
-      maximumInterval: `${input.retry?.maximumIntervalMs ?? 60_000}ms`,
-      maximumAttempts: input.retry?.maximumAttempts ?? 5,
+      maximumInterval: `${input.retry?.maximumIntervalMs ?? defaults.maximumIntervalMs}ms`,
+      maximumAttempts: input.retry?.maximumAttempts ?? defaults.maximumAttempts,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });
@@ -165,6 +167,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   const inbox: WebhookDelivery[] = [...(input.carried?.inbox ?? [])];
   let pendingInput: ProvidedInput | undefined = input.carried?.pendingInput;
   let credentialsRefreshed = input.carried?.pendingCredentialsRefresh ?? false;
+  let pendingAdoption = input.carried?.pendingAdoption;
   let pollRequested = false;
   let cancelRequest: CancelRequest | undefined;
 
@@ -179,6 +182,11 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       if (oldest !== undefined) seenEventKeys.delete(oldest);
     }
     inbox.push(delivery);
+  });
+
+  setHandler(adoptTaskSignal, (adoption) => {
+    if (state.taskId || terminal() || pendingAdoption || typeof adoption?.taskId !== 'string' || adoption.taskId === '') return;
+    pendingAdoption = adoption;
   });
 
   setHandler(pollNowSignal, () => {
@@ -363,26 +371,96 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   // ---- the steps -----------------------------------------------------------------------------------------
-  const calls = callActivities(input);
+  const calls = callActivities(input, spec.retry);
+
+  /** Codes that say the seller will not replay this key's answer: find out what happened before using a new key. */
+  const IDEMPOTENCY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
+  let keyGeneration = 0;
 
   async function callSeller(step: string, params: Record<string, unknown>): Promise<void> {
-    try {
-      const outcome = await calls.callTask({
+    const keyStep = keyGeneration === 0 ? step : `${step}#${keyGeneration}`;
+    const scope = new CancellationScope();
+    const call = scope.run(() =>
+      calls.callTask({
         operationId: state.operationId,
         agentId: state.agentId,
         task: state.task,
         params,
-        step,
+        step: keyStep,
         ...(state.contextId ? { contextId: state.contextId } : {}),
         ...(state.taskId ? { taskId: state.taskId } : {}),
-      });
+      }),
+    );
+    // A cancel aborts the call in flight; an adoption means the seller already has the task this call would create.
+    const interrupted = condition(() => cancelRequest !== undefined || (pendingAdoption !== undefined && !state.taskId));
+    const winner = await Promise.race([call.then(() => 'call' as const, () => 'call' as const), interrupted.then(() => 'interrupt' as const)]);
+    if (winner === 'interrupt') scope.cancel();
+    try {
+      const outcome = await call;
       state.webhookRegistered ||= outcome.webhookRegistered;
       apply(outcome.snapshot, 'call');
     } catch (failure) {
+      if (isCancellation(failure) && winner === 'interrupt') {
+        if (pendingAdoption && !state.taskId && !cancelRequest) await adopt(pendingAdoption.taskId, `signalled by ${pendingAdoption.requestedBy}`);
+        return;
+      }
       if (isCancellation(failure)) throw failure;
       const error = errorFromFailure(failure);
+      const lostOrRefused = IDEMPOTENCY_CODES.has(error.code) || (spec.mutating && error.recovery === 'transient' && !state.taskId);
+      if (lostOrRefused && (await reconcileCall(keyStep, error))) return;
+      if (IDEMPOTENCY_CODES.has(error.code) && keyGeneration === 0 && lastReconciliationFound() === 'not_found') {
+        // The seller has no task from the old key: nothing happened there, so a new key cannot duplicate anything.
+        keyGeneration += 1;
+        await callSeller(step, params);
+        return;
+      }
+      if (IDEMPOTENCY_CODES.has(error.code)) {
+        fail('idempotency_unresolved', `The ${state.task} call to ${state.agentId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`, error);
+        return;
+      }
       fail('call_failed', `The ${state.task} call to ${state.agentId} failed: ${error.message}`, error);
     }
+  }
+
+  function lastReconciliationFound(): string | undefined {
+    return state.reconciliation?.[state.reconciliation.length - 1]?.outcome;
+  }
+
+  /** Ask the seller whether the call's key already made a task; adopt it if so. True when adopted. */
+  async function reconcileCall(keyStep: string, error: AdcpError): Promise<boolean> {
+    const trigger = `${error.code} on call step ${keyStep}`;
+    let found: Awaited<ReturnType<typeof lookActivities.findSellerTask>>;
+    try {
+      found = await lookActivities.findSellerTask({ operationId: state.operationId, agentId: state.agentId, task: state.task, step: keyStep });
+    } catch (failure) {
+      if (isCancellation(failure)) throw failure;
+      record({ trigger, outcome: 'unsupported', note: `reconciliation failed: ${errorFromFailure(failure).message}` });
+      return false;
+    }
+    if (!found.supported) {
+      record({ trigger, outcome: 'unsupported', note: found.note });
+      return false;
+    }
+    if (!found.snapshot) {
+      record({ trigger, outcome: 'not_found', note: found.note });
+      return false;
+    }
+    record({ trigger, outcome: 'adopted', taskId: found.snapshot.taskId, note: found.note });
+    apply(found.snapshot, 'reconciliation');
+    return true;
+
+    function record(entry: { trigger: string; outcome: 'adopted' | 'not_found' | 'unsupported'; taskId?: string; note: string }): void {
+      state.reconciliation = [...(state.reconciliation ?? []), { at: iso(Date.now()), ...entry }].slice(-10);
+    }
+  }
+
+  async function adopt(taskId: string, why: string): Promise<void> {
+    pendingAdoption = undefined;
+    state.taskId = taskId;
+    state.reconciliation = [...(state.reconciliation ?? []), { at: iso(Date.now()), trigger: why, outcome: 'adopted' as const, taskId, note: 'seller task adopted; the call was not repeated' }].slice(-10);
+    state.updatedAt = iso(Date.now());
+    publish();
+    await look();
   }
 
   async function look(): Promise<void> {
@@ -410,8 +488,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   async function pollUntilChange(plan: WaitPlan): Promise<void> {
     const untilDeadline = deadlineMs - Date.now();
     if (!state.taskId) {
-      // Nothing to poll without a task ID: only a webhook, a poll request or a cancel can move the operation now.
-      await condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined, Math.max(untilDeadline, 0));
+      // Nothing to poll without a task ID: only a webhook, an adoption, a poll request or a cancel can move it now.
+      await condition(() => inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined, Math.max(untilDeadline, 0));
       return;
     }
     const budgetMs = Math.min(untilDeadline, plan.windowMs ?? untilDeadline);
@@ -518,6 +596,10 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       let workingSinceMs = Date.now();
       while (!terminal() && cancelRequest === undefined) {
         drainInbox();
+        if (pendingAdoption && !state.taskId && !terminal()) {
+          await adopt(pendingAdoption.taskId, `signalled by ${pendingAdoption.requestedBy}`);
+          continue;
+        }
         if (pollRequested) {
           pollRequested = false;
           await look();
@@ -562,6 +644,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       inbox,
       ...(pendingInput ? { pendingInput } : {}),
       ...(credentialsRefreshed ? { pendingCredentialsRefresh: true } : {}),
+      ...(pendingAdoption ? { pendingAdoption } : {}),
     };
     return await continueAsNew<typeof adcpOperation>({ ...input, carried });
   }

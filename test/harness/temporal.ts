@@ -59,6 +59,7 @@ export async function startTestStack(options: {
     taskQueue,
     workflowBundle: await workflowBundle(),
     activities: { agents: options.agents, ...options.activities },
+    client,
     shutdownGraceTime: '2s',
   });
   const running = worker.run();

@@ -36,6 +36,7 @@ export async function startTimeSkippingStack(options: { agents: AgentRegistry; a
     taskQueue,
     workflowBundle: await workflowBundle(),
     activities: { agents: options.agents, ...options.activities },
+    client: env.client,
     shutdownGraceTime: '2s',
   });
   const running = worker.run();

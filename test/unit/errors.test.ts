@@ -400,6 +400,12 @@ describe('classifyTransportFailure: what the MCP SDK throws', () => {
     ).toBe('TRANSPORT_TIMEOUT');
   });
 
+  test('McpError -32603 wrapping a failed Streamable HTTP POST keeps the HTTP status (what @adcp/sdk throws for a 502)', () => {
+    const failure = new McpError(ErrorCode.InternalError, 'Error: Streamable HTTP error: Error POSTing to endpoint: 502 Bad Gateway');
+    expect(classifyTransportFailure(failure)).toMatchObject({ code: 'TRANSPORT_HTTP_502', recovery: 'transient' });
+    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'boom')).code).toBe('TRANSPORT_RPC_INTERNAL_ERROR');
+  });
+
   test('McpError -32000 "Connection closed" → TRANSPORT_UNREACHABLE', () => {
     expect(classifyTransportFailure(McpError.fromError(ErrorCode.ConnectionClosed, 'Connection closed')).code).toBe(
       'TRANSPORT_UNREACHABLE',

@@ -1,0 +1,124 @@
+/**
+ * Reconciliation's I/O (adcp-protocol.md §1.7): which operations are open for a seller (Temporal visibility, through
+ * the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the signals that make
+ * operations adopt a lost task or look at the seller now. The decisions are the reconciliation workflow's.
+ */
+import { Context } from '@temporalio/activity';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { type AgentRegistry, ConfigError } from '../config/agents';
+import { SA_AGENT, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
+import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../workflows/definitions';
+import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
+
+export interface ReconciliationDependencies {
+  agents: AgentRegistry;
+  client: Client;
+  seller?: SellerClient;
+  env?: NodeJS.ProcessEnv;
+  callTimeoutMs?: number;
+}
+
+export interface OpenOperation {
+  operationId: string;
+  task?: string;
+  taskId?: string;
+  status?: string;
+}
+
+export interface SellerTaskList {
+  supported: boolean;
+  tasks: SellerTaskSummary[];
+  /** More pages existed than were read. */
+  truncated: boolean;
+}
+
+export type OperationSignal =
+  | { operationId: string; kind: 'pollNow'; requestedBy: string }
+  | { operationId: string; kind: 'adoptTask'; taskId: string; requestedBy: string };
+
+const MAX_OPEN_OPERATIONS = 10_000;
+const MAX_TASK_PAGES = 50;
+/** What reconciliation asks the seller for: tasks that are not finished. */
+export const OPEN_SELLER_STATUSES = ['submitted', 'working', 'input-required', 'auth-required'];
+
+/** Visibility queries quote values; agent ids are validated by the config schema, but escape anyway. */
+function quoted(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+export function createReconciliationActivities(deps: ReconciliationDependencies) {
+  const seller = deps.seller ?? createSdkSellerClient();
+  const env = deps.env ?? process.env;
+  const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
+
+  return {
+    async listOpenOperations(input: { agentId: string }): Promise<OpenOperation[]> {
+      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_AGENT.name} = ${quoted(input.agentId)}`;
+      const open: OpenOperation[] = [];
+      for await (const execution of deps.client.workflow.list({ query })) {
+        const attributes = execution.typedSearchAttributes;
+        open.push({
+          operationId: execution.workflowId,
+          ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
+          ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
+          ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
+        });
+        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
+        if (open.length >= MAX_OPEN_OPERATIONS) break;
+      }
+      return open;
+    },
+
+    /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */
+    async listSellerTasks(input: { agentId: string }): Promise<SellerTaskList> {
+      let agent;
+      let token: string | undefined;
+      try {
+        agent = deps.agents.get(input.agentId);
+        token = deps.agents.token(input.agentId, env);
+      } catch (error) {
+        throw new ConfigError((error as Error).message);
+      }
+      const context = Context.current();
+      const tasks: SellerTaskSummary[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
+        const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(callTimeoutMs)]);
+        let answer;
+        try {
+          answer = await seller.listTasks({ agent, token, signal, filters: { statuses: OPEN_SELLER_STATUSES }, maxResults: 100, ...(cursor ? { cursor } : {}) });
+        } catch (error) {
+          if (isUnknownToolError(error)) return { supported: false, tasks: [], truncated: false };
+          throw error;
+        }
+        if (!answer.supported) return { supported: false, tasks: [], truncated: false };
+        tasks.push(...answer.tasks);
+        context.heartbeat(page);
+        cursor = answer.nextCursor;
+        if (!cursor) return { supported: true, tasks, truncated: false };
+      }
+      return { supported: true, tasks, truncated: true };
+    },
+
+    /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */
+    async signalOperations(input: { signals: OperationSignal[] }): Promise<{ sent: number; skipped: string[] }> {
+      let sent = 0;
+      const skipped: string[] = [];
+      for (const [index, request] of input.signals.entries()) {
+        const handle = deps.client.workflow.getHandle(request.operationId);
+        try {
+          if (request.kind === 'adoptTask') await handle.signal(adoptTaskSignal, { taskId: request.taskId, requestedBy: request.requestedBy });
+          else await handle.signal(pollNowSignal, { requestedBy: request.requestedBy });
+          sent += 1;
+        } catch (error) {
+          if (!(error instanceof WorkflowNotFoundError)) throw error;
+          skipped.push(request.operationId);
+        }
+        if (index % 100 === 99) Context.current().heartbeat(index);
+      }
+      return { sent, skipped };
+    },
+  };
+}
+
+export type ReconciliationActivities = ReturnType<typeof createReconciliationActivities>;

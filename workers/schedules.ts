@@ -1,0 +1,48 @@
+/**
+ * One Temporal Schedule per configured seller runs its reconciliation (workflows/reconciliation.ts) at a fixed
+ * interval. Idempotent: every worker may call it at start; an existing schedule is updated to the current interval.
+ * Overlapping runs are skipped, and a run missed while the cluster was down is not made up.
+ */
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import type { AgentRegistry } from '../config/agents';
+import type { reconcileSeller } from '../workflows/reconciliation';
+
+export const RECONCILIATION_WORKFLOW_TYPE = 'reconcileSeller';
+
+export function reconciliationScheduleId(agentId: string): string {
+  return `reconciliation:${agentId}`;
+}
+
+export async function ensureReconciliationSchedules(options: {
+  client: Client;
+  agents: AgentRegistry;
+  taskQueue: string;
+  intervalMs: number;
+}): Promise<string[]> {
+  const ids: string[] = [];
+  for (const agent of options.agents.agents) {
+    const scheduleId = reconciliationScheduleId(agent.id);
+    const spec = { intervals: [{ every: options.intervalMs }] };
+    const action = {
+      type: 'startWorkflow' as const,
+      workflowType: RECONCILIATION_WORKFLOW_TYPE,
+      taskQueue: options.taskQueue,
+      workflowId: `reconciliation:${agent.id}:scheduled`,
+      args: [{ agentId: agent.id, requestedBy: 'schedule' }] as Parameters<typeof reconcileSeller>,
+    };
+    try {
+      await options.client.schedule.create({
+        scheduleId,
+        spec,
+        action,
+        policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1m' },
+        memo: { purpose: `reconcile operations with seller ${agent.id}` },
+      });
+    } catch (error) {
+      if (!(error instanceof ScheduleAlreadyRunning)) throw error;
+      await options.client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
+    }
+    ids.push(scheduleId);
+  }
+  return ids;
+}
