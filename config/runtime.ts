@@ -10,6 +10,8 @@ const runtimeSchema = z.object({
   /** Where sellers reach the gateway from outside; webhook URLs are built on it. */
   ADCP_PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   ADCP_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
+  /** Upper bound for one protocol call to a seller, in milliseconds. */
+  ADCP_CALL_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
   /** How often each seller is reconciled by its Temporal Schedule: `30s`, `15m`, `1h`, or `off`. */
   ADCP_RECONCILE_EVERY: z
     .string()
@@ -25,6 +27,7 @@ export type RuntimeConfig = {
   gatewayPort: number;
   publicBaseUrl?: string;
   webUiUrl: string;
+  callTimeoutMs: number;
   /** Interval of the per-seller reconciliation schedules; undefined when turned off. */
   reconcileEveryMs?: number;
 };
@@ -39,6 +42,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     gatewayPort: value.ADCP_GATEWAY_PORT,
     publicBaseUrl: value.ADCP_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     webUiUrl: value.ADCP_WEB_UI_URL.replace(/\/+$/, ''),
+    callTimeoutMs: value.ADCP_CALL_TIMEOUT_MS,
     ...(value.ADCP_RECONCILE_EVERY === 'off'
       ? {}
       : { reconcileEveryMs: Number.parseInt(value.ADCP_RECONCILE_EVERY, 10) * UNIT_MS[value.ADCP_RECONCILE_EVERY.slice(-1) as keyof typeof UNIT_MS] }),

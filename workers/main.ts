@@ -18,7 +18,7 @@ async function main(): Promise<void> {
     connection,
     namespace,
     taskQueue: runtime.taskQueue,
-    activities: { agents, publicBaseUrl: runtime.publicBaseUrl },
+    activities: { agents, publicBaseUrl: runtime.publicBaseUrl, callTimeoutMs: runtime.callTimeoutMs },
     client,
   });
   if (runtime.reconcileEveryMs !== undefined) {

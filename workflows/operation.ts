@@ -549,6 +549,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       const answer = pendingInput;
       state.transitions.push({ from: state.status, to: state.status, source: 'orchestrator', at: iso(Date.now()), note: `input provided by ${answer.providedBy ?? 'caller'} (round ${request.round})` });
       state.transitionCount += 1;
+      // The question is answered: if the seller asks again, that is a new round.
+      state.inputRequest = undefined;
       // Resume on the same context with the original arguments plus the answer (§2.4: re-sending is the safe choice).
       await callSeller(`input-${request.round}`, { ...input.params, ...answer.input });
       pendingInput = undefined;

@@ -115,3 +115,17 @@ test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key 
   expect(calls[1].args.idempotency_key).toBe(calls[0].args.idempotency_key);
   expect(seller.mediaBuys()).toHaveLength(1);
 });
+
+test('working for longer than about 120 s falls back from 5-second looks to the submitted cadence', async () => {
+  seller.script('sync_creatives', [{ status: 'working', progress: { percentage: 10 } }, { status: 'completed', afterPolls: 1_000_000 }]);
+  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'sync_creatives', params: { account: { account_id: 'a1' }, creatives: [] }, idempotencyKey: randomUUID() });
+  await stack.env.sleep(HOUR);
+  const task = seller.tasks().find((t) => t.tool === 'sync_creatives')!;
+  seller.advanceTask(task.taskId);
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  // About 25 looks in the first 2 minutes at the working cadence, then one a minute: about 85 in an hour.
+  // At 5 s for the whole hour it would have been about 720.
+  expect(state.pollCount).toBeGreaterThan(60);
+  expect(state.pollCount).toBeLessThan(120);
+});
