@@ -27,6 +27,9 @@ function answer(res: Response, status: number, code: string, message: string, ex
   res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
 }
 
+/** How long the gateway waits for Temporal before answering 503: a redelivery is safe, the workflow deduplicates. */
+const TEMPORAL_DEADLINE_MS = 5_000;
+
 function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: number })?.code ?? (error as { cause?: { code?: number } })?.cause?.code;
   return code === 14 || code === 4 || (error as Error)?.name === 'ServiceError';
@@ -58,7 +61,8 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       let agentId: string | undefined;
       let running: boolean;
       try {
-        const description = await handle.describe();
+        // Bounded, so a seller hears 503 (and retries) well before its own client times out.
+        const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
         agentId = description.typedSearchAttributes.get(SA_AGENT);
         running = description.status.name === 'RUNNING';
       } catch (error) {
@@ -113,11 +117,13 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         return;
       }
       try {
-        await handle.signal(webhookReceivedSignal, {
-          eventKey: event.eventKey,
-          snapshot: event.snapshot,
-          receivedAt: new Date().toISOString(),
-        });
+        await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
+          handle.signal(webhookReceivedSignal, {
+            eventKey: event.eventKey,
+            snapshot: event.snapshot,
+            receivedAt: new Date().toISOString(),
+          }),
+        );
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) {
           answer(res, 200, 'ignored', 'The operation has already finished.');

@@ -75,13 +75,16 @@ function compact(snapshot: TaskSnapshot): TaskSnapshot {
 export function snapshotFromFlatResponse(body: Record<string, unknown>): TaskSnapshot {
   const nested = asRecord(body.payload);
   const payloadSource = nested ?? body;
+  // A synchronous answer has no task: a `status` that is not a task status is then the resource's own status
+  // (a 3.x create_media_buy answers `status: "pending_creatives"`), part of the payload, not of the envelope.
+  const domainStatus = body.status !== undefined && normaliseStatus(body.status) === undefined && optionalText(body.task_id) === undefined;
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(payloadSource)) {
-    if (!ENVELOPE_FIELDS.has(key)) result[key] = value;
+    if (!ENVELOPE_FIELDS.has(key) || (domainStatus && key === 'status')) result[key] = value;
   }
   const errors = parseErrors(payloadSource);
   const onlyErrors = errors.length > 0 && Object.keys(result).every((k) => ['errors', 'adcp_error', 'error', 'error_code', 'recovery', 'context', 'ext'].includes(k));
-  const { status, rawStatus } = statusOf(body.status, onlyErrors ? 'failed' : 'completed');
+  const { status, rawStatus } = statusOf(domainStatus ? undefined : body.status, onlyErrors ? 'failed' : 'completed');
   return compact({
     status,
     rawStatus,

@@ -42,6 +42,7 @@ const path = (transitions: { from: string; to: string; source: string }[]) => tr
 
 test.each<[string, ScriptStep[], string, string[]]>([
   ['completed at once', [{ status: 'completed' }], 'completed', ['pending>completed:call']],
+  ['completed at once, as an SDK handler answers (media buy status pending_creatives)', [{ status: 'completed', bare: true }], 'completed', ['pending>completed:call']],
   ['submitted, working, completed', [{ status: 'submitted' }, { status: 'working', afterPolls: 1 }, { status: 'completed', afterPolls: 1 }], 'completed', ['pending>submitted:call', 'submitted>working:poll', 'working>completed:poll']],
   ['failed by the seller', [{ status: 'submitted' }, { status: 'failed', afterPolls: 1, errors: [{ code: 'PRODUCT_UNAVAILABLE', message: 'Sold out', recovery: 'correctable' }] }], 'failed', ['pending>submitted:call', 'submitted>failed:poll']],
   ['rejected by the seller', [{ status: 'submitted' }, { status: 'rejected', afterPolls: 1, message: 'Policy review rejected the creative theme' }], 'rejected', ['pending>submitted:call', 'submitted>rejected:poll']],

@@ -75,6 +75,16 @@ describe('snapshots', () => {
     expect(snapshot.status).toBe('completed');
     expect(snapshot.result).toEqual({ products: [{ product_id: 'p' }] });
   });
+  test('a synchronous 3.x create_media_buy answers the media buy status: the task is completed, that status kept', () => {
+    const snapshot = snapshotFromMcpToolResult({ content: [], structuredContent: { media_buy_id: 'mb_1', status: 'pending_creatives', packages: [] } });
+    expect(snapshot.status).toBe('completed');
+    expect(snapshot.rawStatus).toBeUndefined();
+    expect(snapshot.result).toEqual({ media_buy_id: 'mb_1', status: 'pending_creatives', packages: [] });
+  });
+  test('an unrecognised status on a task (with task_id) stays unknown', () => {
+    const snapshot = snapshotFromMcpToolResult({ content: [], structuredContent: { task_id: 't1', status: 'queued' } });
+    expect(snapshot).toMatchObject({ status: 'unknown', rawStatus: 'queued', taskId: 't1' });
+  });
   test('MCP isError with adcp_error keeps code, field and suggestion', () => {
     const text = JSON.stringify({ adcp_error: { code: 'VALIDATION_ERROR', message: 'bad', recovery: 'correctable', field: '/packages/0/budget', suggestion: 'raise it' } });
     const snapshot = snapshotFromMcpToolResult({ isError: true, content: [{ type: 'text', text }] });
