@@ -1,0 +1,67 @@
+/**
+ * `npm run record-histories`: runs representative operations against a fresh Temporal dev server and the scripted
+ * seller and writes their event histories to test/histories/. The replay test runs today's workflow code over them,
+ * so a change that running operations would replay differently fails CI (then: `patched()` or a new workflow type).
+ * Record again only on purpose, when a history format change is intended, and commit the files.
+ */
+import { randomUUID } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { closeMCPConnections } from '@adcp/sdk';
+import { freePort, startDevServer } from '../config/dev-server';
+import { resolveTemporalCli } from '../config/temporal-binaries';
+import { startScriptedSeller } from '../test/fixtures/scripted-seller';
+import { createMediaBuyParams } from '../test/harness/demo-requests';
+import { eventually, registry, startTestStack } from '../test/harness/temporal';
+
+const OUT = path.resolve(__dirname, '..', 'test', 'histories');
+
+async function main(): Promise<void> {
+  const server = await startDevServer({ port: await freePort(), headless: true });
+  const seller = await startScriptedSeller();
+  const stack = await startTestStack({
+    address: server.address,
+    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+  });
+  const record = async (name: string, operationId: string) => {
+    await stack.orchestrator.result(operationId).catch(() => undefined);
+    // Exactly what operators export with the CLI, and what the replayer reads back.
+    const json = execFileSync(resolveTemporalCli(), ['workflow', 'show', '--workflow-id', operationId, '--address', server.address, '--output', 'json'], { encoding: 'utf8' });
+    writeFileSync(path.join(OUT, `${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
+    const history = JSON.parse(json) as { events?: unknown[] };
+    console.log(`record-histories: ${name} (${history.events?.length ?? 0} events)`);
+  };
+  const start = (task = 'create_media_buy') => stack.orchestrator.start({ agentId: 'fixture', task, params: createMediaBuyParams(), idempotencyKey: randomUUID() }).then((started) => started.operationId);
+  try {
+    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', afterPolls: 1, progress: { percentage: 50 } }, { status: 'completed', afterPolls: 1 }]);
+    await record('submitted-working-completed', await start());
+
+    seller.script('create_media_buy', [{ status: 'input-required', reason: 'APPROVAL_REQUIRED' }, { status: 'completed' }]);
+    const asked = await start();
+    await eventually(async () => ((await stack.orchestrator.status(asked)).state?.status === 'input-required' ? true : undefined));
+    await stack.orchestrator.provideInput(asked, { input: { approved: true }, idempotencyKey: 'approve-1', providedBy: 'recorder' });
+    await record('input-required-answered', asked);
+
+    seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 2 });
+    seller.fault('create_media_buy', { kind: 'adcp-error', error: { code: 'IDEMPOTENCY_CONFLICT', recovery: 'correctable' } });
+    await record('idempotency-conflict-adopted', await start());
+
+    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
+    const canceled = await start();
+    await eventually(async () => ((await stack.orchestrator.status(canceled)).state?.status === 'submitted' ? true : undefined));
+    await stack.orchestrator.cancel(canceled, { requestedBy: 'recorder', reason: 'replay fixture' });
+    await record('canceled-while-submitted', canceled);
+  } finally {
+    await stack.close();
+    await seller.close();
+    await closeMCPConnections().catch(() => undefined);
+    await server.stop();
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
