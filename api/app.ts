@@ -89,7 +89,10 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const parsed = schema.safeParse(body);
   if (parsed.success) return parsed.data;
   const first = parsed.error.issues[0];
-  throw new HttpError(400, 'INVALID_REQUEST', formatZodIssues(parsed.error.issues), first?.path.join('.') || undefined);
+  // An unknown field is reported at its parent's path: name the field itself.
+  const unknownKey = first?.code === 'unrecognized_keys' ? first.keys[0] : undefined;
+  const field = [...(first?.path ?? []), ...(unknownKey ? [unknownKey] : [])].join('.');
+  throw new HttpError(400, 'INVALID_REQUEST', formatZodIssues(parsed.error.issues), field || undefined);
 }
 
 /** The operation as HTTP callers see it: snake_case, with the seller's payload passed through untouched. */
@@ -135,6 +138,13 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     })),
     failure: state.failure ?? null,
     cancellation: state.cancellation ?? null,
+    reconciliation: (state.reconciliation ?? []).map((entry) => ({
+      at: entry.at,
+      trigger: entry.trigger,
+      outcome: entry.outcome,
+      ...(entry.taskId ? { task_id: entry.taskId } : {}),
+      note: entry.note,
+    })),
     transitions: state.transitions,
     anomalies: state.anomalies,
     started_at: state.startedAt,
