@@ -371,18 +371,20 @@ export function parseErrorObject(raw: unknown, fallbackRecovery?: Recovery): Adc
   const code = optionalText(source.code) ?? optionalText(source.error_code);
   const message = optionalText(source.message) ?? optionalText(source.error) ?? code;
   if (!code && !message) return undefined;
+  // The tasks/get `error` object puts everything but code and message under `details`: read them there too.
+  const details = asRecord(source.details);
+  const pick = (key: string): unknown => source[key] ?? details?.[key];
   const error: AdcpError = {
     code: code ?? 'UNKNOWN_ERROR',
     message: message ?? 'The seller reported an error without a message.',
-    recovery: recoveryFor(code ?? 'UNKNOWN_ERROR', source.recovery, fallbackRecovery),
+    recovery: recoveryFor(code ?? 'UNKNOWN_ERROR', pick('recovery'), fallbackRecovery),
   };
-  const field = optionalText(source.field);
+  const field = optionalText(pick('field'));
   if (field) error.field = field;
-  const suggestion = optionalText(source.suggestion);
+  const suggestion = optionalText(pick('suggestion'));
   if (suggestion) error.suggestion = suggestion;
-  const retryAfter = retryAfterValue(source.retry_after);
+  const retryAfter = retryAfterValue(pick('retry_after'));
   if (retryAfter !== undefined) error.retryAfterSeconds = retryAfter;
-  const details = asRecord(source.details);
   if (details) error.details = details;
   return error;
 }

@@ -176,6 +176,11 @@ describe('unknown codes', () => {
 });
 
 describe('parseErrors over every shape', () => {
+  test('the tasks/get error object: field, suggestion, retry_after and recovery read from details', () => {
+    const [error] = parseErrors({ error: { code: 'PRODUCT_UNAVAILABLE', message: 'gone', details: { recovery: 'terminal', field: 'packages[0].product_id', suggestion: 'pick another', retry_after: 5 } } });
+    expect(error).toMatchObject({ code: 'PRODUCT_UNAVAILABLE', recovery: 'terminal', field: 'packages[0].product_id', suggestion: 'pick another', retryAfterSeconds: 5 });
+  });
+
   test('errors[] (schema form) with field, suggestion, retry_after and details', () => {
     const errors = parseErrors({
       errors: [
