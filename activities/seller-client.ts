@@ -85,6 +85,14 @@ function sdkAgent(agent: AgentConfig, token: string | undefined) {
   };
 }
 
+/** A2A sellers (by URL) whose AdCP tasks are read through the `tasks/get` skill, not A2A's native tasks/get. */
+const a2aSkillPolling = new Set<string>();
+
+async function a2aSkillGet(agent: AgentConfig, token: string | undefined, taskId: string): Promise<TaskSnapshot> {
+  const raw = await ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/get', { task_id: taskId, include_result: true });
+  return snapshotFromA2A(raw);
+}
+
 /** The JSON-RPC endpoint of an A2A agent, read from its agent card (cached per URL). */
 const a2aEndpoints = new Map<string, string>();
 async function a2aEndpoint(agent: AgentConfig, signal: AbortSignal): Promise<string> {
@@ -185,8 +193,20 @@ export function createSdkSellerClient(): SellerClient {
         return snapshotFromTasksGet(body);
       }
       return withAbortSignal(signal, async () => {
-        const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
-        return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal }));
+        // Spec A2A sellers answer the AdCP task through A2A's own tasks/get. @adcp/sdk's adapter only knows transport
+        // tasks there, and answers the AdCP task through the `tasks/get` skill: use that once native fails, and
+        // remember which one this seller needs.
+        if (a2aSkillPolling.has(agent.url)) return a2aSkillGet(agent, token, taskId);
+        try {
+          const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
+          return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal }));
+        } catch (nativeError) {
+          if (signal.aborted) throw nativeError;
+          const snapshot = await a2aSkillGet(agent, token, taskId).catch(() => undefined);
+          if (!snapshot || snapshot.status === 'failed' && !snapshot.taskId) throw nativeError;
+          a2aSkillPolling.add(agent.url);
+          return snapshot;
+        }
       });
     },
 

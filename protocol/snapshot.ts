@@ -173,6 +173,25 @@ export function snapshotFromTasksGet(body: Record<string, unknown>): TaskSnapsho
   });
 }
 
+/**
+ * @adcp/sdk's A2A adapter (what 6.11 SDK sellers serve) answers with an A2A Task that tracks the *transport call*
+ * (state `completed` even for an AdCP `submitted`) and carries the AdCP answer in its artifact: a flat envelope
+ * with its own `status` (and `metadata.adcp_task_id`), or a `tasks/get` body. When the data part speaks AdCP
+ * task status, it is the truth about the AdCP task.
+ */
+function adcpEnvelopeIn(data: Record<string, unknown>, task: Record<string, unknown>): TaskSnapshot | undefined {
+  if (data.status === undefined || normaliseStatus(data.status) === undefined) return undefined;
+  let adcpTaskId: string | undefined;
+  if (Array.isArray(task.artifacts)) {
+    for (const artifact of task.artifacts) adcpTaskId = optionalText(asRecord(asRecord(artifact)?.metadata)?.adcp_task_id) ?? adcpTaskId;
+  }
+  const looksLikeTasksGet = 'task_type' in data || 'has_webhook' in data || 'created_at' in data || asRecord(data.result) !== undefined;
+  const snapshot = looksLikeTasksGet ? snapshotFromTasksGet(data) : snapshotFromFlatResponse(data);
+  snapshot.taskId = snapshot.taskId ?? adcpTaskId;
+  snapshot.contextId = snapshot.contextId ?? optionalText(task.contextId);
+  return compact(snapshot);
+}
+
 /** The last DataPart of a parts list is authoritative (A2A response format). */
 function lastDataPart(parts: unknown): Record<string, unknown> | undefined {
   if (!Array.isArray(parts)) return undefined;
@@ -229,6 +248,8 @@ export function snapshotFromA2A(raw: unknown): TaskSnapshot {
     for (const artifact of body.artifacts) data = lastDataPart(asRecord(artifact)?.parts) ?? data;
   }
   data = data ?? lastDataPart(statusMessage?.parts);
+  const envelope = data ? adcpEnvelopeIn(data, body) : undefined;
+  if (envelope) return envelope;
   const fromData = data ? snapshotFromFlatResponse(data) : undefined;
   return compact({
     status,

@@ -24,7 +24,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
   await seller?.close();
+  await sdkA2aSeller?.close();
 });
+
+let sdkA2aSeller: ScriptedSeller | undefined;
 
 async function run(steps: ScriptStep[], options: { agentId?: string; interaction?: { deadlineMs?: number; maxRounds?: number } } = {}) {
   seller.script('create_media_buy', steps);
@@ -118,4 +121,23 @@ test('A2A: create_media_buy goes submitted → completed over A2A, and a cancel 
   expect(canceled.status).toBe('canceled');
   expect(canceled.cancellation).toMatchObject({ sellerNotified: true });
   expect(seller.task(submitted.taskId!)?.status).toBe('canceled');
+});
+
+test('A2A through @adcp/sdk\'s own adapter (a transport Task carrying the AdCP envelope): submitted → completed', async () => {
+  sdkA2aSeller = await startScriptedSeller({ a2a: 'sdk-adapter' });
+  const sdkStack = await startTestStack({
+    agents: registry([{ id: 'sdk-a2a', url: sdkA2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN' }]),
+    activities: { env: { FIXTURE_TOKEN: sdkA2aSeller.authToken } },
+  });
+  try {
+    sdkA2aSeller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', afterPolls: 1 }, { status: 'completed', afterPolls: 1 }]);
+    const { operationId } = await sdkStack.orchestrator.start({ agentId: 'sdk-a2a', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+    const state = await sdkStack.orchestrator.result(operationId);
+    expect(state.status).toBe('completed');
+    expect(state.taskId).toBe(sdkA2aSeller.tasks()[0].taskId);
+    expect(path(state.transitions)).toEqual(['pending>submitted:call', 'submitted>working:poll', 'working>completed:poll']);
+    expect(state.result?.media_buy_id).toBe(sdkA2aSeller.mediaBuys()[0].mediaBuyId);
+  } finally {
+    await sdkStack.close();
+  }
 });
