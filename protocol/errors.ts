@@ -706,6 +706,16 @@ const HEADLINES: Readonly<Record<string, string>> = {
  * Check the activity's own cancellation before calling this: the MCP SDK reports an aborted request as
  * McpError -32001, which reads as a timeout.
  */
+/** A transport failure named inside the text of a wrapping error (what @adcp/sdk puts in MCP -32603). */
+function wrappedTransportCause(message: string): string | undefined {
+  const tokens = message.match(ERROR_CODE_TOKEN) ?? [];
+  if (tokens.some((token) => TIMEOUT_CODES.has(token)) || TIMEOUT_TEXT.test(message)) return TRANSPORT_ERROR_CODES.timeout;
+  if (tokens.some((token) => UNREACHABLE_CODES.has(token)) || /fetch failed|socket hang up|other side closed|connection (refused|reset)/i.test(message)) {
+    return TRANSPORT_ERROR_CODES.unreachable;
+  }
+  return undefined;
+}
+
 export function classifyTransportFailure(
   failure: TransportFailure | Error | string | unknown,
   now?: number,
@@ -785,6 +795,9 @@ export function classifyTransportFailure(
     const rpc = rpcCode(node);
     // The SDK wraps a failed HTTP POST in an internal JSON-RPC error: the HTTP status is the better evidence.
     if (rpc && rpc.code === -32603 && messageStatus !== undefined && messageStatus >= 300) return forStatus(messageStatus);
+    // ...and a failed fetch or a timeout wrapped the same way is that, not a seller error.
+    const wrapped = rpc && rpc.code === -32603 && node.message ? wrappedTransportCause(node.message) : undefined;
+    if (wrapped) return build(wrapped);
     if (rpc) return build(codeForRpc(rpc.code, rpc.flavour), { rpcCode: rpc.code });
     if (ctor === 'StreamableHTTPError' && record.code === -1) return build(TRANSPORT_ERROR_CODES.protocolViolation);
     if (name === 'SyntaxError' || name === 'ZodError' || name === 'ProtocolViolation' || ctor === 'ZodError') {

@@ -11,7 +11,8 @@ let runtimeInstalled = false;
 export function quietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  // Activity failures are logged at WARN, and tests cause many on purpose: keep the output for real errors.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
 }
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;

@@ -409,6 +409,8 @@ describe('classifyTransportFailure: what the MCP SDK throws', () => {
     const failure = new McpError(ErrorCode.InternalError, 'Error: Streamable HTTP error: Error POSTing to endpoint: 502 Bad Gateway');
     expect(classifyTransportFailure(failure)).toMatchObject({ code: 'TRANSPORT_HTTP_502', recovery: 'transient' });
     expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'boom')).code).toBe('TRANSPORT_RPC_INTERNAL_ERROR');
+    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'TypeError: fetch failed')).code).toBe('TRANSPORT_UNREACHABLE');
+    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'Error: connect ECONNREFUSED 127.0.0.1:9')).code).toBe('TRANSPORT_UNREACHABLE');
   });
 
   test('McpError -32000 "Connection closed" → TRANSPORT_UNREACHABLE', () => {
