@@ -82,8 +82,6 @@ export interface FoundTask {
 
 export interface AwaitChangeInput extends LookInput {
   since: { status: string; progress: Progress | null };
-  /** The first attempt waits this long before it looks (later attempts are spaced by the retry policy). */
-  firstLookAfterMs?: number;
 }
 
 const HEARTBEAT_EVERY_MS = 5_000;
@@ -233,7 +231,6 @@ export function createActivities(deps: ActivityDependencies) {
     async awaitTaskChange(input: AwaitChangeInput): Promise<{ snapshot: TaskSnapshot; polls: number }> {
       const context = Context.current();
       const attempt = context.info.attempt;
-      if (attempt === 1 && input.firstLookAfterMs) await context.sleep(input.firstLookAfterMs); // rejects on cancel
       let snapshot: TaskSnapshot;
       try {
         snapshot = await look(input);

@@ -27,6 +27,8 @@ function answer(res: Response, status: number, code: string, message: string, ex
   res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
 }
 
+const SELLER_CACHE_SIZE = 10_000;
+
 /** How long the gateway waits for Temporal before answering 503: a redelivery is safe, the workflow deduplicates. */
 const TEMPORAL_DEADLINE_MS = 5_000;
 
@@ -39,6 +41,12 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
   const router = express.Router();
   const log = options.log ?? ((line: string) => console.warn(line));
   const env = options.env ?? process.env;
+  // Bounded map of operation → seller, oldest first out.
+  const sellerOf = new Map<string, string>();
+  const remember = (operationId: string, agentId: string): void => {
+    sellerOf.set(operationId, agentId);
+    if (sellerOf.size > SELLER_CACHE_SIZE) sellerOf.delete(sellerOf.keys().next().value!);
+  };
 
   router.post(
     '/webhooks/adcp/:operationId',
@@ -58,23 +66,28 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         return;
       }
       const handle = options.client.workflow.getHandle(operationId);
-      let agentId: string | undefined;
-      let running: boolean;
-      try {
-        // Bounded, so a seller hears 503 (and retries) well before its own client times out.
-        const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
-        agentId = description.typedSearchAttributes.get(SA_AGENT);
-        running = description.status.name === 'RUNNING';
-      } catch (error) {
-        if (error instanceof WorkflowNotFoundError) {
-          answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
-          return;
+      // An operation's seller never changes: after the first webhook, skip the describe() round trip. Whether it
+      // has finished is then learned from the signal (a finished workflow refuses it: answered 200 "ignored").
+      let agentId = sellerOf.get(operationId);
+      let running = true;
+      if (agentId === undefined) {
+        try {
+          // Bounded, so a seller hears 503 (and retries) well before its own client times out.
+          const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
+          agentId = description.typedSearchAttributes.get(SA_AGENT);
+          running = description.status.name === 'RUNNING';
+          if (agentId && running) remember(operationId, agentId);
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) {
+            answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+            return;
+          }
+          if (isUnavailable(error)) {
+            answer(res, 503, 'TEMPORAL_UNAVAILABLE', 'Not accepting events right now; retry later.');
+            return;
+          }
+          throw error;
         }
-        if (isUnavailable(error)) {
-          answer(res, 503, 'TEMPORAL_UNAVAILABLE', 'Not accepting events right now; retry later.');
-          return;
-        }
-        throw error;
       }
       const agent = agentId && options.agents.has(agentId) ? options.agents.get(agentId) : undefined;
       if (!agent?.webhooks) {
@@ -126,6 +139,7 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         );
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) {
+          sellerOf.delete(operationId);
           answer(res, 200, 'ignored', 'The operation has already finished.');
           return;
         }

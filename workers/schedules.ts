@@ -9,8 +9,9 @@ import type { reconcileSeller } from '../workflows/reconciliation';
 
 export const RECONCILIATION_WORKFLOW_TYPE = 'reconcileSeller';
 
-export function reconciliationScheduleId(agentId: string): string {
-  return `reconciliation:${agentId}`;
+/** Per task queue and seller: deployments sharing a namespace on different queues keep their own schedules. */
+export function reconciliationScheduleId(taskQueue: string, agentId: string): string {
+  return `reconciliation:${taskQueue}:${agentId}`;
 }
 
 export async function ensureReconciliationSchedules(options: {
@@ -21,13 +22,13 @@ export async function ensureReconciliationSchedules(options: {
 }): Promise<string[]> {
   const ids: string[] = [];
   for (const agent of options.agents.agents) {
-    const scheduleId = reconciliationScheduleId(agent.id);
+    const scheduleId = reconciliationScheduleId(options.taskQueue, agent.id);
     const spec = { intervals: [{ every: options.intervalMs }] };
     const action = {
       type: 'startWorkflow' as const,
       workflowType: RECONCILIATION_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
-      workflowId: `reconciliation:${agent.id}:scheduled`,
+      workflowId: `${scheduleId}:scheduled`,
       args: [{ agentId: agent.id, requestedBy: 'schedule' }] as Parameters<typeof reconcileSeller>,
     };
     try {

@@ -274,7 +274,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     return parts.join(' · ');
   }
 
-  let lastIndexed = '';
+  // What the starter indexed (status pending, no task, no question): the first publish writes only a change.
+  let lastIndexed = input.carried ? '' : JSON.stringify({ status: 'pending', taskId: null, inputReason: null });
   function publish(): void {
     const values = {
       status: state.status,
@@ -486,20 +487,26 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
    * webhook, an answer, a poll request or a cancel arrives.
    */
   async function pollUntilChange(plan: WaitPlan): Promise<void> {
+    // The first look of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
+    // are retries of one polling activity.
+    const interrupt = () => inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
+    const firstLookInMs = Math.min(plan.firstLookAfterMs, deadlineMs - Date.now());
+    if (firstLookInMs > 0 && (await condition(interrupt, firstLookInMs))) return;
     const untilDeadline = deadlineMs - Date.now();
+    if (untilDeadline <= 0) return;
     if (!state.taskId) {
       // Nothing to poll without a task ID: only a webhook, an adoption, a poll request or a cancel can move it now.
-      await condition(() => inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined, Math.max(untilDeadline, 0));
+      await condition(interrupt, untilDeadline);
       return;
     }
-    const budgetMs = Math.min(untilDeadline, plan.windowMs ?? untilDeadline);
+    const budgetMs = Math.min(untilDeadline, plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstLookAfterMs);
     const activities = pollingActivities(plan, budgetMs);
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
     const polling = scope.run(() =>
-      activities.awaitTaskChange({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId!, since, firstLookAfterMs: plan.firstLookAfterMs }),
+      activities.awaitTaskChange({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId!, since }),
     );
-    const interrupted = condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined);
+    const interrupted = condition(interrupt);
     const winner = await Promise.race([polling.then(() => 'poll' as const, () => 'poll' as const), interrupted.then(() => 'signal' as const)]);
     if (winner === 'signal') scope.cancel();
     try {
@@ -513,9 +520,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         state.pollCount += pollsBeforeBudgetRanOut(failure);
         // At the end of the working window the main loop continues at the slower cadence. Otherwise the next look
         // would have come after the deadline: wait for it (still interruptible), then the loop takes its last look.
-        if (plan.windowMs === undefined || plan.windowMs >= untilDeadline) {
-          await condition(() => inbox.length > 0 || pollRequested || cancelRequest !== undefined, Math.max(deadlineMs - Date.now(), 0));
-        }
+        const toDeadline = deadlineMs - Date.now();
+        if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0) await condition(interrupt, toDeadline);
         return;
       }
       const error = errorFromFailure(failure);

@@ -4,7 +4,7 @@
  * by that call's idempotency key), report what cannot be attributed, and make every open operation look now.
  * It changes nothing at the seller: it only reads there, and only signals operations here.
  */
-import { log, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
 import type { OperationActivities } from '../activities';
 import type { OpenOperation, ReconciliationActivities } from '../activities/reconciliation';
 
@@ -18,8 +18,10 @@ export interface ReconciliationReport {
   requestedBy: string;
   at: string;
   openOperations: number;
-  /** false when the seller has no tasks/list: only the poll-now part ran. */
+  /** false when the seller has no tasks/list (or could not be asked): only the poll-now part ran. */
   sellerListsTasks: boolean;
+  /** Why the seller could not be asked, when it could not. */
+  sellerError?: string;
   sellerOpenTasks: number;
   sellerListTruncated: boolean;
   /** Seller tasks found for operations that had lost them, and handed back. */
@@ -46,7 +48,15 @@ const finding = proxyActivities<OperationActivities>({
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
   const requestedBy = `reconciliation (${input.requestedBy})`;
   const open = await reading.listOpenOperations({ agentId: input.agentId });
-  const seller = await reading.listSellerTasks({ agentId: input.agentId });
+  let seller: Awaited<ReturnType<typeof reading.listSellerTasks>>;
+  let sellerError: string | undefined;
+  try {
+    seller = await reading.listSellerTasks({ agentId: input.agentId });
+  } catch (failure) {
+    // An unreachable seller is a finding, not a failed reconciliation: the operations still look now.
+    sellerError = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
+    seller = { supported: false, tasks: [], truncated: false };
+  }
 
   const trackedTaskIds = new Set(open.flatMap((operation) => (operation.taskId ? [operation.taskId] : [])));
   const sellerTaskIds = new Set(seller.tasks.map((task) => task.taskId));
@@ -84,6 +94,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     at: new Date(Date.now()).toISOString(),
     openOperations: open.length,
     sellerListsTasks: seller.supported,
+    ...(sellerError ? { sellerError } : {}),
     sellerOpenTasks: seller.tasks.length,
     sellerListTruncated: seller.truncated,
     adopted,

@@ -17,7 +17,11 @@ const agentId = `reconcile-${randomUUID().slice(0, 8)}`;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    agents: registry([
+      { id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
+      // Nothing listens on port 9 (discard) here: an unreachable seller.
+      { id: `${agentId}-down`, url: 'http://127.0.0.1:9/mcp', protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
+    ]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -75,7 +79,7 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
 
 test('a Schedule per seller runs reconciliation', async () => {
   const [scheduleId] = await ensureReconciliationSchedules({ client: stack.client, agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]), taskQueue: stack.taskQueue, intervalMs: 3_600_000 });
-  expect(scheduleId).toBe(reconciliationScheduleId(agentId));
+  expect(scheduleId).toBe(reconciliationScheduleId(stack.taskQueue, agentId));
   // Idempotent: a second worker starting up updates instead of failing.
   await ensureReconciliationSchedules({ client: stack.client, agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]), taskQueue: stack.taskQueue, intervalMs: 1_800_000 });
   const handle = stack.client.schedule.getHandle(scheduleId);
@@ -89,4 +93,10 @@ test('a Schedule per seller runs reconciliation', async () => {
   } finally {
     await handle.delete();
   }
+});
+
+test('an unreachable seller is reported, not a failed reconciliation', async () => {
+  const report = await stack.orchestrator.reconcile(`${agentId}-down`, 'test');
+  expect(report).toMatchObject({ agentId: `${agentId}-down`, sellerListsTasks: false, adopted: [], unattributed: [] });
+  expect(report.sellerError).toMatch(/TRANSPORT_UNREACHABLE|fetch failed|ECONNREFUSED/);
 });

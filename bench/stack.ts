@@ -1,0 +1,222 @@
+/**
+ * Everything the benchmarks run against, started on loopback and free ports and torn down afterwards:
+ *   - the project's Temporal dev server binary (config/dev-server.ts) on a temporary SQLite file;
+ *   - the scripted fixture seller (test/fixtures/scripted-seller.ts, @adcp/sdk's server, real RFC 9421 webhooks);
+ *   - the gateway, `api/main.ts` in its own process, as `npm start` runs it;
+ *   - two workers, `workers/main.ts` in their own processes: one with ADCP_PUBLIC_BASE_URL set (operations
+ *     register webhooks), one without (polling only). Each is preloaded with the memory probe.
+ * The bench process itself holds only clients, the seller and the load generators.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { closeMCPConnections } from '@adcp/sdk';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { OrchestratorClient } from '../client/orchestrator-client';
+import { type AgentConfig, parseAgentsFile } from '../config/agents';
+import { type DevServer, freePort, startDevServer } from '../config/dev-server';
+import { type ScriptedSeller, startScriptedSeller } from '../test/fixtures/scripted-seller';
+import { type WebhookSigningKey, mintWebhookSigningKey } from '../test/fixtures/webhook-signing';
+import { type MemoryReading, readMemory, writeMemoryProbe } from './memory-probe';
+import { type NodeProcess, childEnv, startNodeScript, waitUntil } from './processes';
+
+export const AGENT_ID = 'bench-seller';
+const TOKEN_ENV = 'BENCH_SELLER_TOKEN';
+
+export interface BenchWorker {
+  name: string;
+  taskQueue: string;
+  /** Whether its operations register `push_notification_config` (ADCP_PUBLIC_BASE_URL set). */
+  webhooks: boolean;
+  process: NodeProcess;
+  orchestrator: OrchestratorClient;
+  memory(): Promise<MemoryReading>;
+}
+
+export interface BenchStack {
+  temporal: DevServer;
+  client: Client;
+  seller: ScriptedSeller;
+  /** The seller as the worker and gateway read it from their agents.json. */
+  agent: AgentConfig;
+  /** Base URL of the gateway process; also its ADCP_PUBLIC_BASE_URL. */
+  gatewayUrl: string;
+  gateway: NodeProcess;
+  webhookWorker: BenchWorker;
+  pollingWorker: BenchWorker;
+  /** A second key in the seller's JWKS, for webhooks the throughput benchmark signs itself. */
+  benchKey: WebhookSigningKey;
+  /** Operation IDs still running that close() terminates before stopping the workers. */
+  running: Set<string>;
+  /** Rejects if Temporal, the gateway or a worker exits before close(): race benchmarks against it. */
+  failure: Promise<never>;
+  close(): Promise<void>;
+}
+
+export async function startBenchStack(log: (line: string) => void): Promise<BenchStack> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'adcp-bench-'));
+  const cleanups: Array<() => Promise<void>> = [async () => rmSync(dir, { recursive: true, force: true })];
+  const cleanup = async () => {
+    for (const step of cleanups.reverse()) await step().catch((error) => log(`cleanup: ${(error as Error).message}`));
+  };
+  try {
+    log('starting Temporal dev server, scripted seller...');
+    const [temporalServer, seller] = await Promise.all([
+      startDevServer({ port: await freePort(), headless: true, dbFilename: path.join(dir, 'temporal.sqlite') }),
+      startScriptedSeller({ webhookMode: 'rfc9421', a2a: false, name: 'bench-seller' }),
+    ]);
+    cleanups.push(() => temporalServer.stop());
+    cleanups.push(() => seller.close());
+
+    const benchKey = mintWebhookSigningKey('bench-webhook-key');
+    // Built as JSON and validated by the same parser the worker and gateway use (which also types it).
+    const agentsJson = JSON.stringify(
+      {
+        agents: [
+          {
+            id: AGENT_ID,
+            name: 'Bench scripted seller',
+            url: seller.url,
+            protocol: 'mcp',
+            token_env: TOKEN_ENV,
+            webhooks: { scheme: 'rfc9421', jwks: { keys: [...seller.webhookJwks.keys, benchKey.publicJwk] } },
+          },
+        ],
+      },
+      null,
+      2,
+    );
+    const agentsFile = path.join(dir, 'agents.json');
+    const [agent] = parseAgentsFile(agentsJson, agentsFile).agents;
+    writeFileSync(agentsFile, agentsJson);
+
+    const connection = await Connection.connect({ address: temporalServer.address });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection, namespace: temporalServer.namespace });
+
+    const gatewayPort = await freePort();
+    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    const probe = writeMemoryProbe(dir);
+    const common = {
+      TEMPORAL_ADDRESS: temporalServer.address,
+      TEMPORAL_NAMESPACE: temporalServer.namespace,
+      ADCP_AGENTS_FILE: agentsFile,
+      [TOKEN_ENV]: seller.authToken,
+    };
+    log('starting gateway and two workers (each bundles the workflow code)...');
+    // BENCH_CPU_PROFILE=<dir>: the gateway and the workers write V8 CPU profiles there when they stop.
+    const profileDir = process.env.BENCH_CPU_PROFILE;
+    const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
+    const gateway = startNodeScript('gateway', 'api/main.ts', {
+      execArgv: profiling,
+      env: childEnv({
+        ...common,
+        ADCP_GATEWAY_HOST: '127.0.0.1',
+        ADCP_GATEWAY_PORT: String(gatewayPort),
+        ADCP_PUBLIC_BASE_URL: gatewayUrl,
+      }),
+    });
+    cleanups.push(() => gateway.stop());
+    const startWorker = (name: string, webhooks: boolean): BenchWorker => {
+      const taskQueue = `bench-${name}-${randomUUID().slice(0, 8)}`;
+      const child = startNodeScript(`worker (${name})`, 'workers/main.ts', {
+        env: childEnv({
+          ...common,
+          ADCP_TASK_QUEUE: taskQueue,
+          // Scheduled reconciliation runs would add load at unpredictable moments of a run.
+          ADCP_RECONCILE_EVERY: 'off',
+          ...(webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
+        }),
+        execArgv: ['--expose-gc', '--require', probe, ...profiling],
+      });
+      cleanups.push(() => child.stop());
+      return {
+        name,
+        taskQueue,
+        webhooks,
+        process: child,
+        orchestrator: new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID }),
+        memory: () => readMemory(child.child),
+      };
+    };
+    const webhookWorker = startWorker('webhooks', true);
+    const pollingWorker = startWorker('polling', false);
+
+    await Promise.all([
+      waitUntil(gateway, 'healthy /healthz', async () => {
+        const response = await fetch(`${gatewayUrl}/healthz`).catch(() => undefined);
+        return response?.status === 200;
+      }),
+      ...[webhookWorker, pollingWorker].map((worker) =>
+        waitUntil(worker.process, `pollers on task queue ${worker.taskQueue}`, () =>
+          hasPollers(client, worker.taskQueue),
+        ),
+      ),
+    ]);
+
+    let closing = false;
+    const failure = new Promise<never>((_, reject) => {
+      const watch = (name: string, child: ChildProcess, output: () => string) =>
+        child.once('exit', (code, signal) => {
+          if (!closing)
+            reject(new Error(`${name} exited during the run (code ${code}, signal ${signal}):\n${output()}`));
+        });
+      watch('Temporal dev server', temporalServer.child, () => '(see its exit code)');
+      for (const child of [gateway, webhookWorker.process, pollingWorker.process])
+        watch(child.name, child.child, child.output);
+    });
+    failure.catch(() => undefined); // observed by whoever races it
+    cleanups.push(async () => {
+      closing = true;
+    });
+
+    const running = new Set<string>();
+    // Parked operations would hold the workers' shutdown for their grace time: end them first. Briefly: after
+    // Ctrl-C the server may already be gone, and the client would retry for a long time.
+    cleanups.push(async () => {
+      await Promise.all(
+        [...running].map((operationId) =>
+          client
+            .withDeadline(Date.now() + 5_000, () => client.workflow.getHandle(operationId).terminate('bench finished'))
+            .catch(() => undefined),
+        ),
+      );
+    });
+    cleanups.push(() => closeMCPConnections().catch(() => undefined));
+    return {
+      temporal: temporalServer,
+      client,
+      seller,
+      agent,
+      gatewayUrl,
+      gateway,
+      webhookWorker,
+      pollingWorker,
+      benchKey,
+      running,
+      failure,
+      close: cleanup,
+    };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
+
+const { TaskQueueType } = temporal.api.enums.v1;
+
+/** True once a worker polls both the workflow and the activity side of the task queue. */
+async function hasPollers(client: Client, taskQueue: string): Promise<boolean> {
+  for (const taskQueueType of [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]) {
+    const answer = await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace,
+      taskQueue: { name: taskQueue },
+      taskQueueType,
+    });
+    if ((answer.pollers ?? []).length === 0) return false;
+  }
+  return true;
+}

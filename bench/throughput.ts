@@ -1,0 +1,259 @@
+/**
+ * Benchmark 2: how many seller webhooks per second the gateway takes into running operations. Measured: RFC
+ * 9421-signed POSTs to the gateway process (api/main.ts: describe the operation, verify the signature against the
+ * seller's JWKS and the replay store, parse, signal). Baseline: the very same events signalled straight to the
+ * workflows with `client.workflow.getHandle(id).signal(...)`: no HTTP, no verification.
+ *
+ * Every request is signed before the clock starts (the bench key sits in the seller's JWKS next to the seller's
+ * own) with a fresh nonce and its own `idempotency_key`, so each one is a new event the workflow applies. Only
+ * `200 {"status":"accepted"}` counts; any other answer fails the benchmark. At the end the workflows must report
+ * every event of every mode as applied.
+ */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import { type WebhookEvent, parseWebhookPayload } from '../protocol';
+import { createWebhookAuthenticator } from '../api/webhook-verification';
+import { type SignedWebhook, asWebhookRequest, signWebhookRequest } from '../test/fixtures/webhook-signing';
+import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
+import { describeCpuPer } from './cpu';
+import { type Phase, timedPhase, totalOf } from './phases';
+import type { BenchmarkResult } from './report';
+import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
+import type { BenchStack } from './stack';
+import { mapConcurrent, waitFor } from './async';
+import { ratio } from './stats';
+
+export interface ThroughputOptions {
+  /** Running operations the events are spread over. */
+  operations: number;
+  requestsPerRound: number;
+  /** Each round runs every mode once (in alternating order). */
+  rounds: number;
+  /** Requests in flight at once, in both modes. */
+  concurrency: number;
+  /** Unmeasured events per mode before the first round. */
+  warmup: number;
+}
+
+type Mode = 'gateway' | 'direct' | 'describe+signal';
+
+interface Event {
+  operationId: string;
+  body: string;
+}
+
+export async function gatewayThroughput(stack: BenchStack, options: ThroughputOptions): Promise<BenchmarkResult> {
+  const { client } = stack;
+  const tasks = await sellerKeepsMediaBuysSubmitted(stack);
+  const run = randomUUID().slice(0, 8);
+  const worker = stack.webhookWorker;
+
+  // Operations that stay submitted for the whole benchmark, each waiting on its seller task.
+  const operations = await mapConcurrent(
+    Array.from({ length: options.operations }, (_, index) => index),
+    options.operations,
+    async (index) => {
+      const operationId = await startMediaBuy(stack, worker, `bench-throughput-${run}-${index}`);
+      const task = await tasks.forOperation(operationId);
+      return { operationId, taskId: task.taskId };
+    },
+  );
+  await Promise.all(
+    operations.map(({ operationId }) =>
+      waitFor(
+        async () => (await worker.orchestrator.status(operationId)).state?.status === 'submitted',
+        `${operationId} submitted`,
+      ),
+    ),
+  );
+
+  // One timestamp for every event: arrival order then never makes the workflow drop one as out of date.
+  const timestamp = new Date().toISOString();
+  const makeEvents = (count: number): Event[] =>
+    Array.from({ length: count }, (_, index) => {
+      const { operationId, taskId } = operations[index % operations.length];
+      const body = JSON.stringify({
+        idempotency_key: `evt_${randomUUID()}`,
+        task_id: taskId,
+        task_type: 'create_media_buy',
+        status: 'submitted',
+        timestamp,
+        protocol: 'media-buy',
+        message: 'Queued for review (bench event).',
+      });
+      return { operationId, body };
+    });
+
+  const agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const gatewayPhase = async (events: Event[]): Promise<Phase<Mode>> => {
+    const signed = events.map(({ operationId, body }) =>
+      signWebhookRequest({
+        url: `${stack.gatewayUrl}/webhooks/adcp/${operationId}`,
+        body,
+        key: stack.benchKey.signerKey,
+      }),
+    );
+    return timedPhase(stack, 'gateway', signed, options.concurrency, async (request) => {
+      const answer = await post(agent, request);
+      if (answer.status !== 200 || answer.body.status !== 'accepted') {
+        throw new Error(
+          `The gateway did not accept a signed webhook: HTTP ${answer.status} ${JSON.stringify(answer.body)}`,
+        );
+      }
+    });
+  };
+  // The signal the gateway would send for each event, built before the clock starts.
+  const deliveries = (events: Event[]) =>
+    events.map(({ operationId, body }) => ({ operationId, event: parseWebhookPayload(JSON.parse(body)) }));
+  const signal = (operationId: string, event: WebhookEvent) => {
+    const delivery: WebhookDelivery = {
+      eventKey: event.eventKey,
+      snapshot: event.snapshot,
+      receivedAt: new Date().toISOString(),
+    };
+    return client.workflow.getHandle(operationId).signal(webhookReceivedSignal, delivery);
+  };
+  const directPhase = (events: Event[]): Promise<Phase<Mode>> =>
+    timedPhase(stack, 'direct', deliveries(events), options.concurrency, ({ operationId, event }) =>
+      signal(operationId, event),
+    );
+  // What the gateway asks of Temporal per webhook, without HTTP and verification: where its time goes.
+  const describeSignalPhase = (events: Event[]): Promise<Phase<Mode>> =>
+    timedPhase(stack, 'describe+signal', deliveries(events), options.concurrency, async ({ operationId, event }) => {
+      await client.workflow.getHandle(operationId).describe();
+      await signal(operationId, event);
+    });
+
+  let sent = 0;
+  const phases: Phase<Mode>[] = [];
+  try {
+    await gatewayPhase(makeEvents(options.warmup));
+    await directPhase(makeEvents(options.warmup));
+    sent += options.warmup * 2;
+    for (let round = 0; round < options.rounds; round++) {
+      // Alternate the order, so slow drift (history growth, JIT, other load) hits every mode alike.
+      const order =
+        round % 2 === 0
+          ? [gatewayPhase, directPhase, describeSignalPhase]
+          : [describeSignalPhase, directPhase, gatewayPhase];
+      for (const phase of order) {
+        phases.push(await phase(makeEvents(options.requestsPerRound)));
+        sent += options.requestsPerRound;
+      }
+    }
+  } finally {
+    agent.destroy();
+  }
+
+  // Proof that the events reached the workflows: every event of every mode applied once.
+  let applied = 0;
+  await waitFor(async () => {
+    const states = await Promise.all(operations.map(({ operationId }) => worker.orchestrator.status(operationId)));
+    applied = states.reduce((sum, view) => sum + (view.state?.webhooksApplied ?? 0), 0);
+    return applied >= sent;
+  }, `all ${sent} events applied`).catch((error: Error) => {
+    throw new Error(`${error.message}: the workflows applied ${applied} of ${sent} events.`);
+  });
+  await Promise.all(
+    operations.map(async ({ operationId }) => {
+      await client.workflow.getHandle(operationId).terminate('bench: throughput done');
+      stack.running.delete(operationId);
+    }),
+  );
+
+  const gateway = totalOf(phases, 'gateway');
+  const direct = totalOf(phases, 'direct');
+  const describeSignal = totalOf(phases, 'describe+signal');
+  const verification = await verificationCost(stack, makeEvents(options.requestsPerRound));
+  return {
+    id: 'gateway-throughput',
+    title: '2. Gateway throughput',
+    measured: 'RFC 9421-signed webhooks POSTed to the gateway process (describe, verify, parse, signal), 200 accepted',
+    baseline:
+      'the same events signalled directly with client.workflow.getHandle(id).signal(): no HTTP, no verification',
+    measurements: [
+      {
+        metric: 'events accepted per second',
+        unit: 'webhooks/s',
+        measured: gateway.perSecond,
+        baseline: direct.perSecond,
+        ratio: ratio(gateway.perSecond, direct.perSecond),
+      },
+      {
+        metric: 'time per request, median of rounds',
+        unit: 'ms',
+        measured: gateway.medianMs,
+        baseline: direct.medianMs,
+        ratio: ratio(gateway.medianMs, direct.medianMs),
+      },
+    ],
+    notes: [
+      `${options.rounds} rounds x ${options.requestsPerRound} events per mode (after ${options.warmup} warm-up each), ${options.concurrency} in flight, spread over ${options.operations} running create_media_buy operations (webhook-registered worker)`,
+      `all ${gateway.count + options.warmup} gateway requests answered 200 {"status":"accepted"}; the workflows applied ${applied} of the ${sent} events sent in all modes (warm-up included)`,
+      `CPU per event, all processes: gateway ${describeCpuPer(gateway.cpu, gateway.count)}; direct ${describeCpuPer(direct.cpu, direct.count)}`,
+      `where the gateway's time goes: describe() + signal() straight to Temporal (what the gateway asks of Temporal per webhook) ran at ${describeSignal.perSecond.toFixed(0)}/s; RFC 9421 verification alone (WebhookAuthenticator.verify in the bench process, one at a time) takes ${verification.microsecondsPerRequest.toFixed(0)} us per request`,
+    ],
+    details: {
+      ...options,
+      gateway,
+      direct,
+      describeSignal,
+      verification,
+      phases,
+      eventsSent: sent,
+      eventsApplied: applied,
+    },
+  };
+}
+
+/** The CPU cost of verifying one signed webhook, in-process and sequentially (no HTTP, no Temporal). */
+async function verificationCost(
+  stack: BenchStack,
+  events: Event[],
+): Promise<{ requests: number; microsecondsPerRequest: number }> {
+  const config = stack.agent.webhooks;
+  if (!config) throw new Error(`Seller ${stack.agent.id} has no webhooks configuration.`);
+  const authenticator = createWebhookAuthenticator();
+  const requests = events.map(({ operationId, body }) =>
+    asWebhookRequest(
+      signWebhookRequest({
+        url: `${stack.gatewayUrl}/webhooks/adcp/${operationId}`,
+        body,
+        key: stack.benchKey.signerKey,
+      }),
+    ),
+  );
+  const began = performance.now();
+  for (const request of requests) {
+    const verdict = await authenticator.verify(request, stack.agent.id, config);
+    if (!verdict.ok)
+      throw new Error(`In-process verification rejected a bench webhook: ${verdict.reason} (${verdict.logDetail})`);
+  }
+  return { requests: requests.length, microsecondsPerRequest: ((performance.now() - began) * 1000) / requests.length };
+}
+
+function post(agent: http.Agent, request: SignedWebhook): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = http.request(
+      request.url,
+      { method: 'POST', agent, headers: { ...request.headers, 'content-length': String(request.body.length) } },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: Record<string, unknown>;
+          try {
+            body = JSON.parse(text) as Record<string, unknown>;
+          } catch {
+            body = { text };
+          }
+          resolve({ status: response.statusCode ?? 0, body });
+        });
+        response.on('error', reject);
+      },
+    );
+    outgoing.on('error', reject);
+    outgoing.end(request.body);
+  });
+}
