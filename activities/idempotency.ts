@@ -17,3 +17,24 @@ export function idempotencyKeyFor(operationId: string, step: string): string {
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/**
+ * The rc.2 `buyer_ref` of an operation's media buy (and `<ref>-pkg<n>` for its packages): derived from the operation
+ * ID, so every retry and every new key of the same operation names the same intended buy.
+ */
+export function buyerRefFor(operationId: string): string {
+  return `adcp_${createHash('sha1').update(NAMESPACE).update(`${operationId}/buyer_ref`, 'utf8').digest('hex').slice(0, 24)}`;
+}
+
+/** create_media_buy arguments with buyer refs filled in where the caller gave none. */
+export function withBuyerRefs(args: Record<string, unknown>, operationId: string): Record<string, unknown> {
+  const buyerRef = typeof args.buyer_ref === 'string' && args.buyer_ref !== '' ? args.buyer_ref : buyerRefFor(operationId);
+  const packages = Array.isArray(args.packages)
+    ? args.packages.map((entry: unknown, index) =>
+        entry && typeof entry === 'object' && !Array.isArray(entry) && !(entry as Record<string, unknown>).buyer_ref
+          ? { ...(entry as Record<string, unknown>), buyer_ref: `${buyerRef}-pkg${index + 1}` }
+          : entry,
+      )
+    : args.packages;
+  return { ...args, buyer_ref: buyerRef, ...(packages !== undefined ? { packages } : {}) };
+}

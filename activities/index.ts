@@ -17,7 +17,7 @@ import {
   retryDelayMs,
   taskSpec,
 } from '../protocol';
-import { idempotencyKeyFor } from './idempotency';
+import { buyerRefFor, idempotencyKeyFor, withBuyerRefs } from './idempotency';
 import { type SellerClient, createSdkSellerClient, isUnknownToolError } from './seller-client';
 
 export interface ActivityDependencies {
@@ -165,6 +165,14 @@ export function createActivities(deps: ActivityDependencies) {
     }
   }
 
+  async function findMediaBuyByBuyerRef(agent: AgentConfig, token: string | undefined, signal: AbortSignal, buyerRef: string): Promise<Record<string, unknown> | undefined> {
+    const answer = await seller.callTask({ agent, token, signal, task: 'get_media_buys', args: { buyer_refs: [buyerRef] } });
+    const buys = answer.snapshot.result?.media_buys;
+    if (!Array.isArray(buys)) return undefined;
+    // Filter again: a seller that ignores the filter must not make us adopt someone else's buy.
+    return buys.find((buy): buy is Record<string, unknown> => !!buy && typeof buy === 'object' && (buy as Record<string, unknown>).buyer_ref === buyerRef);
+  }
+
   function pushNotificationConfig(agent: AgentConfig, operationId: string): Record<string, unknown> | undefined {
     if (!deps.publicBaseUrl) return undefined;
     const config: Record<string, unknown> = { url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(operationId)}` };
@@ -190,7 +198,8 @@ export function createActivities(deps: ActivityDependencies) {
     async callTask(input: CallTaskInput): Promise<CallTaskOutcome> {
       const spec = taskSpec(input.task);
       return guarded(async ({ agent, token, signal }) => {
-        const args: Record<string, unknown> = { ...input.params };
+        let args: Record<string, unknown> = { ...input.params };
+        if (agent.adcp_version === 'rc.2' && input.task === 'create_media_buy') args = withBuyerRefs(args, input.operationId);
         if (spec.mutating) args.idempotency_key = idempotencyKeyFor(input.operationId, input.step);
         if (input.contextId && agent.protocol === 'mcp') args.context_id = input.contextId;
         const push = spec.pushNotifications ? pushNotificationConfig(agent, input.operationId) : undefined;
@@ -256,18 +265,29 @@ export function createActivities(deps: ActivityDependencies) {
     async findSellerTask(input: FindTaskInput): Promise<FoundTask> {
       const key = idempotencyKeyFor(input.operationId, input.step);
       return guarded(async ({ agent, token, signal }) => {
+        // rc.2 sellers know the buy by its buyer_ref (3.x removed it: there the idempotency key is the reference).
+        const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
+        const reference = rc2Create ? buyerRefFor(input.operationId) : key;
         let page;
         try {
-          page = await seller.listTasks({ agent, token, signal, filters: { task_types: [input.task], context_contains: key }, maxResults: 10 });
+          page = await seller.listTasks({ agent, token, signal, filters: { task_types: [input.task], context_contains: reference }, maxResults: 10 });
         } catch (error) {
-          if (isUnknownToolError(error)) return { supported: false, note: `${agent.id} has no tasks/list` };
-          throw error;
+          if (!isUnknownToolError(error)) throw error;
+          page = { tasks: [], supported: false };
+        }
+        const match = page.tasks.filter((task) => !task.taskType || task.taskType === input.task).sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+        if (match) {
+          const snapshot = await seller.getTask({ agent, token, signal, taskId: match.taskId, ...(match.contextId ? { contextId: match.contextId } : {}) });
+          return { supported: true, snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId }, note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}` };
+        }
+        if (rc2Create) {
+          // A create answered synchronously leaves no task: look for the buy itself (get_media_buys by buyer_ref).
+          const buy = await findMediaBuyByBuyerRef(agent, token, signal, reference);
+          if (buy) return { supported: true, snapshot: { status: 'completed', result: buy }, note: `found media buy ${String(buy.media_buy_id)} by its buyer_ref` };
+          return { supported: true, note: `no task and no media buy at ${agent.id} carries buyer_ref ${reference}` };
         }
         if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list` };
-        const match = page.tasks.filter((task) => !task.taskType || task.taskType === input.task).sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
-        if (!match) return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
-        const snapshot = await seller.getTask({ agent, token, signal, taskId: match.taskId, ...(match.contextId ? { contextId: match.contextId } : {}) });
-        return { supported: true, snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId }, note: `found ${match.taskId} (${match.status}) by its idempotency key` };
+        return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
       }, input.agentId);
     },
 

@@ -22,6 +22,11 @@ export const agentSchema = z
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be the name of an environment variable')
       .optional(),
     webhooks: webhookAuthSchema.optional(),
+    /**
+     * The AdCP version the seller speaks: `3` (default; 3.0.x, idempotency_key correlates) or `rc.2` (3.0.0-rc.2:
+     * create_media_buy also carries a deterministic buyer_ref, and lost creates are looked up by it).
+     */
+    adcp_version: z.enum(['3', 'rc.2']).optional(),
   })
   .strict();
 

@@ -9,6 +9,8 @@ import { createMediaBuyParams, getProductsParams } from '../harness/demo-request
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { type TestStack, registry, startTestStack } from '../harness/temporal';
 import type { ActivityDependencies } from '../../activities';
+import { buyerRefFor } from '../../activities/idempotency';
+import type { AgentConfig } from '../../config/agents';
 import { operationView } from '../../api/app';
 import { type CircuitTransition, CircuitBreakerRegistry } from '../../protocol';
 
@@ -24,11 +26,11 @@ afterAll(async () => {
   await Promise.all(rigs.map((rig) => rig.close()));
 });
 
-async function rig(activities: Partial<ActivityDependencies> = {}): Promise<Rig> {
+async function rig(activities: Partial<ActivityDependencies> = {}, agent: Partial<AgentConfig> = {}): Promise<Rig> {
   const seller = await startScriptedSeller();
   const agentId = `fixture-${randomUUID().slice(0, 8)}`;
   const stack = await startTestStack({
-    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN', ...agent }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, ...activities },
   });
   const created: Rig = {
@@ -184,4 +186,35 @@ test('the circuit breaker opens after repeated failures, fails fast without call
   expect(calls).toHaveLength(7);
   expect(calls.filter((call) => Date.parse(call.at) > opened.at && Date.parse(call.at) < halfOpen.at)).toHaveLength(0);
   expect(breakers.get(agentId)?.state).toBe('closed');
+});
+
+test('rc.2 sellers: create_media_buy carries a buyer_ref derived from the operation, the same on every retry', async () => {
+  const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
+  seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
+  const params = createMediaBuyParams();
+  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params, idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  const calls = seller.callsTo('create_media_buy');
+  expect(calls.length).toBe(3);
+  const expected = buyerRefFor(operationId);
+  for (const call of calls) {
+    expect(call.args.buyer_ref).toBe(expected);
+    expect((call.args.packages as { buyer_ref: string }[])[0].buyer_ref).toBe(`${expected}-pkg1`);
+  }
+  expect(seller.mediaBuys()).toHaveLength(1);
+});
+
+test('rc.2 sellers: a synchronous create whose answers were all lost is found by buyer_ref (get_media_buys), not repeated', async () => {
+  const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
+  seller.script('create_media_buy', [{ status: 'completed' }]);
+  seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 6 });
+  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  expect(state.reconciliation?.[0]).toMatchObject({ outcome: 'adopted' });
+  expect(state.reconciliation?.[0].note).toContain('buyer_ref');
+  expect(state.result?.media_buy_id).toBe(seller.mediaBuys()[0].mediaBuyId);
+  expect(seller.mediaBuys()).toHaveLength(1);
+  expect(seller.callsTo('get_media_buys')[0].args).toMatchObject({ buyer_refs: [buyerRefFor(operationId)] });
 });
