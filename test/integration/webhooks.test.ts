@@ -96,3 +96,34 @@ test('the same signed webhook delivered ten times concurrently is applied once; 
   expect(final.state?.webhooksApplied).toBe(1);
   expect(seller.mediaBuys().filter((buy) => buy.mediaBuyId === state.result?.media_buy_id)).toHaveLength(1);
 });
+
+test('A2A: the push config travels in configuration.pushNotificationConfig, and the seller’s A2A Task webhook completes the operation', async () => {
+  const a2aSeller = await startScriptedSeller({ a2a: 'spec', webhookMode: 'rfc9421' });
+  const agents = registry([
+    { id: 'fixture-a2a', url: a2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN', webhooks: { scheme: 'rfc9421', jwks: a2aSeller.webhookJwks } as never },
+  ]);
+  const a2aServer = await new Promise<Server>((resolve) => {
+    const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  const a2aBase = `http://127.0.0.1:${(a2aServer.address() as AddressInfo).port}`;
+  const a2aStack = await startTestStack({ agents, activities: { env: { FIXTURE_TOKEN: a2aSeller.authToken }, publicBaseUrl: a2aBase } });
+  const router = createWebhookRouter({ client: a2aStack.client, agents, authenticator: createWebhookAuthenticator(), publicBaseUrl: a2aBase, log: () => undefined });
+  a2aServer.on('request', createGateway({ orchestrator: a2aStack.orchestrator, webhookRouter: router }));
+  try {
+    // Completed by the seller's timer at 4 s, between the looks at 2 s and 6 s; polls see `submitted` until then.
+    a2aSeller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: true }]);
+    const { operationId } = await a2aStack.orchestrator.start({ agentId: 'fixture-a2a', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+    const state = await a2aStack.orchestrator.result(operationId);
+    expect(state.status).toBe('completed');
+    expect(state.transitions.at(-1)).toMatchObject({ to: 'completed', source: 'webhook' });
+    expect(typeof state.result?.media_buy_id).toBe('string');
+    const call = a2aSeller.callsTo('create_media_buy')[0];
+    expect(call.transport).toBe('a2a');
+    expect(call.a2a?.pushNotificationConfig).toMatchObject({ url: `${a2aBase}/webhooks/adcp/${operationId}` });
+    expect(call.args.push_notification_config).toBeUndefined();
+  } finally {
+    await new Promise((resolve) => a2aServer.close(resolve));
+    await a2aStack.close();
+    await a2aSeller.close();
+  }
+});
