@@ -1,11 +1,16 @@
 /**
  * The gateway's HTTP contract, over real HTTP, against real Temporal and the demo seller.
  */
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { parse } from 'yaml';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { createGateway } from '../../api/app';
+import { createWebhookAuthenticator } from '../../api/webhook-verification';
+import { createWebhookRouter } from '../../api/webhooks';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { getProductsParams } from '../harness/demo-requests';
@@ -137,4 +142,28 @@ test('a retry policy in the start request is validated', async () => {
   expect(good.status).toBe(202);
   const state = await stack.orchestrator.result(good.body.operation_id);
   expect(state.status).toBe('completed');
+});
+
+test('every path and method in api/openapi.yaml is served by the gateway', async () => {
+  const document = parse(readFileSync(path.resolve(__dirname, '..', '..', 'api', 'openapi.yaml'), 'utf8')) as { paths: Record<string, Record<string, unknown>> };
+  const sample: Record<string, string> = { operationId: `adcp-get_products-${randomUUID()}`, agentId: 'demo' };
+  const checked: string[] = [];
+  // The full gateway, as api/main.ts mounts it: operations API and webhook receiver.
+  const webhookRouter = createWebhookRouter({ client: stack.client, agents: registry([demoAgent()]), authenticator: createWebhookAuthenticator(), log: () => undefined });
+  const full = await new Promise<Server>((resolve) => {
+    const listening = createGateway({ orchestrator: stack.orchestrator, webhookRouter }).listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  const fullBase = `http://127.0.0.1:${(full.address() as AddressInfo).port}`;
+  for (const [template, item] of Object.entries(document.paths)) {
+    const url = template.replace(/\{(\w+)\}/g, (_match, name: string) => sample[name] ?? 'x');
+    for (const method of Object.keys(item).filter((key) => ['get', 'post', 'put', 'patch', 'delete'].includes(key))) {
+      const response = await fetch(`${fullBase}${url}`, { method: method.toUpperCase(), headers: { 'content-type': 'application/json' }, ...(method === 'get' ? {} : { body: '{}' }) });
+      const body = (await response.json()) as { error?: { code?: string } };
+      // Any answer but the router's own "No such route" shows the route exists (400s, 404 OPERATION_NOT_FOUND...).
+      expect({ route: `${method} ${template}`, code: body.error?.code }).not.toEqual({ route: `${method} ${template}`, code: 'NOT_FOUND' });
+      checked.push(`${method} ${template}`);
+    }
+  }
+  await new Promise((resolve) => full.close(resolve));
+  expect(checked.length).toBeGreaterThanOrEqual(8);
 });
