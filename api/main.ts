@@ -4,6 +4,7 @@
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
+import { loadTaskDefaults } from '../config/tasks';
 import { connectClient } from '../config/temporal-connection';
 import { createGateway } from './app';
 import { createWebhookAuthenticator } from './webhook-verification';
@@ -12,8 +13,9 @@ import { createWebhookRouter } from './webhooks';
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const agents = loadAgents();
+  const taskDefaults = loadTaskDefaults();
   const client = await connectClient();
-  const orchestrator = new OrchestratorClient({ client, taskQueue: runtime.taskQueue, knownAgent: (id) => agents.has(id) });
+  const orchestrator = new OrchestratorClient({ client, taskQueue: runtime.taskQueue, knownAgent: (id) => agents.has(id), taskDefaults });
   const webhookRouter = createWebhookRouter({
     client,
     agents,

@@ -10,6 +10,7 @@ import {
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
 import { SA_AGENT, SA_STATUS, SA_TASK } from '../config/search-attributes';
+import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
 import {
   type CancelRequest,
@@ -100,6 +101,8 @@ export interface OrchestratorClientOptions {
    * they cannot be registered (the time-skipping test server); the workflow then does not upsert them either.
    */
   searchAttributes?: boolean;
+  /** The operator's per-task defaults (config/tasks.ts); a request's own values win. */
+  taskDefaults?: TaskDefaultsByTask;
 }
 
 function stableJson(value: unknown): string {
@@ -150,15 +153,20 @@ export class OrchestratorClient {
     this.validate(request);
     const operationId = operationIdFor(request.task, request.idempotencyKey ?? randomUUID());
     const fingerprint = requestFingerprint(request);
+    const defaults = this.options.taskDefaults?.[request.task] ?? {};
+    const budgetMs = request.budgetMs ?? defaults.budgetMs;
+    const interaction = defaults.interaction || request.interaction ? { ...defaults.interaction, ...request.interaction } : undefined;
+    const authDeadlineMs = request.authDeadlineMs ?? defaults.authDeadlineMs;
+    const retry = defaults.retry || request.retry ? { ...defaults.retry, ...request.retry } : undefined;
     const input: OperationInput = {
       agentId: request.agentId,
       task: request.task,
       params: request.params,
       requestFingerprint: fingerprint,
-      ...(request.budgetMs !== undefined ? { budgetMs: request.budgetMs } : {}),
-      ...(request.interaction ? { interaction: request.interaction } : {}),
-      ...(request.authDeadlineMs !== undefined ? { authDeadlineMs: request.authDeadlineMs } : {}),
-      ...(request.retry ? { retry: request.retry } : {}),
+      ...(budgetMs !== undefined ? { budgetMs } : {}),
+      ...(interaction ? { interaction } : {}),
+      ...(authDeadlineMs !== undefined ? { authDeadlineMs } : {}),
+      ...(retry ? { retry } : {}),
     };
     try {
       await this.options.client.workflow.start<typeof adcpOperation>('adcpOperation', {

@@ -12,6 +12,7 @@ import type { ActivityDependencies } from '../../activities';
 import { buyerRefFor } from '../../activities/idempotency';
 import type { AgentConfig } from '../../config/agents';
 import { operationView } from '../../api/app';
+import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type CircuitTransition, CircuitBreakerRegistry } from '../../protocol';
 
 interface Rig {
@@ -217,4 +218,27 @@ test('rc.2 sellers: a synchronous create whose answers were all lost is found by
   expect(state.result?.media_buy_id).toBe(seller.mediaBuys()[0].mediaBuyId);
   expect(seller.mediaBuys()).toHaveLength(1);
   expect(seller.callsTo('get_media_buys')[0].args).toMatchObject({ buyer_refs: [buyerRefFor(operationId)] });
+});
+
+test("the operator's per-task defaults apply to operations of that task; a caller's own values win", async () => {
+  const { seller, stack, agentId } = await rig();
+  const orchestrator = new OrchestratorClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    taskDefaults: { get_products: { retry: { maximumAttempts: 1 } }, create_media_buy: { budgetMs: 3 * 3_600_000 } },
+  });
+  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
+  const once = await orchestrator.result((await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams })).operationId);
+  expect(once.status).toBe('failed');
+  expect(seller.callsTo('get_products')).toHaveLength(2); // one attempt (the SDK re-sends once by itself)
+
+  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
+  const retried = await orchestrator.result((await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams, retry: { maximumAttempts: 2, initialIntervalMs: 100 } })).operationId);
+  expect(retried.status).toBe('completed');
+
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
+  const { operationId } = await orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams() });
+  const state = (await orchestrator.status(operationId)).state!;
+  expect(Date.parse(state.deadline) - Date.parse(state.startedAt)).toBe(3 * 3_600_000);
+  await orchestrator.cancel(operationId, { requestedBy: 'test', reason: 'cleanup' });
 });

@@ -1,5 +1,6 @@
 import { AgentRegistry, ConfigError, parseAgentsFile } from '../../config/agents';
 import { loadRuntimeConfig } from '../../config/runtime';
+import { loadTaskDefaults, parseTasksFile } from '../../config/tasks';
 
 const good = { agents: [{ id: 'demo', url: 'http://127.0.0.1:3004/mcp', protocol: 'mcp', token_env: 'DEMO_TOKEN' }] };
 
@@ -35,4 +36,30 @@ test('runtime settings have defaults and reject bad values', () => {
   expect(loadRuntimeConfig({})).toMatchObject({ taskQueue: 'adcp-operations', gatewayHost: '127.0.0.1', gatewayPort: 8080 });
   expect(() => loadRuntimeConfig({ ADCP_GATEWAY_PORT: 'eighty' })).toThrow(/ADCP_GATEWAY_PORT/);
   expect(loadRuntimeConfig({ ADCP_PUBLIC_BASE_URL: 'https://buyer.example/' }).publicBaseUrl).toBe('https://buyer.example');
+});
+
+describe('per-task defaults (ADCP_TASKS_FILE)', () => {
+  test('a valid file becomes defaults in milliseconds', () => {
+    const defaults = parseTasksFile(
+      JSON.stringify({ tasks: { create_media_buy: { budget_seconds: 172_800, retry: { max_attempts: 5, maximum_interval_seconds: 30 }, interaction: { max_rounds: 2 } }, get_products: { auth_deadline_seconds: 600 } } }),
+      'tasks.json',
+    );
+    expect(defaults).toEqual({
+      create_media_buy: { budgetMs: 172_800_000, retry: { maximumAttempts: 5, maximumIntervalMs: 30_000 }, interaction: { maxRounds: 2 } },
+      get_products: { authDeadlineMs: 600_000 },
+    });
+  });
+  test.each([
+    [{ tasks: { 'Create Media Buy': {} } }, 'tasks.Create Media Buy'],
+    [{ tasks: { create_media_buy: { budget_seconds: -1 } } }, 'tasks.create_media_buy.budget_seconds'],
+    [{ tasks: { create_media_buy: { retry: { max_attempts: 0 } } } }, 'tasks.create_media_buy.retry.max_attempts'],
+    [{ tasks: { create_media_buy: { budget: 10 } } }, 'tasks.create_media_buy'],
+  ])('an invalid file names the bad field (%#)', (file, field) => {
+    expect(() => parseTasksFile(JSON.stringify(file), 'tasks.json')).toThrow(ConfigError);
+    expect(() => parseTasksFile(JSON.stringify(file), 'tasks.json')).toThrow(field);
+  });
+  test('no ADCP_TASKS_FILE: no defaults; a missing file is a clear error', () => {
+    expect(loadTaskDefaults({})).toEqual({});
+    expect(() => loadTaskDefaults({ ADCP_TASKS_FILE: '/nonexistent/tasks.json' })).toThrow(/ADCP_TASKS_FILE names \/nonexistent\/tasks.json/);
+  });
 });
