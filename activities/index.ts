@@ -37,6 +37,9 @@ export interface ActivityDependencies {
 
 /** Breaker transitions go to the worker's log (and, through it, to whatever collects the worker's logs). */
 function logCircuitTransition(sellerId: string, transition: CircuitTransition): void {
+  Context.current()
+    .metricMeter.createCounter('adcp_seller_circuit_transitions', 'transitions', 'Per-seller circuit breaker state changes')
+    .add(1, { seller: sellerId, from: transition.from, to: transition.to });
   const fields = { sellerId, from: transition.from, to: transition.to, reason: transition.reason, at: new Date(transition.at).toISOString() };
   if (transition.to === 'open') log.warn('Seller circuit opened: calls fail fast until the cool-off ends', fields);
   else log.info(`Seller circuit ${transition.to}`, fields);
@@ -157,6 +160,9 @@ export function createActivities(deps: ActivityDependencies) {
       }
       if (context.cancellationSignal.aborted) throw error; // the activity was cancelled: let the SDK report it
       const classified = classifyTransportFailure(error, now());
+      context.metricMeter
+        .createCounter('adcp_seller_call_failures', 'failures', 'Failed protocol calls to sellers, by error code')
+        .add(1, { seller: agentId, code: classified.code, recovery: classified.recovery });
       if (countsAsCircuitFailure(classified)) breaker.recordFailure();
       else breaker.recordSuccess();
       throw failureFor(classified, 'TransportError', retryDelayMs(classified, context.info.attempt, RETRY_POLICY, random));

@@ -12,6 +12,14 @@ const runtimeSchema = z.object({
   ADCP_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   /** Upper bound for one protocol call to a seller, in milliseconds. */
   ADCP_CALL_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
+  /** Where the worker serves Prometheus metrics (`host:port`, path /metrics); unset: no metrics endpoint. */
+  ADCP_METRICS_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:9464')
+    .optional(),
+  /** Per-seller circuit breaker: consecutive failures that open it, and how long it stays open. */
+  ADCP_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
+  ADCP_CIRCUIT_COOL_OFF_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
   /** How often each seller is reconciled by its Temporal Schedule: `30s`, `15m`, `1h`, or `off`. */
   ADCP_RECONCILE_EVERY: z
     .string()
@@ -28,6 +36,8 @@ export type RuntimeConfig = {
   publicBaseUrl?: string;
   webUiUrl: string;
   callTimeoutMs: number;
+  metricsAddress?: string;
+  circuitBreaker: { failureThreshold: number; coolOffMs: number };
   /** Interval of the per-seller reconciliation schedules; undefined when turned off. */
   reconcileEveryMs?: number;
 };
@@ -43,6 +53,8 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     publicBaseUrl: value.ADCP_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     webUiUrl: value.ADCP_WEB_UI_URL.replace(/\/+$/, ''),
     callTimeoutMs: value.ADCP_CALL_TIMEOUT_MS,
+    circuitBreaker: { failureThreshold: value.ADCP_CIRCUIT_FAILURES, coolOffMs: value.ADCP_CIRCUIT_COOL_OFF_MS },
+    ...(value.ADCP_METRICS_ADDRESS ? { metricsAddress: value.ADCP_METRICS_ADDRESS } : {}),
     ...(value.ADCP_RECONCILE_EVERY === 'off'
       ? {}
       : { reconcileEveryMs: Number.parseInt(value.ADCP_RECONCILE_EVERY, 10) * UNIT_MS[value.ADCP_RECONCILE_EVERY.slice(-1) as keyof typeof UNIT_MS] }),

@@ -3,6 +3,7 @@
  * list, and runs until SIGINT/SIGTERM, finishing in-flight activities within the grace time.
  */
 import { closeMCPConnections } from '@adcp/sdk';
+import { Runtime } from '@temporalio/worker';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
@@ -12,13 +13,18 @@ import { createOperationWorker } from './worker';
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const agents = loadAgents();
+  if (runtime.metricsAddress) {
+    // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
+    Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: runtime.metricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } } });
+    console.log(`worker: Prometheus metrics on http://${runtime.metricsAddress}/metrics`);
+  }
   const { connection, namespace } = await connectWorker();
   const client = await connectClient();
   const worker = await createOperationWorker({
     connection,
     namespace,
     taskQueue: runtime.taskQueue,
-    activities: { agents, publicBaseUrl: runtime.publicBaseUrl, callTimeoutMs: runtime.callTimeoutMs },
+    activities: { agents, publicBaseUrl: runtime.publicBaseUrl, callTimeoutMs: runtime.callTimeoutMs, circuitBreaker: runtime.circuitBreaker },
     client,
   });
   if (runtime.reconcileEveryMs !== undefined) {

@@ -14,6 +14,7 @@ import {
   currentUpdateInfo,
   isCancellation,
   log,
+  metricMeter,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -298,6 +299,13 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   function setStatus(to: OperationStatus, source: TransitionSource, text?: string): void {
     const from = state.status;
     if (from === to) return;
+    // Metrics are not emitted while a workflow replays, and write no history.
+    metricMeter.createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes').add(1, { task: state.task, agent: state.agentId, to, source });
+    if (to !== 'pending' && isTerminal(to)) {
+      metricMeter
+        .createHistogram('adcp_operation_duration', 'float', 's', 'From start to the final status of an AdCP operation')
+        .record((Date.now() - Date.parse(state.startedAt)) / 1000, { task: state.task, agent: state.agentId, status: to });
+    }
     if (!EXPECTED_EDGES[from].includes(to)) note(source, `unexpected transition ${from} -> ${to}`);
     state.status = to;
     state.transitionCount += 1;
