@@ -112,11 +112,27 @@ export interface CarriedState {
 
 /** A verified webhook, normalised by the gateway, as the signal carries it. */
 export interface WebhookDelivery {
-  /** The seller's idempotency_key (3.x) or (task_id, status, timestamp) (rc.2): the dedupe key. */
+  /**
+   * The dedupe key: the 3.1 `notification_id` when present (one logical notification across re-emissions), else the
+   * seller's `idempotency_key` (3.x), else (task_id, status, timestamp) (rc.2).
+   */
   eventKey: string;
   snapshot: TaskSnapshot;
   receivedAt: string;
+  /** The 3.1 `operation_id` the seller echoed from our push config: one that is not this operation's is refused. */
+  operationId?: string;
+  /** The 3.1 `notification_id`, when the event type defines one. */
+  notificationId?: string;
+  /** The scheme that authenticated the sender (rfc9421, hmac-sha256, bearer), for the record. */
+  verifiedBy?: string;
 }
+
+/**
+ * The memo key under which the workflow publishes its last state (the same object `statusQuery` answers, with a large
+ * `result` replaced by a note), written only when status, task or failure change. Reads answer from it when no worker
+ * can answer the query.
+ */
+export const OPERATION_STATE_MEMO = 'adcp_state';
 
 export interface ProvidedInput {
   /** The answer: fields merged into the resumed task call (e.g. `{ approved: true }` or a changed budget). */
