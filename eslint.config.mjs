@@ -39,7 +39,13 @@ export default tseslint.config(
             { name: '@temporalio/client', message: 'Workflows use @temporalio/workflow, not the client.' },
             { name: '@temporalio/activity', message: 'Workflows must not import activity code.' },
           ],
-          patterns: [{ group: ['../activities', '../activities/*'], allowTypeImports: true, message: 'Use `import type` for activities.' }],
+          patterns: [
+            {
+              group: ['../activities', '../activities/*'],
+              allowTypeImports: true,
+              message: 'Use `import type` for activities.',
+            },
+          ],
         },
       ],
     },

@@ -4,7 +4,12 @@ const transform = { '^.+\\.(t|j|mj)sx?$': ['@swc/jest', swc] };
 // Node 20 loads ESM-only dependencies (jose, used by @adcp/sdk) through require(esm); Jest's module runtime
 // cannot, so those few packages are compiled to CommonJS for tests.
 const transformIgnorePatterns = ['/node_modules/(?!(jose)/)'];
-const common = { testEnvironment: 'node', transform, transformIgnorePatterns, moduleFileExtensions: ['ts', 'js', 'mjs', 'json'] };
+const common = {
+  testEnvironment: 'node',
+  transform,
+  transformIgnorePatterns,
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
+};
 
 module.exports = {
   testTimeout: 120_000,

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { webhookAuthSchema } from './webhook-auth';
+import { ConfigError } from './errors';
+import { sellerWebhookAuthSchema } from './webhook-auth';
 import { formatZodIssues } from './zod-format';
 
 /**
@@ -11,9 +12,7 @@ import { formatZodIssues } from './zod-format';
  */
 export const agentSchema = z
   .object({
-    id: z
-      .string()
-      .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_", "." or "-"'),
+    id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_", "." or "-"'),
     name: z.string().min(1).optional(),
     url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
     protocol: z.enum(['mcp', 'a2a']),
@@ -21,7 +20,7 @@ export const agentSchema = z
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be the name of an environment variable')
       .optional(),
-    webhooks: webhookAuthSchema.optional(),
+    webhooks: sellerWebhookAuthSchema.optional(),
     /**
      * The AdCP version the seller speaks: `3` (default; 3.0.x, idempotency_key correlates) or `rc.2` (3.0.0-rc.2:
      * create_media_buy also carries a deterministic buyer_ref, and lost creates are looked up by it).
@@ -47,9 +46,8 @@ export const agentsFileSchema = z
 
 export type AgentConfig = z.infer<typeof agentSchema>;
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
+/** Re-exported for existing importers; the class lives in config/errors.ts. */
+export { ConfigError };
 
 export class AgentRegistry {
   private readonly byId: ReadonlyMap<string, AgentConfig>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from './agents';
+import { ConfigError } from './errors';
 import { formatZodIssues } from './zod-format';
 
 /** Settings of the worker and the gateway, from the environment. Temporal's own settings use its usual variables. */
@@ -57,6 +57,10 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     ...(value.ADCP_METRICS_ADDRESS ? { metricsAddress: value.ADCP_METRICS_ADDRESS } : {}),
     ...(value.ADCP_RECONCILE_EVERY === 'off'
       ? {}
-      : { reconcileEveryMs: Number.parseInt(value.ADCP_RECONCILE_EVERY, 10) * UNIT_MS[value.ADCP_RECONCILE_EVERY.slice(-1) as keyof typeof UNIT_MS] }),
+      : {
+          reconcileEveryMs:
+            Number.parseInt(value.ADCP_RECONCILE_EVERY, 10) *
+            UNIT_MS[value.ADCP_RECONCILE_EVERY.slice(-1) as keyof typeof UNIT_MS],
+        }),
   };
 }

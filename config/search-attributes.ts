@@ -21,6 +21,11 @@ export const SEARCH_ATTRIBUTES = [
   { name: 'AdcpStatus', type: 'Keyword' },
   { name: 'AdcpTaskId', type: 'Keyword' },
   { name: 'AdcpInputReason', type: 'Keyword' },
+  { name: 'AdcpMediaBuyId', type: 'Keyword' },
+  { name: 'AdcpMediaBuyStatus', type: 'Keyword' },
+  { name: 'AdcpFlightEnd', type: 'Datetime' },
+  { name: 'AdcpCreativeDeadline', type: 'Datetime' },
+  { name: 'AdcpCreativesMissing', type: 'Bool' },
 ] as const satisfies readonly SearchAttributeDefinition[];
 
 export type SearchAttributeName = (typeof SEARCH_ATTRIBUTES)[number]['name'];
@@ -49,3 +54,26 @@ export const SA_STATUS = keyword('AdcpStatus');
 export const SA_TASK_ID = keyword('AdcpTaskId');
 /** Why the operation waits for input, while its status is `input-required`. */
 export const SA_INPUT_REASON = keyword('AdcpInputReason');
+
+// The media-buy workflow's attributes: "every active buy at seller X" is
+// `AdcpAgent = "X" AND AdcpMediaBuyStatus = "active"`; "every buy whose creatives are late" is
+// `AdcpCreativesMissing = true AND AdcpCreativeDeadline < "<now>"`.
+/** The seller's media_buy_id, once the create has answered. */
+export const SA_MEDIA_BUY_ID = keyword('AdcpMediaBuyId');
+/** The buy's lifecycle status (`creating`, `pending_creatives`, `pending_start`, `active`, `paused`, `completed`, ...). */
+export const SA_MEDIA_BUY_STATUS = keyword('AdcpMediaBuyStatus');
+/** The flight's end time. */
+export const SA_FLIGHT_END = defineSearchAttributeKey(
+  'AdcpFlightEnd' satisfies SearchAttributeName,
+  SearchAttributeType.DATETIME,
+);
+/** The buy's creative_deadline. */
+export const SA_CREATIVE_DEADLINE = defineSearchAttributeKey(
+  'AdcpCreativeDeadline' satisfies SearchAttributeName,
+  SearchAttributeType.DATETIME,
+);
+/** Whether some package of the buy still has no creative assigned. */
+export const SA_CREATIVES_MISSING = defineSearchAttributeKey(
+  'AdcpCreativesMissing' satisfies SearchAttributeName,
+  SearchAttributeType.BOOL,
+);

@@ -10,36 +10,31 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { TASK_NAME_PATTERN } from '../protocol';
-import { ConfigError } from './agents';
+import {
+  durationSecondsSchema,
+  interactionPolicySchema,
+  retryPolicySchema,
+  retrySettingsFrom,
+} from '../protocol/requests';
+import { ConfigError } from './errors';
 import { formatZodIssues } from './zod-format';
 
-const MAX_SECONDS = 30 * 24 * 3600;
-
+// The same rules as a start request's own values (protocol/requests.ts).
 const taskSettingsSchema = z
   .object({
-    budget_seconds: z.number().int().positive().max(MAX_SECONDS).optional(),
-    retry: z
-      .object({
-        max_attempts: z.number().int().min(1).max(20).optional(),
-        initial_interval_seconds: z.number().positive().max(3600).optional(),
-        maximum_interval_seconds: z.number().positive().max(3600).optional(),
-      })
-      .strict()
-      .optional(),
-    interaction: z
-      .object({
-        deadline_seconds: z.number().int().positive().max(MAX_SECONDS).optional(),
-        max_rounds: z.number().int().min(1).max(20).optional(),
-      })
-      .strict()
-      .optional(),
-    auth_deadline_seconds: z.number().int().positive().max(MAX_SECONDS).optional(),
+    budget_seconds: durationSecondsSchema.optional(),
+    retry: retryPolicySchema.optional(),
+    interaction: interactionPolicySchema.optional(),
+    auth_deadline_seconds: durationSecondsSchema.optional(),
   })
   .strict();
 
 export const tasksFileSchema = z
   .object({
-    tasks: z.record(z.string().regex(TASK_NAME_PATTERN, 'must be an AdCP task name such as "create_media_buy"'), taskSettingsSchema),
+    tasks: z.record(
+      z.string().regex(TASK_NAME_PATTERN, 'must be an AdCP task name such as "create_media_buy"'),
+      taskSettingsSchema,
+    ),
   })
   .strict();
 
@@ -72,15 +67,12 @@ export function parseTasksFile(content: string, source: string): TaskDefaultsByT
   for (const [task, settings] of Object.entries(parsed.data.tasks)) {
     out[task] = withoutUndefined({
       budgetMs: seconds(settings.budget_seconds),
-      retry: settings.retry
-        ? withoutUndefined({
-            maximumAttempts: settings.retry.max_attempts,
-            initialIntervalMs: seconds(settings.retry.initial_interval_seconds),
-            maximumIntervalMs: seconds(settings.retry.maximum_interval_seconds),
-          })
-        : undefined,
+      retry: settings.retry ? retrySettingsFrom(settings.retry) : undefined,
       interaction: settings.interaction
-        ? withoutUndefined({ deadlineMs: seconds(settings.interaction.deadline_seconds), maxRounds: settings.interaction.max_rounds })
+        ? withoutUndefined({
+            deadlineMs: seconds(settings.interaction.deadline_seconds),
+            maxRounds: settings.interaction.max_rounds,
+          })
         : undefined,
       authDeadlineMs: seconds(settings.auth_deadline_seconds),
     });

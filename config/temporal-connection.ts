@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
+import { dataConverter } from '../client/payload-codec';
 
 /**
  * Temporal connection settings come from the usual Temporal environment variables (TEMPORAL_ADDRESS,
@@ -9,7 +10,9 @@ import { NativeConnection } from '@temporalio/worker';
  */
 export function temporalSettings(env: NodeJS.ProcessEnv = process.env) {
   const { connectionOptions, namespace } = loadClientConnectConfig({
-    overrideEnvVars: Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+    overrideEnvVars: Object.fromEntries(
+      Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    ),
   });
   return {
     connectionOptions: { ...connectionOptions, address: connectionOptions.address ?? '127.0.0.1:7233' },
@@ -20,10 +23,12 @@ export function temporalSettings(env: NodeJS.ProcessEnv = process.env) {
 export async function connectClient(env: NodeJS.ProcessEnv = process.env): Promise<Client> {
   const { connectionOptions, namespace } = temporalSettings(env);
   const connection = await Connection.connect(connectionOptions);
-  return new Client({ connection, namespace });
+  return new Client({ connection, namespace, dataConverter: dataConverter() });
 }
 
-export async function connectWorker(env: NodeJS.ProcessEnv = process.env): Promise<{ connection: NativeConnection; namespace: string }> {
+export async function connectWorker(
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ connection: NativeConnection; namespace: string }> {
   const { connectionOptions, namespace } = temporalSettings(env);
   const connection = await NativeConnection.connect(connectionOptions);
   return { connection, namespace };

@@ -133,6 +133,32 @@ export const webhookAuthSchema = z
     }
   });
 
+/**
+ * The `webhooks` entry of a seller in agents.json: the structure above, plus inline keys that can verify at all.
+ * Checked at start because the verifier refuses such a key on every webhook (401
+ * webhook_signature_key_purpose_invalid), which would otherwise be the first sign of a config mistake. The
+ * structural schema stays permissive so that the conformance vectors can hand the verifier wrong-purpose keys.
+ */
+export const sellerWebhookAuthSchema = webhookAuthSchema.superRefine((config, ctx) => {
+  config.jwks?.keys.forEach((key, index) => {
+    const where = ['jwks', 'keys', index];
+    if (key.adcp_use !== 'webhook-signing') {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...where, 'adcp_use'],
+        message: `must be "webhook-signing" (got ${key.adcp_use === undefined ? 'nothing' : JSON.stringify(key.adcp_use)}); the verifier accepts no other key purpose.`,
+      });
+    }
+    if (!key.key_ops?.includes('verify')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...where, 'key_ops'],
+        message: `must include "verify" (got ${key.key_ops === undefined ? 'nothing' : JSON.stringify(key.key_ops)}); a key without it fails every webhook with webhook_signature_key_purpose_invalid. Use "key_ops": ["verify"].`,
+      });
+    }
+  });
+});
+
 export type WebhookAuthConfig = z.infer<typeof webhookAuthSchema>;
 export type WebhookJwk = z.infer<typeof webhookJwkSchema>;
 

@@ -7,4 +7,3 @@ export * from './snapshot';
 export * from './ids';
 export * from './outcome';
 export * from './webhook-payload';
-export * from './circuit-breaker';

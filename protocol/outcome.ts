@@ -2,16 +2,14 @@
  * "completed" means the operation finished, not that everything succeeded (adcp-protocol.md §2.5, §13.9).
  * This reads a completed result for what a caller must still look at, so it can be marked, not lost.
  */
+import { asRecord } from './records';
+
 export type CompletionOutcome = 'success' | 'partial' | 'pending';
 
 export interface CompletionAssessment {
   outcome: CompletionOutcome;
   /** One line per thing a caller should see: warnings, failed items, not-yet-live deployments. */
   notes: string[];
-}
-
-function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
 function describeError(value: unknown): string {

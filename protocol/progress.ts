@@ -23,7 +23,8 @@ function text(value: unknown): string | undefined {
 export function normaliseProgress(payload: unknown): Progress | undefined {
   if (!payload || typeof payload !== 'object') return undefined;
   const source = payload as Record<string, unknown>;
-  const nested = source.progress && typeof source.progress === 'object' ? (source.progress as Record<string, unknown>) : {};
+  const nested =
+    source.progress && typeof source.progress === 'object' ? (source.progress as Record<string, unknown>) : {};
   const pick = (key: string): unknown => nested[key] ?? source[key];
 
   let percentage = finiteNumber(pick('percentage'));

@@ -25,9 +25,17 @@ export interface TaskRetryPolicy {
 }
 
 /** §4.4: about 3 tries, 1 s growing to 60 s (the ±25% jitter is applied by the activity's next-retry delay). */
-export const DEFAULT_RETRY: TaskRetryPolicy = { maximumAttempts: 3, initialIntervalMs: 1_000, maximumIntervalMs: 60_000 };
+export const DEFAULT_RETRY: TaskRetryPolicy = {
+  maximumAttempts: 3,
+  initialIntervalMs: 1_000,
+  maximumIntervalMs: 60_000,
+};
 /** Quick reads answer a waiting caller: the same tries, but never a minute apart. */
-export const QUICK_READ_RETRY: TaskRetryPolicy = { maximumAttempts: 3, initialIntervalMs: 1_000, maximumIntervalMs: 10_000 };
+export const QUICK_READ_RETRY: TaskRetryPolicy = {
+  maximumAttempts: 3,
+  initialIntervalMs: 1_000,
+  maximumIntervalMs: 10_000,
+};
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -41,7 +49,15 @@ function spec(
   defaultBudgetMs: number,
 ): TaskSpec {
   const quickRead = !mutating && !async;
-  return { name, domain, mutating, async, pushNotifications, defaultBudgetMs, retry: quickRead ? QUICK_READ_RETRY : DEFAULT_RETRY };
+  return {
+    name,
+    domain,
+    mutating,
+    async,
+    pushNotifications,
+    defaultBudgetMs,
+    retry: quickRead ? QUICK_READ_RETRY : DEFAULT_RETRY,
+  };
 }
 
 /** Budgets from the reference's OPERATION_TIMEOUTS: create 24 h, update 12 h, creative review 48 h. */

@@ -6,7 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { DEMO_ACCOUNT, DEMO_BRAND, startDemoSeller } from './lib/demo-seller';
 
-const gateway = (process.env.ADCP_GATEWAY_URL ?? `http://127.0.0.1:${process.env.ADCP_GATEWAY_PORT ?? 8080}`).replace(/\/+$/, '');
+const gateway = (process.env.ADCP_GATEWAY_URL ?? `http://127.0.0.1:${process.env.ADCP_GATEWAY_PORT ?? 8080}`).replace(
+  /\/+$/,
+  '',
+);
 const agentId = process.env.DEMO_AGENT_ID ?? 'demo-seller';
 
 interface OperationBody {
@@ -61,8 +64,14 @@ async function main(): Promise<void> {
   console.log('Starting the demo seller (mock ad server on :4450, example seller on :3004) if needed...');
   const seller = await startDemoSeller();
   try {
-    const products = await run('get_products', { buying_mode: 'brief', brief: 'Outdoor billboards for a spring campaign', account: DEMO_ACCOUNT, brand: DEMO_BRAND });
-    if (products.status !== 'completed') throw new Error(`get_products ended ${products.status}: ${JSON.stringify(products.errors ?? products.message)}`);
+    const products = await run('get_products', {
+      buying_mode: 'brief',
+      brief: 'Outdoor billboards for a spring campaign',
+      account: DEMO_ACCOUNT,
+      brand: DEMO_BRAND,
+    });
+    if (products.status !== 'completed')
+      throw new Error(`get_products ended ${products.status}: ${JSON.stringify(products.errors ?? products.message)}`);
     const product = (products.result?.products as Array<Record<string, unknown>>)[0];
     const pricing = (product.pricing_options as Array<Record<string, unknown>>)[0];
     console.log(`  product ${String(product.product_id)} at ${String(pricing.pricing_option_id)}`);
@@ -74,7 +83,8 @@ async function main(): Promise<void> {
       end_time: new Date(start.getTime() + 30 * 86_400_000).toISOString(),
       packages: [{ product_id: product.product_id, pricing_option_id: pricing.pricing_option_id, budget: 20_000 }],
     });
-    if (buy.status !== 'completed') throw new Error(`create_media_buy ended ${buy.status}: ${JSON.stringify(buy.errors ?? buy.message)}`);
+    if (buy.status !== 'completed')
+      throw new Error(`create_media_buy ended ${buy.status}: ${JSON.stringify(buy.errors ?? buy.message)}`);
     console.log(`\nmedia_buy_id: ${String(buy.result?.media_buy_id)}`);
     console.log(`Web UI: ${buy.web_ui ?? '(set ADCP_WEB_UI_URL)'}`);
   } finally {

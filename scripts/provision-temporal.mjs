@@ -2,7 +2,7 @@
 // Provisions the Temporal CLI (dev server) and the time-skipping test server into .temporal/bin.
 // Runs as `npm postinstall` and in CI (as root); node builtins only, since it runs before anything is built.
 //
-// For each binary the first source that has one wins, the same order config/temporal-binaries.ts
+// For each binary the first source that has one wins, the same order scripts/lib/temporal-binaries.ts
 // resolves at run time (keep the two in step):
 //   1. TEMPORAL_CLI_PATH / TEMPORAL_TEST_SERVER_PATH
 //   2. `temporal` / `temporal-test-server` on PATH

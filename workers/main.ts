@@ -3,6 +3,7 @@
  * list, and runs until SIGINT/SIGTERM, finishing in-flight activities within the grace time.
  */
 import { closeMCPConnections } from '@adcp/sdk';
+import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { Runtime } from '@temporalio/worker';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
@@ -15,7 +16,13 @@ async function main(): Promise<void> {
   const agents = loadAgents();
   if (runtime.metricsAddress) {
     // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
-    Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: runtime.metricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } } });
+    Runtime.install({
+      telemetryOptions: {
+        metrics: {
+          prometheus: { bindAddress: runtime.metricsAddress, countersTotalSuffix: true, useSecondsForDurations: true },
+        },
+      },
+    });
     console.log(`worker: Prometheus metrics on http://${runtime.metricsAddress}/metrics`);
   }
   const { connection, namespace } = await connectWorker();
@@ -24,11 +31,21 @@ async function main(): Promise<void> {
     connection,
     namespace,
     taskQueue: runtime.taskQueue,
-    activities: { agents, publicBaseUrl: runtime.publicBaseUrl, callTimeoutMs: runtime.callTimeoutMs, circuitBreaker: runtime.circuitBreaker },
+    activities: {
+      agents,
+      publicBaseUrl: runtime.publicBaseUrl,
+      callTimeoutMs: runtime.callTimeoutMs,
+      circuitBreaker: runtime.circuitBreaker,
+    },
     client,
   });
   if (runtime.reconcileEveryMs !== undefined) {
-    const schedules = await ensureReconciliationSchedules({ client, agents, taskQueue: runtime.taskQueue, intervalMs: runtime.reconcileEveryMs });
+    const schedules = await ensureReconciliationSchedules({
+      client,
+      agents,
+      taskQueue: runtime.taskQueue,
+      intervalMs: runtime.reconcileEveryMs,
+    });
     console.log(`worker: reconciliation every ${runtime.reconcileEveryMs / 1000} s (${schedules.join(', ')})`);
   }
   console.log(
@@ -38,6 +55,7 @@ async function main(): Promise<void> {
     await worker.run();
   } finally {
     await closeMCPConnections().catch(() => undefined);
+    closeIdleMcpConnections();
     await client.connection.close();
     await connection.close();
   }

@@ -14,6 +14,8 @@ export const DEMO_BRAND = { domain: 'acmeoutdoor.example' } as const;
 export interface DemoSeller {
   mcpUrl: string;
   upstreamUrl: string;
+  /** Both were already listening, so this call started nothing (and `stop` stops nothing). */
+  alreadyRunning: boolean;
   /** Stops what this call started (nothing, if both were already running). */
   stop(): Promise<void>;
 }
@@ -21,26 +23,38 @@ export interface DemoSeller {
 const root = path.resolve(__dirname, '..', '..');
 const bin = (name: string) => path.join(root, 'node_modules', '.bin', name);
 
-export async function startDemoSeller(options: { upstreamPort?: number; sellerPort?: number; echo?: boolean } = {}): Promise<DemoSeller> {
+export async function startDemoSeller(
+  options: { upstreamPort?: number; sellerPort?: number; echo?: boolean } = {},
+): Promise<DemoSeller> {
   const upstreamPort = options.upstreamPort ?? 4450;
   const sellerPort = options.sellerPort ?? 3004;
   const started: ManagedProcess[] = [];
   try {
     if (!(await isListening(upstreamPort))) {
-      const upstream = startProcess('mock-ad-server', bin('adcp'), ['mock-server', 'sales-guaranteed', '--port', String(upstreamPort)], { echo: options.echo });
+      const upstream = startProcess(
+        'mock-ad-server',
+        bin('adcp'),
+        ['mock-server', 'sales-guaranteed', '--port', String(upstreamPort)],
+        { echo: options.echo },
+      );
       started.push(upstream);
       await waitForListening(upstreamPort, '127.0.0.1', 60_000, upstream);
     }
     if (!(await isListening(sellerPort))) {
-      const seller = startProcess('example-seller', bin('tsx'), [path.join(root, 'node_modules/@adcp/sdk/examples/hello_seller_adapter_guaranteed.ts')], {
-        env: {
-          NODE_ENV: 'development',
-          UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`,
-          PORT: String(sellerPort),
-          ADCP_AUTH_TOKEN: DEMO_SELLER_TOKEN,
+      const seller = startProcess(
+        'example-seller',
+        bin('tsx'),
+        [path.join(root, 'node_modules/@adcp/sdk/examples/hello_seller_adapter_guaranteed.ts')],
+        {
+          env: {
+            NODE_ENV: 'development',
+            UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`,
+            PORT: String(sellerPort),
+            ADCP_AUTH_TOKEN: DEMO_SELLER_TOKEN,
+          },
+          echo: options.echo,
         },
-        echo: options.echo,
-      });
+      );
       started.push(seller);
       await waitForListening(sellerPort, '127.0.0.1', 90_000, seller);
     }
@@ -51,6 +65,7 @@ export async function startDemoSeller(options: { upstreamPort?: number; sellerPo
   return {
     mcpUrl: `http://127.0.0.1:${sellerPort}/mcp`,
     upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
+    alreadyRunning: started.length === 0,
     stop: async () => {
       await Promise.all(started.reverse().map((process) => process.stop()));
     },

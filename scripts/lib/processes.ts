@@ -57,7 +57,12 @@ export function startProcess(
 }
 
 /** Resolves once something accepts TCP connections on host:port. */
-export async function waitForListening(port: number, host = '127.0.0.1', timeoutMs = 60_000, watch?: ManagedProcess): Promise<void> {
+export async function waitForListening(
+  port: number,
+  host = '127.0.0.1',
+  timeoutMs = 60_000,
+  watch?: ManagedProcess,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (watch && (watch.child.exitCode !== null || watch.child.signalCode !== null)) {

@@ -2,7 +2,7 @@
  * Integration tests share one real Temporal dev server (the project's own binary) and one @adcp/sdk example seller
  * behind its mock ad server, all on loopback and on free ports. Tests that restart servers start their own.
  */
-import { freePort, startDevServer } from '../../config/dev-server';
+import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { startDemoSeller } from '../../scripts/lib/demo-seller';
 
 export default async function globalSetup(): Promise<void> {

@@ -6,8 +6,9 @@ import {
   DEFAULT_FAILURE_THRESHOLD,
   HALF_OPEN_RECHECK_MS,
   countsAsCircuitFailure,
-} from '../../protocol/circuit-breaker';
-import { classifyTransportFailure, parseErrorObject } from '../../protocol/errors';
+} from '../../activities/circuit-breaker';
+import { parseErrorObject } from '../../protocol/errors';
+import { classifyTransportFailure } from '../../activities/transport-errors';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {

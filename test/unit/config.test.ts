@@ -1,4 +1,7 @@
-import { AgentRegistry, ConfigError, parseAgentsFile } from '../../config/agents';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { AgentRegistry, parseAgentsFile } from '../../config/agents';
+import { ConfigError } from '../../config/errors';
 import { loadRuntimeConfig } from '../../config/runtime';
 import { loadTaskDefaults, parseTasksFile } from '../../config/tasks';
 
@@ -18,7 +21,50 @@ test.each([
   [{ agents: [] }, 'agents'],
   [{ sellers: [] }, '(root)'],
 ])('an invalid file names the bad field (%#)', (file, field) => {
-  expect(() => parseAgentsFile(JSON.stringify(file), 'agents.json')).toThrow(new RegExp(`agents\\.json is invalid: .*${field.replace(/[.[\]()]/g, '\\$&')}`));
+  expect(() => parseAgentsFile(JSON.stringify(file), 'agents.json')).toThrow(
+    new RegExp(`agents\\.json is invalid: .*${field.replace(/[.[\]()]/g, '\\$&')}`),
+  );
+});
+
+describe('inline webhook-signing keys are checked at start (issue #9 item 9)', () => {
+  const key = { kty: 'OKP', crv: 'Ed25519', x: 'AAAA', kid: 'k1', adcp_use: 'webhook-signing', key_ops: ['verify'] };
+  const withKey = (jwk: Record<string, unknown>) => ({
+    agents: [{ ...good.agents[0], webhooks: { scheme: 'rfc9421', jwks: { keys: [jwk] } } }],
+  });
+
+  test('a key that can verify webhooks loads', () => {
+    expect(parseAgentsFile(JSON.stringify(withKey(key)), 'agents.json').get('demo').webhooks?.jwks?.keys).toHaveLength(
+      1,
+    );
+  });
+
+  test('a key without key_ops "verify" (the old README example) is refused, naming the field', () => {
+    const { key_ops: _omitted, ...withoutKeyOps } = key;
+    expect(() => parseAgentsFile(JSON.stringify(withKey(withoutKeyOps)), 'agents.json')).toThrow(
+      /agents\[0\]\.webhooks\.jwks\.keys\[0\]\.key_ops: must include "verify"/,
+    );
+    expect(() => parseAgentsFile(JSON.stringify(withKey({ ...key, key_ops: ['sign'] })), 'agents.json')).toThrow(
+      /key_ops/,
+    );
+  });
+
+  test('a key for another purpose is refused, naming adcp_use', () => {
+    expect(() =>
+      parseAgentsFile(JSON.stringify(withKey({ ...key, adcp_use: 'request-signing' })), 'agents.json'),
+    ).toThrow(/agents\[0\]\.webhooks\.jwks\.keys\[0\]\.adcp_use: must be "webhook-signing"/);
+  });
+
+  test('the inline JWKS example in the README passes validation', () => {
+    const readme = readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
+    const line = readme
+      .split('\n')
+      .find((candidate) => candidate.startsWith('"webhooks": { "scheme": "rfc9421", "jwks":'));
+    expect(line).toBeDefined();
+    const webhooks = JSON.parse(`{${line!.replace(/,\s*$/, '')}}`).webhooks;
+    expect(() =>
+      parseAgentsFile(JSON.stringify({ agents: [{ ...good.agents[0], webhooks }] }), 'agents.json'),
+    ).not.toThrow();
+  });
 });
 
 test('not JSON at all is a clear error', () => {
@@ -33,19 +79,38 @@ test('tokens come from the environment at call time, and a missing one is named'
 });
 
 test('runtime settings have defaults and reject bad values', () => {
-  expect(loadRuntimeConfig({})).toMatchObject({ taskQueue: 'adcp-operations', gatewayHost: '127.0.0.1', gatewayPort: 8080 });
+  expect(loadRuntimeConfig({})).toMatchObject({
+    taskQueue: 'adcp-operations',
+    gatewayHost: '127.0.0.1',
+    gatewayPort: 8080,
+  });
   expect(() => loadRuntimeConfig({ ADCP_GATEWAY_PORT: 'eighty' })).toThrow(/ADCP_GATEWAY_PORT/);
-  expect(loadRuntimeConfig({ ADCP_PUBLIC_BASE_URL: 'https://buyer.example/' }).publicBaseUrl).toBe('https://buyer.example');
+  expect(loadRuntimeConfig({ ADCP_PUBLIC_BASE_URL: 'https://buyer.example/' }).publicBaseUrl).toBe(
+    'https://buyer.example',
+  );
 });
 
 describe('per-task defaults (ADCP_TASKS_FILE)', () => {
   test('a valid file becomes defaults in milliseconds', () => {
     const defaults = parseTasksFile(
-      JSON.stringify({ tasks: { create_media_buy: { budget_seconds: 172_800, retry: { max_attempts: 5, maximum_interval_seconds: 30 }, interaction: { max_rounds: 2 } }, get_products: { auth_deadline_seconds: 600 } } }),
+      JSON.stringify({
+        tasks: {
+          create_media_buy: {
+            budget_seconds: 172_800,
+            retry: { max_attempts: 5, maximum_interval_seconds: 30 },
+            interaction: { max_rounds: 2 },
+          },
+          get_products: { auth_deadline_seconds: 600 },
+        },
+      }),
       'tasks.json',
     );
     expect(defaults).toEqual({
-      create_media_buy: { budgetMs: 172_800_000, retry: { maximumAttempts: 5, maximumIntervalMs: 30_000 }, interaction: { maxRounds: 2 } },
+      create_media_buy: {
+        budgetMs: 172_800_000,
+        retry: { maximumAttempts: 5, maximumIntervalMs: 30_000 },
+        interaction: { maxRounds: 2 },
+      },
       get_products: { authDeadlineMs: 600_000 },
     });
   });
@@ -60,6 +125,8 @@ describe('per-task defaults (ADCP_TASKS_FILE)', () => {
   });
   test('no ADCP_TASKS_FILE: no defaults; a missing file is a clear error', () => {
     expect(loadTaskDefaults({})).toEqual({});
-    expect(() => loadTaskDefaults({ ADCP_TASKS_FILE: '/nonexistent/tasks.json' })).toThrow(/ADCP_TASKS_FILE names \/nonexistent\/tasks.json/);
+    expect(() => loadTaskDefaults({ ADCP_TASKS_FILE: '/nonexistent/tasks.json' })).toThrow(
+      /ADCP_TASKS_FILE names \/nonexistent\/tasks.json/,
+    );
   });
 });

@@ -15,13 +15,10 @@ import {
   type AdcpError,
   type Recovery,
   AUTH_ERROR_CODES,
-  DEFAULT_RETRY_BACKOFF,
   DOCUMENTED_ERROR_RECOVERY,
-  RATE_LIMITED_DEFAULT_DELAY_MS,
   STANDARD_ERROR_CODES,
   STANDARD_ERROR_RECOVERY,
   UNKNOWN_ERROR_RECOVERY,
-  classifyTransportFailure,
   describeError,
   isAuthError,
   isRetryable,
@@ -29,10 +26,15 @@ import {
   isTransportError,
   parseErrorObject,
   parseErrors,
-  parseRetryAfterHeader,
   recoveryFor,
-  retryDelayMs,
 } from '../../protocol/errors';
+import {
+  DEFAULT_RETRY_BACKOFF,
+  RATE_LIMITED_DEFAULT_DELAY_MS,
+  classifyTransportFailure,
+  parseRetryAfterHeader,
+  retryDelayMs,
+} from '../../activities/transport-errors';
 import { snapshotFromMcpToolResult } from '../../protocol/snapshot';
 
 /** The normative 3.x error enum as @adcp/sdk 6.11 bundles it (AdCP 3.0.6): the source the table must match. */
@@ -177,8 +179,20 @@ describe('unknown codes', () => {
 
 describe('parseErrors over every shape', () => {
   test('the tasks/get error object: field, suggestion, retry_after and recovery read from details', () => {
-    const [error] = parseErrors({ error: { code: 'PRODUCT_UNAVAILABLE', message: 'gone', details: { recovery: 'terminal', field: 'packages[0].product_id', suggestion: 'pick another', retry_after: 5 } } });
-    expect(error).toMatchObject({ code: 'PRODUCT_UNAVAILABLE', recovery: 'terminal', field: 'packages[0].product_id', suggestion: 'pick another', retryAfterSeconds: 5 });
+    const [error] = parseErrors({
+      error: {
+        code: 'PRODUCT_UNAVAILABLE',
+        message: 'gone',
+        details: { recovery: 'terminal', field: 'packages[0].product_id', suggestion: 'pick another', retry_after: 5 },
+      },
+    });
+    expect(error).toMatchObject({
+      code: 'PRODUCT_UNAVAILABLE',
+      recovery: 'terminal',
+      field: 'packages[0].product_id',
+      suggestion: 'pick another',
+      retryAfterSeconds: 5,
+    });
   });
 
   test('errors[] (schema form) with field, suggestion, retry_after and details', () => {
@@ -406,11 +420,20 @@ describe('classifyTransportFailure: what the MCP SDK throws', () => {
   });
 
   test('McpError -32603 wrapping a failed Streamable HTTP POST keeps the HTTP status (what @adcp/sdk throws for a 502)', () => {
-    const failure = new McpError(ErrorCode.InternalError, 'Error: Streamable HTTP error: Error POSTing to endpoint: 502 Bad Gateway');
+    const failure = new McpError(
+      ErrorCode.InternalError,
+      'Error: Streamable HTTP error: Error POSTing to endpoint: 502 Bad Gateway',
+    );
     expect(classifyTransportFailure(failure)).toMatchObject({ code: 'TRANSPORT_HTTP_502', recovery: 'transient' });
-    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'boom')).code).toBe('TRANSPORT_RPC_INTERNAL_ERROR');
-    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'TypeError: fetch failed')).code).toBe('TRANSPORT_UNREACHABLE');
-    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'Error: connect ECONNREFUSED 127.0.0.1:9')).code).toBe('TRANSPORT_UNREACHABLE');
+    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'boom')).code).toBe(
+      'TRANSPORT_RPC_INTERNAL_ERROR',
+    );
+    expect(classifyTransportFailure(new McpError(ErrorCode.InternalError, 'TypeError: fetch failed')).code).toBe(
+      'TRANSPORT_UNREACHABLE',
+    );
+    expect(
+      classifyTransportFailure(new McpError(ErrorCode.InternalError, 'Error: connect ECONNREFUSED 127.0.0.1:9')).code,
+    ).toBe('TRANSPORT_UNREACHABLE');
   });
 
   test('McpError -32000 "Connection closed" → TRANSPORT_UNREACHABLE', () => {

@@ -11,7 +11,12 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findProjectRoot, projectBinDir, resolveTemporalCli, resolveTestServer } from '../../config/temporal-binaries';
+import {
+  findProjectRoot,
+  projectBinDir,
+  resolveTemporalCli,
+  resolveTestServer,
+} from '../../scripts/lib/temporal-binaries';
 
 const ROOT = findProjectRoot();
 

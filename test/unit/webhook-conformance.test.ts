@@ -1,5 +1,5 @@
 /**
- * Every AdCP conformance vector for webhook authentication, read as published from ../shared/adcp-conformance:
+ * Every AdCP conformance vector for webhook authentication, read as published (copied unchanged into test/conformance):
  * RFC 9421 webhook signing 3.0.6 (positive, negative, @target-uri canonicalisation) and the rc.2 HMAC-SHA256 set.
  * Vectors that need verifier state get it the way production would: seen nonces and a filled per-key cap by
  * delivering signed webhooks first, revocations through config, a stale revocation list from a local server.
@@ -24,8 +24,8 @@ import {
 } from '../../api/webhook-verification';
 import { asWebhookRequest, signLegacyHmacWebhook, signWebhookRequest } from '../fixtures/webhook-signing';
 
-// CI clones the repository next to shared/, so the vectors are always found relative to the repo root's parent.
-const CONFORMANCE_DIR = path.resolve(__dirname, '../../../shared/adcp-conformance');
+// The official vectors, copied into the project (see test/conformance/README.md) so a clone tests on its own.
+const CONFORMANCE_DIR = path.resolve(__dirname, '../conformance');
 const SIGNING_DIR = path.join(CONFORMANCE_DIR, 'webhook-signing-3.0.6');
 
 interface SigningVector {

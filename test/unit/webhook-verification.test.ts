@@ -5,12 +5,7 @@ jest.mock('jose', () => ({}));
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolveWebhookCredentials, webhookAuthSchema, type WebhookAuthConfig } from '../../config/webhook-auth';
-import {
-  BoundedReplayStore,
-  WebhookAuthenticator,
-  type FetchJwks,
-  type WebhookRequest,
-} from '../../api/webhook-verification';
+import { BoundedReplayStore, WebhookAuthenticator, type WebhookRequest } from '../../api/webhook-verification';
 import {
   asWebhookRequest,
   mintWebhookSigningKey,
@@ -339,159 +334,138 @@ describe('RFC 9421 round trip with the SDK signer', () => {
   });
 });
 
-describe('RFC 9421 keys from jwks_uri', () => {
-  const JWKS_URI = 'https://seller.example/.well-known/jwks.json';
+describe('RFC 9421 keys from jwks_uri (through @adcp/sdk HttpsJwksResolver)', () => {
   let original: WebhookSigningKey;
   let rotated: WebhookSigningKey;
+  let server: Server;
+  let jwksUri: string;
   let config: WebhookAuthConfig;
+  // What the seller's JWKS endpoint serves; each test sets it.
+  let published: unknown[] = [];
+  let failWith: number | undefined;
+  let fetches = 0;
+  let notModified = 0;
+  let version = 1;
 
-  beforeAll(() => {
+  beforeAll(async () => {
     original = mintWebhookSigningKey('seller-key-1');
     rotated = mintWebhookSigningKey('seller-key-2');
-    config = webhookAuthSchema.parse({ scheme: 'rfc9421', jwks_uri: JWKS_URI });
+    server = createServer((request, response) => {
+      fetches++;
+      if (failWith !== undefined) {
+        response.statusCode = failWith;
+        response.end();
+        return;
+      }
+      const etag = `"v${version}"`;
+      if (request.headers['if-none-match'] === etag) {
+        notModified++;
+        response.statusCode = 304;
+        response.end();
+        return;
+      }
+      response.setHeader('content-type', 'application/jwk-set+json');
+      response.setHeader('etag', etag);
+      response.end(JSON.stringify({ keys: published }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    jwksUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`;
+    config = webhookAuthSchema.parse({ scheme: 'rfc9421', jwks_uri: jwksUri });
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  beforeEach(() => {
+    published = [original.publicJwk];
+    failWith = undefined;
+    fetches = 0;
+    notModified = 0;
+    version++;
   });
 
   const signedBy = (key: WebhookSigningKey, nonce: string, nowSeconds: number) =>
     asWebhookRequest(signWebhookRequest({ url: URL_FOR_OP, body: BODY, key: key.signerKey, nowSeconds, nonce }));
 
   test('an unknown kid refetches the JWKS (key rotation), at most once per cooldown', async () => {
-    let published = [original.publicJwk];
-    const fetched: string[] = [];
-    const fetchJwks: FetchJwks = async (uri) => {
-      fetched.push(uri);
-      return { keys: published };
-    };
     let now = NOW_SECONDS;
-    const authenticator = new WebhookAuthenticator({ now: () => now * 1000, fetchJwks, jwksRefreshCooldownMs: 30_000 });
+    const authenticator = new WebhookAuthenticator({ now: () => now * 1000, jwksRefreshCooldownMs: 30_000 });
 
     await expect(
       authenticator.verify(signedBy(original, 'nonce-rotation-000001', now), 'seller', config),
-    ).resolves.toMatchObject({ ok: true });
-    expect(fetched).toEqual([JWKS_URI]);
+    ).resolves.toMatchObject({ ok: true, keyId: 'seller-key-1' });
+    expect(fetches).toBe(1);
 
     // The seller rotates. Within the cooldown the new kid is unknown and nothing is fetched.
     published = [original.publicJwk, rotated.publicJwk];
+    version++;
     now += 10;
     await expect(
       authenticator.verify(signedBy(rotated, 'nonce-rotation-000002', now), 'seller', config),
-    ).resolves.toMatchObject({
-      reason: 'webhook_signature_key_unknown',
-    });
-    expect(fetched).toHaveLength(1);
+    ).resolves.toMatchObject({ reason: 'webhook_signature_key_unknown' });
+    expect(fetches).toBe(1);
 
     // After the cooldown the unknown kid triggers one refetch and verifies.
     now += 21;
     await expect(
       authenticator.verify(signedBy(rotated, 'nonce-rotation-000003', now), 'seller', config),
-    ).resolves.toMatchObject({
-      ok: true,
-      keyId: 'seller-key-2',
-    });
-    expect(fetched).toHaveLength(2);
+    ).resolves.toMatchObject({ ok: true, keyId: 'seller-key-2' });
+    expect(fetches).toBe(2);
 
     // A stream of made-up kids cannot make the gateway hammer the seller.
     const stranger = mintWebhookSigningKey('made-up-kid');
     for (let i = 0; i < 5; i++) {
       await expect(
         authenticator.verify(signedBy(stranger, `nonce-stranger-00000${i}`, now), 'seller', config),
-      ).resolves.toMatchObject({
-        reason: 'webhook_signature_key_unknown',
-      });
+      ).resolves.toMatchObject({ reason: 'webhook_signature_key_unknown' });
     }
-    expect(fetched).toHaveLength(2);
+    expect(fetches).toBe(2);
   });
 
-  test('known keys are served from cache until the TTL, then refetched', async () => {
-    let fetches = 0;
-    const fetchJwks: FetchJwks = async () => {
-      fetches++;
-      return { keys: [original.publicJwk] };
-    };
+  test('known keys are served from cache until the TTL, then revalidated with the ETag', async () => {
     let now = NOW_SECONDS;
-    const authenticator = new WebhookAuthenticator({ now: () => now * 1000, fetchJwks, jwksCacheTtlMs: 600_000 });
-    for (let i = 0; i < 3; i++)
-      await authenticator.verify(signedBy(original, `nonce-cache-00000000${i}`, now), 'seller', config);
+    const authenticator = new WebhookAuthenticator({ now: () => now * 1000, jwksCacheTtlMs: 600_000 });
+    for (let i = 0; i < 3; i++) {
+      await expect(
+        authenticator.verify(signedBy(original, `nonce-cache-00000000${i}`, now), 'seller', config),
+      ).resolves.toMatchObject({ ok: true });
+    }
     expect(fetches).toBe(1);
     now += 601;
     await expect(
       authenticator.verify(signedBy(original, 'nonce-cache-000000009', now), 'seller', config),
     ).resolves.toMatchObject({ ok: true });
     expect(fetches).toBe(2);
+    expect(notModified).toBe(1);
   });
 
   test('an unreachable JWKS with nothing cached is a 503, so the seller retries', async () => {
-    const authenticator = authenticatorAt(NOW_SECONDS, {
-      fetchJwks: async () => {
-        throw new Error('connect ECONNREFUSED');
-      },
-    });
+    failWith = 502;
     await expect(
-      authenticator.verify(signedBy(original, 'nonce-unreachable-0001', NOW_SECONDS), 'seller', config),
-    ).resolves.toMatchObject({
-      ok: false,
-      reason: 'jwks_unavailable',
-      status: 503,
-    });
+      authenticatorAt(NOW_SECONDS).verify(signedBy(original, 'nonce-unreachable-0001', NOW_SECONDS), 'seller', config),
+    ).resolves.toMatchObject({ ok: false, reason: 'jwks_unavailable', status: 503 });
   });
 
   test('a failed refresh keeps using the last good keys', async () => {
-    let fail = false;
-    const fetchJwks: FetchJwks = async () => {
-      if (fail) throw new Error('HTTP 502');
-      return { keys: [original.publicJwk] };
-    };
     let now = NOW_SECONDS;
-    const authenticator = new WebhookAuthenticator({
-      now: () => now * 1000,
-      fetchJwks,
-      jwksCacheTtlMs: 60_000,
-      jwksMaxStaleMs: 3_600_000,
-    });
+    const authenticator = new WebhookAuthenticator({ now: () => now * 1000, jwksCacheTtlMs: 60_000 });
     await expect(
       authenticator.verify(signedBy(original, 'nonce-stale-0000000001', now), 'seller', config),
     ).resolves.toMatchObject({ ok: true });
-    fail = true;
+    failWith = 502;
     now += 120;
     await expect(
       authenticator.verify(signedBy(original, 'nonce-stale-0000000002', now), 'seller', config),
     ).resolves.toMatchObject({ ok: true });
-    now += 3_600;
-    await expect(
-      authenticator.verify(signedBy(original, 'nonce-stale-0000000003', now), 'seller', config),
-    ).resolves.toMatchObject({
-      reason: 'jwks_unavailable',
-    });
+    expect(fetches).toBe(2);
   });
 
-  describe('served over HTTP by a local server (default fetcher)', () => {
-    let server: Server;
-    let requests = 0;
-    beforeAll(async () => {
-      server = createServer((_request, response) => {
-        requests++;
-        response.setHeader('content-type', 'application/jwk-set+json');
-        response.end(
-          JSON.stringify({
-            keys: [original.publicJwk, { kty: 'RSA', kid: 'rsa-for-something-else', n: 'AQAB', e: 'AQAB' }],
-          }),
-        );
-      });
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    });
-    afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
-
-    test('verifies with the fetched key', async () => {
-      const localConfig = webhookAuthSchema.parse({
-        scheme: 'rfc9421',
-        jwks_uri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`,
-      });
-      const request = signedBy(original, 'nonce-http-0000000001', Math.floor(Date.now() / 1000));
-      await expect(new WebhookAuthenticator().verify(request, 'seller', localConfig)).resolves.toMatchObject({
-        ok: true,
-        keyId: 'seller-key-1',
-      });
-      expect(requests).toBe(1);
-    });
+  test('a jwks_uri on a private address is refused unless development fetches are allowed', async () => {
+    const privateConfig = webhookAuthSchema.parse({ scheme: 'rfc9421', jwks_uri: 'https://10.0.0.1/jwks.json' });
+    await expect(
+      authenticatorAt(NOW_SECONDS).verify(
+        signedBy(original, 'nonce-private-00000001', NOW_SECONDS),
+        'seller',
+        privateConfig,
+      ),
+    ).resolves.toMatchObject({ ok: false, reason: 'jwks_unavailable' });
   });
 });
 

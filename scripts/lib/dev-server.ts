@@ -12,7 +12,11 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection, isGrpcServiceError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES, type SearchAttributeDefinition, type SearchAttributeTypeName } from './search-attributes';
+import {
+  SEARCH_ATTRIBUTES,
+  type SearchAttributeDefinition,
+  type SearchAttributeTypeName,
+} from '../../config/search-attributes';
 import { resolveTemporalCli } from './temporal-binaries';
 
 export interface DevServerOptions {

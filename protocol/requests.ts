@@ -1,0 +1,85 @@
+/**
+ * The rules for what callers send into an operation, as zod schemas shared by the HTTP API, the typed client, the
+ * operator's task defaults (config/tasks.ts) and the workflow's update validators. Pure and deterministic, so workflow
+ * code may import it. Each rule is written once; the snake_case (HTTP, files) and camelCase (workflow input) shapes are
+ * built from the same field schemas.
+ */
+import { z } from 'zod';
+
+const MAX_INTERVAL_SECONDS = 3600;
+
+/** A budget or deadline in whole seconds: at most 30 days. */
+export const durationSecondsSchema = z
+  .number()
+  .int()
+  .positive()
+  .max(30 * 24 * 3600);
+
+/** How long one input-required round may wait, and how many rounds there may be (HTTP, ADCP_TASKS_FILE). */
+export const interactionPolicySchema = z
+  .object({
+    deadline_seconds: durationSecondsSchema.optional(),
+    max_rounds: z.number().int().min(1).max(20).optional(),
+  })
+  .strict();
+
+// ---- retry policy --------------------------------------------------------------------------------------------------
+
+export const maxAttemptsSchema = z.number().int().min(1).max(20);
+const intervalSecondsSchema = z.number().positive().max(MAX_INTERVAL_SECONDS);
+const intervalMsSchema = z
+  .number()
+  .positive()
+  .max(MAX_INTERVAL_SECONDS * 1000);
+
+/** A retry policy as callers write it over HTTP and in ADCP_TASKS_FILE. */
+export const retryPolicySchema = z
+  .object({
+    max_attempts: maxAttemptsSchema.optional(),
+    initial_interval_seconds: intervalSecondsSchema.optional(),
+    maximum_interval_seconds: intervalSecondsSchema.optional(),
+  })
+  .strict();
+export type RetryPolicy = z.infer<typeof retryPolicySchema>;
+
+/** The same policy as the workflow input carries it (`OperationInput.retry`). */
+export const retrySettingsSchema = z
+  .object({
+    maximumAttempts: maxAttemptsSchema.optional(),
+    initialIntervalMs: intervalMsSchema.optional(),
+    maximumIntervalMs: intervalMsSchema.optional(),
+  })
+  .strict();
+export type RetrySettingsInput = z.infer<typeof retrySettingsSchema>;
+
+/** snake_case seconds → the workflow's milliseconds; absent fields stay absent (the task's default applies). */
+export function retrySettingsFrom(policy: RetryPolicy): RetrySettingsInput {
+  const ms = (seconds: number | undefined) => (seconds === undefined ? undefined : Math.round(seconds * 1000));
+  const settings: RetrySettingsInput = {};
+  if (policy.max_attempts !== undefined) settings.maximumAttempts = policy.max_attempts;
+  const initial = ms(policy.initial_interval_seconds);
+  if (initial !== undefined) settings.initialIntervalMs = initial;
+  const maximum = ms(policy.maximum_interval_seconds);
+  if (maximum !== undefined) settings.maximumIntervalMs = maximum;
+  return settings;
+}
+
+// ---- the answer to an input-required question ----------------------------------------------------------------------
+
+/** Who did something (an answer, a cancel, a credentials refresh): a person or a system, for the record. */
+export const actorSchema = z.string().min(1).max(200);
+
+/** The fields merged into the resumed task call: a non-empty JSON object. */
+export const inputAnswerSchema = z
+  .record(z.string(), z.unknown())
+  .refine((value) => Object.keys(value).length > 0, 'must not be empty: send the fields the seller asked for');
+
+/** The answer as the workflow's `provideInput` update carries it (`ProvidedInput`). */
+export const providedInputSchema = z
+  .object({
+    input: inputAnswerSchema,
+    providedBy: actorSchema.optional(),
+    /** Set by the workflow from the update ID. */
+    requestId: z.string().optional(),
+  })
+  .strict();
