@@ -28,7 +28,8 @@ export function buyerRefFor(operationId: string): string {
 
 /** create_media_buy arguments with buyer refs filled in where the caller gave none. */
 export function withBuyerRefs(args: Record<string, unknown>, operationId: string): Record<string, unknown> {
-  const buyerRef = typeof args.buyer_ref === 'string' && args.buyer_ref !== '' ? args.buyer_ref : buyerRefFor(operationId);
+  const buyerRef =
+    typeof args.buyer_ref === 'string' && args.buyer_ref !== '' ? args.buyer_ref : buyerRefFor(operationId);
   const packages = Array.isArray(args.packages)
     ? args.packages.map((entry: unknown, index) =>
         entry && typeof entry === 'object' && !Array.isArray(entry) && !(entry as Record<string, unknown>).buyer_ref

@@ -1,24 +1,56 @@
 /**
- * Activities: the operation's I/O. Each makes one protocol call to one seller through @adcp/sdk and turns the
- * answer into a TaskSnapshot, or into an ApplicationFailure whose type and retryability fit the error.
+ * Activities: the operation's I/O. Each makes protocol calls to one seller through @adcp/sdk and turns the answer
+ * into a TaskSnapshot, or into an ApplicationFailure whose type and retryability fit the error.
  * They come from a factory so the worker wires real dependencies and tests pass their own.
+ *
+ * The contract with the workflow is activities/contract.ts (planCall, sendCall, readTask, awaitTaskMove,
+ * findLostTask, cancelAtSeller). The five activities before it (callTask, pollTask, awaitTaskChange, findSellerTask,
+ * cancelSellerTask) keep their names and shapes for running workflows that replay old histories; they are thin
+ * adapters over the same code.
  */
+import { gzipSync } from 'node:zlib';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { type AgentConfig, type AgentRegistry, ConfigError } from '../config/agents';
 import {
   type AdcpError,
-  type CircuitTransition,
   type Progress,
   type TaskSnapshot,
-  CircuitBreakerRegistry,
   ProtocolViolation,
-  classifyTransportFailure,
-  countsAsCircuitFailure,
-  retryDelayMs,
+  describeError,
   taskSpec,
 } from '../protocol';
+import { type CircuitTransition, CircuitBreakerRegistry, countsAsCircuitFailure } from './circuit-breaker';
+import type {
+  AwaitTaskMoveInput,
+  AwaitTaskMoveOutcome,
+  CallPlan,
+  CallTimeouts,
+  CancelAtSellerInput,
+  CancelAtSellerOutcome,
+  FindLostTaskInput,
+  FindLostTaskOutcome,
+  PlanCallInput,
+  ReadTaskInput,
+  ReadTaskOutcome,
+  SendCallInput,
+  SendCallOutcome,
+} from './contract';
 import { buyerRefFor, idempotencyKeyFor, withBuyerRefs } from './idempotency';
-import { type SellerClient, createSdkSellerClient, isUnknownToolError } from './seller-client';
+import { raceSignal } from './mcp-connection';
+import {
+  type ReadRequest,
+  SellerDescriptionCache,
+  SellerRefusedReadForNow,
+  readTaskWithStrategy,
+} from './read-strategy';
+import {
+  type CallContext,
+  type SellerClient,
+  type TaskListPage,
+  createSdkSellerClient,
+  isUnknownToolError,
+} from './seller-client';
+import { classifyTransportFailure, retryDelayMs } from './transport-errors';
 
 export interface ActivityDependencies {
   agents: AgentRegistry;
@@ -26,21 +58,48 @@ export interface ActivityDependencies {
   /** Base URL sellers use to reach the gateway; without it no webhooks are registered and polling carries it all. */
   publicBaseUrl?: string;
   env?: NodeJS.ProcessEnv;
-  /** Upper bound for one protocol call. */
+  /** Hard bound of one protocol call (ADCP_CALL_TIMEOUT_MS). */
   callTimeoutMs?: number;
+  /** Hard bound of one read; default: the call timeout, at most 2 minutes (see callTimeouts). */
+  readTimeoutMs?: number;
   now?: () => number;
   random?: () => number;
   /** Per-seller circuit breakers (one registry per worker process); built from `circuitBreaker` when absent. */
   breakers?: CircuitBreakerRegistry;
   circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
+  /** Largest answer (gzip-compressed, as the payload codec stores it) an activity may return. Default 1.9 MB. */
+  maxAnswerBytes?: number;
+}
+
+export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** A read (tasks/get and its fallbacks) is a small query: it gets the call timeout, but never more than this. */
+export const MAX_READ_TIMEOUT_MS = 120_000;
+/** Temporal refuses payloads over 2 MB; what stays under this after compression is safe to return. */
+export const DEFAULT_MAX_ANSWER_BYTES = 1_900_000;
+/** Below this, an answer is small enough that no compression estimate is needed. */
+const ANSWER_SIZE_CHECK_FROM = 256 * 1024;
+
+/** The timeouts a worker plans calls with: reads are bounded by the call timeout and by MAX_READ_TIMEOUT_MS. */
+export function callTimeouts(callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS, readTimeoutMs?: number): CallTimeouts {
+  return { callMs: callTimeoutMs, readMs: readTimeoutMs ?? Math.min(callTimeoutMs, MAX_READ_TIMEOUT_MS) };
 }
 
 /** Breaker transitions go to the worker's log (and, through it, to whatever collects the worker's logs). */
 function logCircuitTransition(sellerId: string, transition: CircuitTransition): void {
   Context.current()
-    .metricMeter.createCounter('adcp_seller_circuit_transitions', 'transitions', 'Per-seller circuit breaker state changes')
+    .metricMeter.createCounter(
+      'adcp_seller_circuit_transitions',
+      'transitions',
+      'Per-seller circuit breaker state changes',
+    )
     .add(1, { seller: sellerId, from: transition.from, to: transition.to });
-  const fields = { sellerId, from: transition.from, to: transition.to, reason: transition.reason, at: new Date(transition.at).toISOString() };
+  const fields = {
+    sellerId,
+    from: transition.from,
+    to: transition.to,
+    reason: transition.reason,
+    at: new Date(transition.at).toISOString(),
+  };
   if (transition.to === 'open') log.warn('Seller circuit opened: calls fail fast until the cool-off ends', fields);
   else log.info(`Seller circuit ${transition.to}`, fields);
 }
@@ -87,9 +146,11 @@ export interface AwaitChangeInput extends LookInput {
   since: { status: string; progress: Progress | null };
 }
 
-const HEARTBEAT_EVERY_MS = 5_000;
+const HEARTBEAT_EVERY_MS = 2_000;
 const IDEMPOTENCY_REFUSALS = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
 const RETRY_POLICY = { initialMs: 1_000, maxMs: 60_000, coefficient: 2, jitter: 0.25 };
+/** The list tools sellers use for their tasks: AdCP's, then the name some sellers use. */
+const LIST_TOOLS = ['tasks/list', 'list_tasks'] as const;
 
 function failureFor(error: AdcpError, type: string, nextRetryDelayMs?: number): ApplicationFailure {
   const message = `${error.code}: ${error.message}`;
@@ -104,18 +165,58 @@ function failureFor(error: AdcpError, type: string, nextRetryDelayMs?: number): 
   });
 }
 
+/** The webhook authentication block the seller's configured scheme needs (legacy HMAC or Bearer), without secrets. */
+function webhookScheme(agent: AgentConfig): { schemes: string[]; env: string } | undefined {
+  const webhooks = agent.webhooks;
+  if (webhooks?.scheme === 'hmac-sha256' && webhooks.secret_env)
+    return { schemes: ['HMAC-SHA256'], env: webhooks.secret_env };
+  if (webhooks?.scheme === 'bearer' && webhooks.token_env) return { schemes: ['Bearer'], env: webhooks.token_env };
+  return undefined;
+}
+
+/**
+ * The answer's size as Temporal would store it through the payload codec (client/payload-codec.ts): JSON, gzipped
+ * when large. Returns the compressed size only when it had to be computed.
+ */
+export function answerTooLarge(
+  answer: unknown,
+  maxBytes: number,
+): { jsonBytes: number; compressedBytes: number } | undefined {
+  const json = JSON.stringify(answer) ?? '';
+  const jsonBytes = Buffer.byteLength(json, 'utf8');
+  if (jsonBytes < ANSWER_SIZE_CHECK_FROM || jsonBytes <= maxBytes) return undefined;
+  const compressedBytes = gzipSync(json).byteLength;
+  return compressedBytes > maxBytes ? { jsonBytes, compressedBytes } : undefined;
+}
+
 export function createActivities(deps: ActivityDependencies) {
   const seller = deps.seller ?? createSdkSellerClient();
   const env = deps.env ?? process.env;
-  const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
+  const timeouts = callTimeouts(deps.callTimeoutMs, deps.readTimeoutMs);
   const random = deps.random ?? Math.random;
   const now = deps.now ?? Date.now;
+  const maxAnswerBytes = deps.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   const breakers =
-    deps.breakers ??
-    new CircuitBreakerRegistry({ ...deps.circuitBreaker, now, onTransition: logCircuitTransition });
+    deps.breakers ?? new CircuitBreakerRegistry({ ...deps.circuitBreaker, now, onTransition: logCircuitTransition });
+  const descriptions = new SellerDescriptionCache(10 * 60_000, now);
 
-  /** Runs one call with the activity's cancellation and a timeout wired into the HTTP request, heartbeating. */
-  async function guarded<T>(work: (context: { agent: AgentConfig; token?: string; signal: AbortSignal }) => Promise<T>, agentId: string): Promise<T> {
+  function agentOf(agentId: string): AgentConfig {
+    try {
+      return deps.agents.get(agentId);
+    } catch (error) {
+      throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
+    }
+  }
+
+  /**
+   * Runs one call with the activity's cancellation and a HARD timeout: the request is aborted through the call's own
+   * signal, and the attempt ends at `timeoutMs` even if a library under it ignores the signal. Heartbeats meanwhile.
+   */
+  async function guarded<T>(
+    agentId: string,
+    timeoutMs: number,
+    work: (context: CallContext) => Promise<T>,
+  ): Promise<T> {
     const context = Context.current();
     let agent: AgentConfig;
     let token: string | undefined;
@@ -134,12 +235,17 @@ export function createActivities(deps: ActivityDependencies) {
         recovery: 'transient',
         retryAfterSeconds: permission.retryAfterMs / 1000,
       };
-      throw ApplicationFailure.create({ type: 'CircuitOpen', message: error.message, details: [error], nextRetryDelay: permission.retryAfterMs });
+      throw ApplicationFailure.create({
+        type: 'CircuitOpen',
+        message: error.message,
+        details: [error],
+        nextRetryDelay: permission.retryAfterMs,
+      });
     }
-    const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(callTimeoutMs)]);
+    const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)]);
     const ticker = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
     try {
-      const result = await work({ agent, token, signal });
+      const result = await raceSignal(signal, () => work({ agent, token, signal, timeoutMs }));
       breaker.recordSuccess();
       return result;
     } catch (error) {
@@ -156,7 +262,12 @@ export function createActivities(deps: ActivityDependencies) {
       if (error instanceof ProtocolViolation) {
         breaker.recordSuccess(); // it answered; the answer is the problem
         const adcpError: AdcpError = { code: 'PROTOCOL_VIOLATION', message: error.message, recovery: 'terminal' };
-        throw ApplicationFailure.create({ type: 'ProtocolViolation', message: error.message, nonRetryable: true, details: [adcpError] });
+        throw ApplicationFailure.create({
+          type: 'ProtocolViolation',
+          message: error.message,
+          nonRetryable: true,
+          details: [adcpError],
+        });
       }
       if (context.cancellationSignal.aborted) throw error; // the activity was cancelled: let the SDK report it
       const classified = classifyTransportFailure(error, now());
@@ -165,140 +276,436 @@ export function createActivities(deps: ActivityDependencies) {
         .add(1, { seller: agentId, code: classified.code, recovery: classified.recovery });
       if (countsAsCircuitFailure(classified)) breaker.recordFailure();
       else breaker.recordSuccess();
-      throw failureFor(classified, 'TransportError', retryDelayMs(classified, context.info.attempt, RETRY_POLICY, random));
+      throw failureFor(
+        classified,
+        'TransportError',
+        retryDelayMs(classified, context.info.attempt, RETRY_POLICY, random),
+      );
     } finally {
       clearInterval(ticker);
     }
   }
 
-  async function findMediaBuyByBuyerRef(agent: AgentConfig, token: string | undefined, signal: AbortSignal, buyerRef: string): Promise<Record<string, unknown> | undefined> {
-    const answer = await seller.callTask({ agent, token, signal, task: 'get_media_buys', args: { buyer_refs: [buyerRef] } });
-    const buys = answer.snapshot.result?.media_buys;
-    if (!Array.isArray(buys)) return undefined;
-    // Filter again: a seller that ignores the filter must not make us adopt someone else's buy.
-    return buys.find((buy): buy is Record<string, unknown> => !!buy && typeof buy === 'object' && (buy as Record<string, unknown>).buyer_ref === buyerRef);
+  /** Fails the activity for good when an answer could not be stored in history even compressed. */
+  function ensureStorable<T>(answer: T, what: string): T {
+    const tooLarge = answerTooLarge(answer, maxAnswerBytes);
+    if (!tooLarge) return answer;
+    const error: AdcpError = {
+      code: 'ANSWER_TOO_LARGE',
+      message: `${what} is ${Math.round(tooLarge.jsonBytes / 1024)} KiB of JSON (${Math.round(tooLarge.compressedBytes / 1024)} KiB compressed), over the ${Math.round(maxAnswerBytes / 1024)} KiB an operation can keep.`,
+      suggestion:
+        'Narrow the request (filters, pagination); asking again returns the same answer, so the seller is not called again for it.',
+      recovery: 'terminal',
+      details: { jsonBytes: tooLarge.jsonBytes, compressedBytes: tooLarge.compressedBytes, limitBytes: maxAnswerBytes },
+    };
+    throw ApplicationFailure.create({
+      type: 'AnswerTooLarge',
+      message: describeError(error),
+      nonRetryable: true,
+      details: [error],
+    });
   }
 
-  function pushNotificationConfig(agent: AgentConfig, operationId: string): Record<string, unknown> | undefined {
-    if (!deps.publicBaseUrl) return undefined;
-    const config: Record<string, unknown> = { url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(operationId)}` };
-    const webhooks = agent.webhooks;
-    if (webhooks?.scheme === 'hmac-sha256' && webhooks.secret_env) {
-      const secret = env[webhooks.secret_env];
-      if (!secret) throw new ConfigError(`Seller "${agent.id}" needs its webhook secret in ${webhooks.secret_env}, which is not set.`);
-      config.authentication = { schemes: ['HMAC-SHA256'], credentials: secret };
-    } else if (webhooks?.scheme === 'bearer' && webhooks.token_env) {
-      const bearer = env[webhooks.token_env];
-      if (!bearer) throw new ConfigError(`Seller "${agent.id}" needs its webhook token in ${webhooks.token_env}, which is not set.`);
-      config.authentication = { schemes: ['Bearer'], credentials: bearer };
+  function plan(input: PlanCallInput): CallPlan {
+    const agent = agentOf(input.agentId);
+    const spec = taskSpec(input.task);
+    let args: Record<string, unknown> = { ...input.params };
+    if (agent.adcp_version === 'rc.2' && input.task === 'create_media_buy')
+      args = withBuyerRefs(args, input.operationId);
+    if (spec.mutating) args.idempotency_key = idempotencyKeyFor(input.operationId, input.step);
+    if (input.contextId && agent.protocol === 'mcp') args.context_id = input.contextId;
+    let pushNotificationConfig: CallPlan['pushNotificationConfig'];
+    let webhookCredentialRef: CallPlan['webhookCredentialRef'];
+    if (spec.pushNotifications && deps.publicBaseUrl) {
+      const scheme = webhookScheme(agent);
+      pushNotificationConfig = {
+        url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(input.operationId)}`,
+        operation_id: input.operationId,
+        ...(scheme ? { authentication: { schemes: scheme.schemes } } : {}),
+      };
+      if (scheme) webhookCredentialRef = { env: scheme.env };
+      if (agent.protocol === 'mcp') args.push_notification_config = pushNotificationConfig;
     }
-    return config;
+    return {
+      operationId: input.operationId,
+      agentId: input.agentId,
+      task: input.task,
+      step: input.step,
+      protocol: agent.protocol,
+      args,
+      ...(pushNotificationConfig ? { pushNotificationConfig } : {}),
+      ...(webhookCredentialRef ? { webhookCredentialRef } : {}),
+      ...(input.contextId ? { contextId: input.contextId } : {}),
+      ...(input.taskId ? { taskId: input.taskId } : {}),
+      timeouts,
+    };
   }
 
-  async function look(input: LookInput): Promise<TaskSnapshot> {
-    return guarded(({ agent, token, signal }) => seller.getTask({ agent, token, signal, taskId: input.taskId, contextId: input.contextId }), input.agentId);
+  /** The push config as sent: the plan's, plus the credential read from the environment variable it names. */
+  function pushWithCredential(callPlan: CallPlan): Record<string, unknown> | undefined {
+    const push = callPlan.pushNotificationConfig;
+    if (!push) return undefined;
+    const ref = callPlan.webhookCredentialRef;
+    if (!ref || !push.authentication) return { ...push };
+    const credentials = env[ref.env];
+    if (!credentials)
+      throw new ConfigError(
+        `Seller "${callPlan.agentId}" needs its webhook credential in ${ref.env}, which is not set.`,
+      );
+    return { ...push, authentication: { ...push.authentication, credentials } };
+  }
+
+  async function send(callPlan: CallPlan): Promise<SendCallOutcome> {
+    return guarded(callPlan.agentId, callPlan.timeouts.callMs, async (context) => {
+      const push = pushWithCredential(callPlan);
+      const args =
+        push && callPlan.protocol === 'mcp' ? { ...callPlan.args, push_notification_config: push } : callPlan.args;
+      const answer = await seller.callTask({
+        ...context,
+        task: callPlan.task,
+        args,
+        ...(callPlan.contextId ? { contextId: callPlan.contextId } : {}),
+        ...(callPlan.taskId ? { taskId: callPlan.taskId } : {}),
+        ...(push ? { pushNotificationConfig: push } : {}),
+      });
+      const firstError = answer.snapshot.errors?.[0];
+      if (answer.callError && firstError && IDEMPOTENCY_REFUSALS.has(firstError.code)) {
+        // The seller will not replay this key: the workflow reconciles before it uses another one.
+        throw ApplicationFailure.create({
+          type: 'IdempotencyKeyRefused',
+          message: `${firstError.code}: ${firstError.message}`,
+          nonRetryable: true,
+          details: [firstError],
+        });
+      }
+      if (answer.callError && firstError?.recovery === 'transient') {
+        // The seller refused the call for now (rate limit, overload, IDEMPOTENCY_IN_FLIGHT: the first request with this
+        // key still runs): the same plan, so the same key, again, as late as it asked.
+        throw failureFor(
+          firstError,
+          'SellerTransientError',
+          retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
+        );
+      }
+      return ensureStorable(
+        { snapshot: answer.snapshot, webhookRegistered: push !== undefined },
+        `The ${callPlan.task} answer from ${callPlan.agentId}`,
+      );
+    });
+  }
+
+  async function read(input: Omit<ReadTaskInput, 'timeouts'> & { timeouts?: CallTimeouts }): Promise<ReadTaskOutcome> {
+    return guarded(input.agentId, (input.timeouts ?? timeouts).readMs, async (context) => {
+      const outcome = await readWithRetryAfter(context, input);
+      return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.agentId}`);
+    });
+  }
+
+  /** The read strategy, with a seller's "not now" (RATE_LIMITED ...) turned into a retry as late as it asked. */
+  async function readWithRetryAfter(context: CallContext, request: ReadRequest): Promise<ReadTaskOutcome> {
+    try {
+      return await readTaskWithStrategy(seller, context, request, descriptions);
+    } catch (error) {
+      if (!(error instanceof SellerRefusedReadForNow)) throw error;
+      throw failureFor(
+        error.error,
+        'SellerTransientError',
+        retryDelayMs(error.error, Context.current().info.attempt, RETRY_POLICY, random),
+      );
+    }
+  }
+
+  /** A read that fails benignly while the task has not moved: the retry policy's retries are the polls. */
+  async function awaitMove(
+    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts },
+  ): Promise<AwaitTaskMoveOutcome> {
+    const attempt = Context.current().info.attempt;
+    let outcome: ReadTaskOutcome;
+    try {
+      outcome = await read(input);
+    } catch (error) {
+      if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
+      // A failed look is one more reason to look again at the same cadence.
+      throw ApplicationFailure.create({
+        type: 'TaskLookFailed',
+        message: (error as Error).message,
+        category: 'BENIGN',
+        details: [{ polls: attempt }],
+      });
+    }
+    const snapshot = outcome.snapshot;
+    // A read that cannot see the task is no news: keep polling (webhooks, the deadline and reconciliation decide).
+    const unchanged =
+      !snapshot ||
+      (snapshot.status === input.since.status &&
+        JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress ?? null));
+    if (unchanged) {
+      // The attempt count rides along: when the budget ends, this failure is what the workflow sees.
+      const why = snapshot
+        ? `still ${snapshot.status}`
+        : `cannot read the task now (${outcome.unreadable?.code ?? 'unreadable'})`;
+      throw ApplicationFailure.create({
+        type: 'TaskUnchanged',
+        message: why,
+        category: 'BENIGN',
+        details: [{ polls: attempt, readMethod: outcome.readMethod }],
+      });
+    }
+    return { ...outcome, polls: attempt };
+  }
+
+  /** One page of the seller's task list, by whichever list tool it has; `supported: false` when it has none. */
+  async function listByKey(
+    context: CallContext,
+    task: string,
+    reference: string,
+    account: unknown,
+  ): Promise<TaskListPage> {
+    const description = await descriptions.get(seller, context);
+    const tools = description ? LIST_TOOLS.filter((tool) => description.tools.includes(tool)) : [...LIST_TOOLS];
+    for (const tool of tools) {
+      try {
+        const page = await seller.listTasks({
+          ...context,
+          tool,
+          filters: { task_types: [task], context_contains: reference },
+          maxResults: 10,
+          ...(account !== undefined ? { account } : {}),
+        });
+        if (page.supported) return page;
+      } catch (error) {
+        if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+      }
+    }
+    return { tasks: [], supported: false };
+  }
+
+  async function findLost(
+    input: Omit<FindLostTaskInput, 'timeouts'> & { timeouts?: CallTimeouts },
+  ): Promise<FindLostTaskOutcome> {
+    const key = idempotencyKeyFor(input.operationId, input.step);
+    const bound = input.timeouts ?? timeouts;
+    return guarded(input.agentId, bound.readMs, async (context) => {
+      const { agent } = context;
+      // rc.2 sellers know the buy by its buyer_ref (3.x removed it: there the idempotency key is the reference).
+      const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
+      const reference = rc2Create ? buyerRefFor(input.operationId) : key;
+      const page = await listByKey(context, input.task, reference, input.account);
+      const match = page.tasks
+        .filter((task) => !task.taskType || task.taskType === input.task)
+        .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+      if (match) {
+        const outcome = await readWithRetryAfter(context, {
+          task: input.task,
+          taskId: match.taskId,
+          ...(match.contextId ? { contextId: match.contextId } : {}),
+          account: input.account,
+        });
+        const row = page.rows?.find((entry) => entry.task_id === match.taskId);
+        const snapshot: TaskSnapshot = outcome.snapshot ?? {
+          status: (row?.status as TaskSnapshot['status']) ?? 'unknown',
+          taskId: match.taskId,
+        };
+        return ensureStorable(
+          {
+            supported: true,
+            snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId },
+            note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}`,
+          },
+          `The lost ${input.task} task at ${input.agentId}`,
+        );
+      }
+      if (rc2Create) {
+        // A create answered synchronously leaves no task: look for the buy itself (get_media_buys by buyer_ref).
+        const answer = await seller.callTask({
+          ...context,
+          task: 'get_media_buys',
+          args: { buyer_refs: [reference], ...(input.account !== undefined ? { account: input.account } : {}) },
+        });
+        const buys = answer.snapshot.result?.media_buys;
+        // Filter again: a seller that ignores the filter must not make us adopt someone else's buy.
+        const buy = Array.isArray(buys)
+          ? buys.find(
+              (entry): entry is Record<string, unknown> =>
+                !!entry && typeof entry === 'object' && (entry as Record<string, unknown>).buyer_ref === reference,
+            )
+          : undefined;
+        if (buy)
+          return {
+            supported: true,
+            snapshot: { status: 'completed', result: buy },
+            note: `found media buy ${String(buy.media_buy_id)} by its buyer_ref`,
+          };
+        return { supported: true, note: `no task and no media buy at ${agent.id} carries buyer_ref ${reference}` };
+      }
+      if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list or list_tasks` };
+      return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
+    });
+  }
+
+  async function cancelAt(
+    input: Omit<CancelAtSellerInput, 'timeouts'> & { timeouts?: CallTimeouts },
+  ): Promise<CancelAtSellerOutcome> {
+    const bound = input.timeouts ?? timeouts;
+    // Bounded like a read: the workflow runs it in its read group, after the operation was already canceled.
+    return guarded(input.agentId, bound.readMs, async (context) => {
+      const { agent } = context;
+      if (input.mediaBuyId) {
+        const mediaBuyId = input.mediaBuyId;
+        const description = agent.protocol === 'mcp' ? await descriptions.get(seller, context) : undefined;
+        if (description && !description.tools.includes('update_media_buy')) {
+          return {
+            notified: false,
+            resource: { mediaBuyId, state: 'live' },
+            note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy, so it cannot be canceled from here; cancel it with the seller`,
+          };
+        }
+        // Its own key: a retried cancel replays, and it never collides with the create's key.
+        const args: Record<string, unknown> = {
+          media_buy_id: mediaBuyId,
+          canceled: true,
+          cancellation_reason: 'The buyer canceled the operation.',
+          idempotency_key: idempotencyKeyFor(input.operationId, 'cancel'),
+        };
+        if (input.account !== undefined) args.account = input.account;
+        let answer;
+        try {
+          answer = await seller.callTask({ ...context, task: 'update_media_buy', args });
+        } catch (error) {
+          if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+          return {
+            notified: false,
+            resource: { mediaBuyId, state: 'live' },
+            note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy; cancel it with the seller`,
+          };
+        }
+        const firstError = answer.snapshot.errors?.[0];
+        if (answer.callError && firstError?.recovery === 'transient') {
+          throw failureFor(
+            firstError,
+            'SellerTransientError',
+            retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
+          );
+        }
+        if (answer.callError || answer.snapshot.status === 'failed' || answer.snapshot.status === 'rejected') {
+          const why = firstError ? describeError(firstError) : (answer.snapshot.message ?? answer.snapshot.status);
+          return {
+            notified: true,
+            resource: { mediaBuyId, state: 'live' },
+            note: `the seller refused to cancel media buy ${mediaBuyId}, which is still live: ${why}`,
+          };
+        }
+        const result = answer.snapshot.result ?? {};
+        const lifecycle = String(result.media_buy_status ?? result.status ?? '');
+        // A synchronous answer `status: "canceled"` is the buy's status (media-buy and task statuses share the word).
+        const buyCanceled =
+          (answer.snapshot.status === 'canceled' && !answer.snapshot.taskId) ||
+          (answer.snapshot.status === 'completed' && (lifecycle === 'canceled' || lifecycle === ''));
+        if (buyCanceled) {
+          return {
+            notified: true,
+            resource: { mediaBuyId, state: 'canceled' },
+            note: `media buy ${mediaBuyId} canceled at ${agent.id}`,
+          };
+        }
+        return {
+          notified: true,
+          resource: { mediaBuyId, state: 'unknown' },
+          note: `asked ${agent.id} to cancel media buy ${mediaBuyId}; it answered ${answer.snapshot.status}${lifecycle ? ` (${lifecycle})` : ''}`,
+        };
+      }
+      if (!input.taskId)
+        return { notified: false, note: 'no seller task and no media buy to cancel; the seller was not told' };
+      return seller.cancelTask({
+        ...context,
+        taskId: input.taskId,
+        ...(input.contextId ? { contextId: input.contextId } : {}),
+      });
+    });
+  }
+
+  /** Legacy pollTask: one read; a read that cannot see the task is a retryable failure, never a failed task. */
+  async function legacyLook(input: LookInput): Promise<TaskSnapshot> {
+    const outcome = await read({ ...input, task: 'unknown' });
+    if (outcome.snapshot) return outcome.snapshot;
+    const error = outcome.unreadable ?? {
+      code: 'TASK_UNREADABLE',
+      message: 'The task could not be read.',
+      recovery: 'transient' as const,
+    };
+    throw ApplicationFailure.create({
+      type: 'TaskUnreadable',
+      message: describeError(error),
+      details: [{ ...error, recovery: 'transient' }],
+    });
   }
 
   return {
+    // ---- the contract (activities/contract.ts) ----------------------------------------------------------------
+
+    /**
+     * Decides everything a call sends, once, as a LOCAL activity: the plan is recorded in history, so every retry of
+     * sendCall sends the same bytes whatever the worker's environment (a worker restarted without
+     * ADCP_PUBLIC_BASE_URL no longer changes the body behind an idempotency key). Holds no secret.
+     */
+    async planCall(input: PlanCallInput): Promise<CallPlan> {
+      return plan(input);
+    },
+
+    /** Sends exactly the plan's arguments (plus the webhook credential it names) once. */
+    async sendCall(input: SendCallInput): Promise<SendCallOutcome> {
+      return send(input.plan);
+    },
+
+    /** One read of the task, by the method that works for this seller (activities/read-strategy.ts). */
+    async readTask(input: ReadTaskInput): Promise<ReadTaskOutcome> {
+      return read(input);
+    },
+
+    /** The polling twin of readTask: fails benignly while the task has not moved (or cannot be seen). */
+    async awaitTaskMove(input: AwaitTaskMoveInput): Promise<AwaitTaskMoveOutcome> {
+      return awaitMove(input);
+    },
+
+    /**
+     * Reconciliation of one call (§1.7): the seller's task list filtered by type and by the call's idempotency key
+     * (`context_contains` searches the request's references), scoped to the account. Found: that task, read. Read-only.
+     */
+    async findLostTask(input: FindLostTaskInput): Promise<FindLostTaskOutcome> {
+      return findLost(input);
+    },
+
+    /** Tells the seller what it can be told when an operation is canceled, and says plainly what is still live. */
+    async cancelAtSeller(input: CancelAtSellerInput): Promise<CancelAtSellerOutcome> {
+      return cancelAt(input);
+    },
+
+    // ---- before the contract: kept for workflows replaying old histories ----------------------------------------
+
     /** Calls the task (or resumes it on its context) once. Mutations carry a key derived from operation and step. */
     async callTask(input: CallTaskInput): Promise<CallTaskOutcome> {
-      const spec = taskSpec(input.task);
-      return guarded(async ({ agent, token, signal }) => {
-        let args: Record<string, unknown> = { ...input.params };
-        if (agent.adcp_version === 'rc.2' && input.task === 'create_media_buy') args = withBuyerRefs(args, input.operationId);
-        if (spec.mutating) args.idempotency_key = idempotencyKeyFor(input.operationId, input.step);
-        if (input.contextId && agent.protocol === 'mcp') args.context_id = input.contextId;
-        const push = spec.pushNotifications ? pushNotificationConfig(agent, input.operationId) : undefined;
-        if (push && agent.protocol === 'mcp') args.push_notification_config = push;
-        const answer = await seller.callTask({
-          agent,
-          token,
-          signal,
-          task: input.task,
-          args,
-          ...(input.contextId ? { contextId: input.contextId } : {}),
-          ...(input.taskId ? { taskId: input.taskId } : {}),
-          ...(push ? { pushNotificationConfig: push } : {}),
-        });
-        const firstError = answer.snapshot.errors?.[0];
-        if (answer.callError && firstError && IDEMPOTENCY_REFUSALS.has(firstError.code)) {
-          // The seller will not replay this key: the workflow reconciles before it uses another one.
-          throw ApplicationFailure.create({ type: 'IdempotencyKeyRefused', message: `${firstError.code}: ${firstError.message}`, nonRetryable: true, details: [firstError] });
-        }
-        if (answer.callError && firstError?.recovery === 'transient') {
-          // The seller refused the call for now (rate limit, overload): try again, as late as it asked.
-          const attempt = Context.current().info.attempt;
-          throw failureFor(firstError, 'SellerTransientError', retryDelayMs(firstError, attempt, RETRY_POLICY, random));
-        }
-        return { snapshot: answer.snapshot, webhookRegistered: push !== undefined };
-      }, input.agentId);
+      const outcome = await send(plan(input));
+      return { snapshot: outcome.snapshot, webhookRegistered: outcome.webhookRegistered };
     },
 
-    /** One `tasks/get`. */
+    /** One read of the task. */
     async pollTask(input: LookInput): Promise<TaskSnapshot> {
-      return look(input);
+      return legacyLook(input);
     },
 
-    /**
-     * One `tasks/get` that fails (benignly, to be retried by the retry policy at the polling interval) while the
-     * task has not moved. Retries write no history, so a day of polling costs the same few events as one poll.
-     */
+    /** One read that fails benignly while the task has not moved: the retries are the polls. */
     async awaitTaskChange(input: AwaitChangeInput): Promise<{ snapshot: TaskSnapshot; polls: number }> {
-      const context = Context.current();
-      const attempt = context.info.attempt;
-      let snapshot: TaskSnapshot;
-      try {
-        snapshot = await look(input);
-      } catch (error) {
-        if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
-        // A failed look is one more reason to look again at the same cadence.
-        throw ApplicationFailure.create({ type: 'TaskLookFailed', message: (error as Error).message, category: 'BENIGN', details: [{ polls: attempt }] });
-      }
-      const unchanged =
-        snapshot.status === input.since.status &&
-        JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress);
-      if (unchanged) {
-        // The attempt count rides along: when the budget ends, this failure is what the workflow sees.
-        throw ApplicationFailure.create({ type: 'TaskUnchanged', message: `still ${snapshot.status}`, category: 'BENIGN', details: [{ polls: attempt }] });
-      }
-      return { snapshot, polls: attempt };
+      const outcome = await awaitMove({ ...input, task: 'unknown' });
+      return { snapshot: outcome.snapshot!, polls: outcome.polls };
     },
 
-    /**
-     * Reconciliation of one call (§1.7): the seller's tasks/list filtered by type and by the call's idempotency key
-     * (`context_contains` searches the request's references). Found: that task, read with tasks/get. Read-only.
-     */
     async findSellerTask(input: FindTaskInput): Promise<FoundTask> {
-      const key = idempotencyKeyFor(input.operationId, input.step);
-      return guarded(async ({ agent, token, signal }) => {
-        // rc.2 sellers know the buy by its buyer_ref (3.x removed it: there the idempotency key is the reference).
-        const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
-        const reference = rc2Create ? buyerRefFor(input.operationId) : key;
-        let page;
-        try {
-          page = await seller.listTasks({ agent, token, signal, filters: { task_types: [input.task], context_contains: reference }, maxResults: 10 });
-        } catch (error) {
-          if (!isUnknownToolError(error)) throw error;
-          page = { tasks: [], supported: false };
-        }
-        const match = page.tasks.filter((task) => !task.taskType || task.taskType === input.task).sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
-        if (match) {
-          const snapshot = await seller.getTask({ agent, token, signal, taskId: match.taskId, ...(match.contextId ? { contextId: match.contextId } : {}) });
-          return { supported: true, snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId }, note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}` };
-        }
-        if (rc2Create) {
-          // A create answered synchronously leaves no task: look for the buy itself (get_media_buys by buyer_ref).
-          const buy = await findMediaBuyByBuyerRef(agent, token, signal, reference);
-          if (buy) return { supported: true, snapshot: { status: 'completed', result: buy }, note: `found media buy ${String(buy.media_buy_id)} by its buyer_ref` };
-          return { supported: true, note: `no task and no media buy at ${agent.id} carries buyer_ref ${reference}` };
-        }
-        if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list` };
-        return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
-      }, input.agentId);
+      return findLost(input);
     },
 
     async cancelSellerTask(input: LookInput): Promise<{ notified: boolean; note: string }> {
-      return guarded(({ agent, token, signal }) => seller.cancelTask({ agent, token, signal, taskId: input.taskId, contextId: input.contextId }), input.agentId);
+      const outcome = await cancelAt({ ...input, task: 'unknown' });
+      return { notified: outcome.notified, note: outcome.note };
     },
   };
 }

@@ -86,7 +86,14 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(callTimeoutMs)]);
         let answer;
         try {
-          answer = await seller.listTasks({ agent, token, signal, filters: { statuses: OPEN_SELLER_STATUSES }, maxResults: 100, ...(cursor ? { cursor } : {}) });
+          answer = await seller.listTasks({
+            agent,
+            token,
+            signal,
+            filters: { statuses: OPEN_SELLER_STATUSES },
+            maxResults: 100,
+            ...(cursor ? { cursor } : {}),
+          });
         } catch (error) {
           if (isUnknownToolError(error)) return { supported: false, tasks: [], truncated: false };
           throw error;
@@ -107,7 +114,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
       for (const [index, request] of input.signals.entries()) {
         const handle = deps.client.workflow.getHandle(request.operationId);
         try {
-          if (request.kind === 'adoptTask') await handle.signal(adoptTaskSignal, { taskId: request.taskId, requestedBy: request.requestedBy });
+          if (request.kind === 'adoptTask')
+            await handle.signal(adoptTaskSignal, { taskId: request.taskId, requestedBy: request.requestedBy });
           else await handle.signal(pollNowSignal, { requestedBy: request.requestedBy });
           sent += 1;
         } catch (error) {

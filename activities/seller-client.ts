@@ -1,14 +1,20 @@
 import { JsonRpcTransport } from '@a2a-js/sdk/client';
 import { ProtocolClient } from '@adcp/sdk/advanced';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { AgentConfig } from '../config/agents';
 import {
   type TaskSnapshot,
   ProtocolViolation,
+  normaliseStatus,
+  snapshotFromMediaBuy,
   snapshotFromA2A,
   snapshotFromMcpToolResult,
   snapshotFromTasksGet,
 } from '../protocol';
 import { withAbortSignal } from './abortable-fetch';
+import type { ReadMethod } from './contract';
+import { withMcpConnection } from './mcp-connection';
+import { asRecord } from '../protocol/records';
 
 /** One protocol call to one seller; the only place that speaks MCP or A2A. Each method makes exactly one call. */
 export interface SellerClient {
@@ -16,12 +22,36 @@ export interface SellerClient {
   getTask(request: TaskLookupRequest): Promise<TaskSnapshot>;
   /** Tell the seller to cancel, where the protocol has a way to (A2A tasks/cancel). */
   cancelTask(request: TaskLookupRequest): Promise<{ notified: boolean; note: string }>;
-  /** One page of the seller's AdCP `tasks/list` (reconciliation). */
+  /** One page of the seller's AdCP `tasks/list` (reconciliation), or of the list tool named `tool`. */
   listTasks(request: TaskListRequest): Promise<TaskListPage>;
+  /** What the seller offers for reading tasks (MCP tools/list and capabilities); undefined where it cannot tell. */
+  describe(request: CallContext): Promise<SellerDescription | undefined>;
+  /** One read of a task by one method; `callError` when the read call itself was refused. */
+  readTask(request: TaskReadRequest): Promise<SellerAnswer>;
+}
+
+export interface SellerDescription {
+  tools: string[];
+  /** The MCP server advertises MCP Tasks (capabilities.tasks). */
+  mcpTasks: boolean;
+}
+
+export interface TaskReadRequest extends CallContext {
+  method: Exclude<ReadMethod, 'none'>;
+  task: string;
+  taskId: string;
+  contextId?: string;
+  account?: unknown;
+  mediaBuyId?: string;
+  /** For `list_tasks`: the tool name the seller uses (`list_tasks`, `tasks/list`). */
+  listTool?: string;
 }
 
 export interface TaskListRequest extends CallContext {
   filters: Record<string, unknown>;
+  /** The list tool to call; `tasks/list` (AdCP) when absent. */
+  tool?: string;
+  account?: unknown;
   cursor?: string;
   maxResults?: number;
 }
@@ -37,6 +67,8 @@ export interface SellerTaskSummary {
 
 export interface TaskListPage {
   tasks: SellerTaskSummary[];
+  /** The rows as the seller sent them (a list read keeps a row's result, when it has one). */
+  rows?: Record<string, unknown>[];
   nextCursor?: string;
   /** false when the seller has no tasks/list (the call was refused as an unknown tool). */
   supported: boolean;
@@ -45,7 +77,10 @@ export interface TaskListPage {
 export interface CallContext {
   agent: AgentConfig;
   token?: string;
+  /** This call's own signal (activity cancellation, hard timeout). Never shared with another call. */
   signal: AbortSignal;
+  /** Bound of each MCP request in the call; the signal bounds the whole call. Default 60 s. */
+  timeoutMs?: number;
 }
 
 export interface TaskCallRequest extends CallContext {
@@ -71,10 +106,6 @@ export interface SellerAnswer {
   callError: boolean;
 }
 
-function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
 function sdkAgent(agent: AgentConfig, token: string | undefined) {
   return {
     id: agent.id,
@@ -88,8 +119,69 @@ function sdkAgent(agent: AgentConfig, token: string | undefined) {
 /** A2A sellers (by URL) whose AdCP tasks are read through the `tasks/get` skill, not A2A's native tasks/get. */
 const a2aSkillPolling = new Set<string>();
 
-async function a2aSkillGet(agent: AgentConfig, token: string | undefined, taskId: string): Promise<TaskSnapshot> {
-  const raw = await ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/get', { task_id: taskId, include_result: true });
+type SdkAgent = Parameters<typeof ProtocolClient.callTool>[0];
+type SdkCallOptions = NonNullable<Parameters<typeof ProtocolClient.callTool>[3]>;
+
+/**
+ * One AdCP tool call through @adcp/sdk (version envelope, MCP Tasks handling), on a connection of this call alone:
+ * MCP goes through the SDK's in-process path with a connection leased to this call (activities/mcp-connection.ts), so the
+ * SDK's shared connection cache is never used. A2A keeps the SDK's transport, with the call's signal on its fetches.
+ */
+async function sdkCallTool(
+  context: CallContext,
+  tool: string,
+  args: Record<string, unknown>,
+  options: SdkCallOptions = {},
+  a2aPushNotificationConfig?: Record<string, unknown>,
+): Promise<unknown> {
+  const { agent, token, signal } = context;
+  if (agent.protocol === 'mcp') {
+    return withMcpConnection(
+      { url: agent.url, token, signal, requestTimeoutMs: context.timeoutMs ?? 60_000 },
+      (client) =>
+        ProtocolClient.callTool(
+          { ...sdkAgent(agent, token), _inProcessMcpClient: client } as SdkAgent,
+          tool,
+          args,
+          options,
+        ),
+    );
+  }
+  return withAbortSignal(
+    signal,
+    () => ProtocolClient.callTool(sdkAgent(agent, token) as SdkAgent, tool, args, options),
+    a2aPushNotificationConfig ? { a2aPushNotificationConfig } : {},
+  );
+}
+
+/**
+ * A2A's `configuration.pushNotificationConfig` as AdCP means it: the URL, and an `authentication` block only when the
+ * seller's scheme is legacy HMAC or Bearer (with its credential). Without the block the seller signs with RFC 9421.
+ */
+export function a2aPushNotificationConfig(config: Record<string, unknown>): Record<string, unknown> {
+  const authentication = asRecord(config.authentication);
+  return {
+    url: config.url,
+    ...(typeof config.token === 'string' ? { token: config.token } : {}),
+    ...(authentication && typeof authentication.credentials === 'string' ? { authentication } : {}),
+  };
+}
+
+/** Runs `work` on a per-call MCP connection (tools/list, MCP Tasks). */
+function onMcpConnection<T>(context: CallContext, work: (client: Client) => Promise<T>): Promise<T> {
+  return withMcpConnection(
+    {
+      url: context.agent.url,
+      token: context.token,
+      signal: context.signal,
+      requestTimeoutMs: context.timeoutMs ?? 60_000,
+    },
+    work,
+  );
+}
+
+async function a2aSkillGet(context: CallContext, taskId: string): Promise<TaskSnapshot> {
+  const raw = await sdkCallTool(context, 'tasks/get', { task_id: taskId, include_result: true });
   return snapshotFromA2A(raw);
 }
 
@@ -111,14 +203,14 @@ async function a2aEndpoint(agent: AgentConfig, signal: AbortSignal): Promise<str
   throw new ProtocolViolation(`No A2A agent card with a url at ${base}/.well-known/agent-card.json.`);
 }
 
-function a2aTransport(endpoint: string, token: string | undefined): JsonRpcTransport {
+function a2aTransport(endpoint: string, token: string | undefined, signal: AbortSignal): JsonRpcTransport {
   const authFetch: typeof fetch = (input, init) => {
     const headers = new Headers(init?.headers);
     if (token) {
       headers.set('authorization', `Bearer ${token}`);
       headers.set('x-adcp-auth', token);
     }
-    return fetch(input, { ...init, headers });
+    return fetch(input, { ...init, headers, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
   };
   return new JsonRpcTransport({ endpoint, fetchImpl: authFetch });
 }
@@ -128,12 +220,17 @@ function mcpCallError(raw: unknown): boolean {
   if (!result) return false;
   if (result.isError === true) return true;
   const body = asRecord(result.structuredContent);
-  return !!body && body.status === undefined && (asRecord(body.adcp_error) !== undefined || typeof body.error_code === 'string');
+  return (
+    !!body &&
+    body.status === undefined &&
+    (asRecord(body.adcp_error) !== undefined || typeof body.error_code === 'string')
+  );
 }
 
 /** An MCP/A2A answer saying the tool does not exist (an optional task such as tasks/list). */
 export function isUnknownToolError(error: unknown): boolean {
-  const text = error instanceof Error ? `${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  const text =
+    error instanceof Error ? `${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
   return /unknown tool|tool .* not found|-32601|method not found|UNSUPPORTED_FEATURE/i.test(text);
 }
 
@@ -143,13 +240,16 @@ export function parseTaskList(raw: unknown): TaskListPage {
   const body = asRecord(result?.structuredContent) ?? result;
   if (result?.isError === true || !body || !Array.isArray(body.tasks)) {
     const text = JSON.stringify(raw ?? null);
-    if (/unknown tool|not found|METHOD_NOT_FOUND|UNSUPPORTED_FEATURE|-32601/i.test(text)) return { tasks: [], supported: false };
+    if (/unknown tool|not found|METHOD_NOT_FOUND|UNSUPPORTED_FEATURE|-32601/i.test(text))
+      return { tasks: [], supported: false };
     throw new ProtocolViolation(`tasks/list answer has no tasks array: ${text.slice(0, 300)}`);
   }
   const tasks: SellerTaskSummary[] = [];
+  const rows: Record<string, unknown>[] = [];
   for (const entry of body.tasks) {
     const row = asRecord(entry);
     if (!row || typeof row.task_id !== 'string' || typeof row.status !== 'string') continue;
+    rows.push(row);
     tasks.push({
       taskId: row.task_id,
       status: row.status,
@@ -160,71 +260,238 @@ export function parseTaskList(raw: unknown): TaskListPage {
     });
   }
   const pagination = asRecord(body.pagination);
-  const nextCursor = pagination?.has_more === true && typeof pagination.cursor === 'string' ? pagination.cursor : undefined;
-  return { tasks, supported: true, ...(nextCursor ? { nextCursor } : {}) };
+  const nextCursor =
+    pagination?.has_more === true && typeof pagination.cursor === 'string' ? pagination.cursor : undefined;
+  return { tasks, rows, supported: true, ...(nextCursor ? { nextCursor } : {}) };
 }
+
+/** A tool answer over either protocol, with `callError` when the call itself was refused. */
+export function toolAnswer(protocol: 'mcp' | 'a2a', raw: unknown): SellerAnswer {
+  if (protocol === 'mcp') return { snapshot: snapshotFromMcpToolResult(raw), callError: mcpCallError(raw) };
+  const snapshot = snapshotFromA2A(raw);
+  return { snapshot, callError: snapshot.status === 'failed' && !snapshot.taskId };
+}
+
+function mcpBody(raw: unknown): Record<string, unknown> | undefined {
+  const result = asRecord(raw);
+  const structured = asRecord(result?.structuredContent);
+  if (structured) return structured;
+  if (!Array.isArray(result?.content)) return undefined;
+  for (const block of result.content) {
+    const text = asRecord(block)?.text;
+    if (typeof text !== 'string') continue;
+    try {
+      const parsed = asRecord(JSON.parse(text));
+      if (parsed) return parsed;
+    } catch {
+      // not JSON: try the next block
+    }
+  }
+  return undefined;
+}
+
+/** An MCP answer to `tasks/get` or its 3.1 twin `get_task_status` (same shape), or to a seller's `get_task`. */
+export function readAnswerFromMcp(raw: unknown): SellerAnswer {
+  if (mcpCallError(raw)) return { snapshot: snapshotFromMcpToolResult(raw), callError: true };
+  const body = mcpBody(raw);
+  if (!body) return { snapshot: snapshotFromMcpToolResult(raw), callError: false };
+  // Some sellers wrap the task: {task: {...}}.
+  const task = asRecord(body.task) && body.status === undefined ? asRecord(body.task)! : body;
+  return { snapshot: snapshotFromTasksGet(task), callError: false };
+}
+
+function notFoundAnswer(code: string, message: string): SellerAnswer {
+  return {
+    snapshot: { status: 'failed', message, errors: [{ code, message, recovery: 'correctable' }] },
+    callError: true,
+  };
+}
+
+/** One row of a task list, as a snapshot (list rows carry status, and a result only where the seller adds it). */
+export function snapshotFromTaskRow(row: Record<string, unknown>): TaskSnapshot {
+  const status = normaliseStatus(row.status) ?? 'unknown';
+  const snapshot: TaskSnapshot = { status };
+  if (typeof row.status === 'string' && row.status !== status) snapshot.rawStatus = row.status;
+  if (typeof row.task_id === 'string') snapshot.taskId = row.task_id;
+  if (typeof row.context_id === 'string') snapshot.contextId = row.context_id;
+  if (typeof row.message === 'string') snapshot.message = row.message;
+  if (typeof row.updated_at === 'string') snapshot.updatedAt = row.updated_at;
+  const result = asRecord(row.result);
+  if (result) snapshot.result = result;
+  return snapshot;
+}
+
+const MCP_TASK_STATUS: Readonly<Record<string, TaskSnapshot['status']>> = {
+  working: 'working',
+  input_required: 'input-required',
+  completed: 'completed',
+  failed: 'failed',
+  cancelled: 'canceled',
+};
 
 /** The real client: @adcp/sdk's protocol client for task calls, A2A's native task methods for get/cancel. */
 export function createSdkSellerClient(): SellerClient {
-  return {
-    async callTask({ agent, token, signal, task, args, contextId, taskId, pushNotificationConfig }) {
-      const raw = await withAbortSignal(signal, () =>
-        ProtocolClient.callTool(sdkAgent(agent, token), task, args, {
+  async function a2aNativeGet(context: CallContext, taskId: string): Promise<TaskSnapshot> {
+    const transport = a2aTransport(await a2aEndpoint(context.agent, context.signal), context.token, context.signal);
+    return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal: context.signal }));
+  }
+
+  const client: SellerClient = {
+    async callTask(request) {
+      const { agent, task, args, contextId, taskId, pushNotificationConfig } = request;
+      const a2aPush =
+        agent.protocol === 'a2a' && typeof pushNotificationConfig?.url === 'string'
+          ? a2aPushNotificationConfig(pushNotificationConfig)
+          : undefined;
+      const raw = await sdkCallTool(
+        request,
+        task,
+        args,
+        {
           ...(agent.protocol === 'a2a' && (contextId || taskId) ? { session: { contextId, taskId } } : {}),
-          ...(agent.protocol === 'a2a' && typeof pushNotificationConfig?.url === 'string'
-            ? { webhookUrl: pushNotificationConfig.url }
-            : {}),
-        }),
+          // The SDK then builds a configuration block, which the call's own config replaces on the wire.
+          ...(a2aPush ? { webhookUrl: a2aPush.url as string } : {}),
+        },
+        a2aPush,
       );
-      if (agent.protocol === 'mcp') return { snapshot: snapshotFromMcpToolResult(raw), callError: mcpCallError(raw) };
-      const snapshot = snapshotFromA2A(raw);
-      return { snapshot, callError: snapshot.status === 'failed' && !snapshot.taskId };
+      return toolAnswer(agent.protocol, raw);
     },
 
-    async getTask({ agent, token, signal, taskId }) {
+    async getTask(request) {
+      const { agent, signal, taskId } = request;
       if (agent.protocol === 'mcp') {
-        const raw = await withAbortSignal(signal, () =>
-          ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/get', { task_id: taskId, include_result: true }),
-        );
-        const result = asRecord(raw);
-        if (result?.isError === true) return snapshotFromMcpToolResult(raw);
-        const body = asRecord(result?.structuredContent);
-        if (!body) return snapshotFromMcpToolResult(raw);
-        return snapshotFromTasksGet(body);
+        const answer = await client.readTask({ ...request, method: 'tasks/get', task: 'unknown' });
+        return answer.snapshot;
       }
-      return withAbortSignal(signal, async () => {
-        // Spec A2A sellers answer the AdCP task through A2A's own tasks/get. @adcp/sdk's adapter only knows transport
-        // tasks there, and answers the AdCP task through the `tasks/get` skill: use that once native fails, and
-        // remember which one this seller needs.
-        if (a2aSkillPolling.has(agent.url)) return a2aSkillGet(agent, token, taskId);
-        try {
-          const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
-          return snapshotFromA2A(await transport.getTask({ id: taskId }, { signal }));
-        } catch (nativeError) {
-          if (signal.aborted) throw nativeError;
-          const snapshot = await a2aSkillGet(agent, token, taskId).catch(() => undefined);
-          if (!snapshot || snapshot.status === 'failed' && !snapshot.taskId) throw nativeError;
-          a2aSkillPolling.add(agent.url);
-          return snapshot;
+      // Spec A2A sellers answer the AdCP task through A2A's own tasks/get. @adcp/sdk's adapter only knows transport
+      // tasks there, and answers the AdCP task through the `tasks/get` skill: use that once native fails, and
+      // remember which one this seller needs.
+      if (a2aSkillPolling.has(agent.url)) return a2aSkillGet(request, taskId);
+      try {
+        return await a2aNativeGet(request, taskId);
+      } catch (nativeError) {
+        if (signal.aborted) throw nativeError;
+        const snapshot = await a2aSkillGet(request, taskId).catch(() => undefined);
+        if (!snapshot || (snapshot.status === 'failed' && !snapshot.taskId)) throw nativeError;
+        a2aSkillPolling.add(agent.url);
+        return snapshot;
+      }
+    },
+
+    async listTasks(request) {
+      const { filters, cursor, maxResults, tool, account } = request;
+      const args = {
+        filters,
+        pagination: { max_results: maxResults ?? 100, ...(cursor ? { cursor } : {}) },
+        ...(account !== undefined ? { account } : {}),
+      };
+      return parseTaskList(await sdkCallTool(request, tool ?? 'tasks/list', args));
+    },
+
+    async describe(request) {
+      if (request.agent.protocol !== 'mcp') return undefined;
+      return onMcpConnection(request, async (mcp) => {
+        const tools: string[] = [];
+        let cursor: string | undefined;
+        for (let page = 0; page < 10; page++) {
+          const listed = await mcp.listTools(cursor ? { cursor } : undefined);
+          tools.push(...listed.tools.map((tool) => tool.name));
+          cursor = listed.nextCursor;
+          if (!cursor) break;
         }
+        return { tools, mcpTasks: !!mcp.getServerCapabilities()?.tasks };
       });
     },
 
-    async listTasks({ agent, token, signal, filters, cursor, maxResults }) {
-      const args = { filters, pagination: { max_results: maxResults ?? 100, ...(cursor ? { cursor } : {}) } };
-      const raw = await withAbortSignal(signal, () => ProtocolClient.callTool(sdkAgent(agent, token), 'tasks/list', args));
-      return parseTaskList(raw);
+    async readTask(request) {
+      const { agent, method, taskId, account } = request;
+      const scoped = account !== undefined ? { account } : {};
+      switch (method) {
+        case 'tasks/get':
+        case 'get_task_status':
+        case 'get_task': {
+          const raw = await sdkCallTool(request, method, { task_id: taskId, include_result: true, ...scoped });
+          return agent.protocol === 'mcp' ? readAnswerFromMcp(raw) : toolAnswer('a2a', raw);
+        }
+        case 'list_tasks': {
+          const page = await client.listTasks({
+            ...request,
+            tool: request.listTool ?? 'list_tasks',
+            filters: { task_ids: [taskId] },
+            maxResults: 10,
+            account,
+          });
+          if (!page.supported)
+            return notFoundAnswer('UNSUPPORTED_FEATURE', `${agent.id} has no ${request.listTool ?? 'list_tasks'} tool`);
+          const row = page.rows?.find((entry) => entry.task_id === taskId);
+          if (!row)
+            return notFoundAnswer(
+              'TASK_NOT_FOUND',
+              `${request.listTool ?? 'list_tasks'} at ${agent.id} does not list task ${taskId}`,
+            );
+          return { snapshot: snapshotFromTaskRow(row), callError: false };
+        }
+        case 'mcp-tasks':
+          return onMcpConnection(request, async (mcp) => {
+            const task = await mcp.experimental.tasks.getTask(taskId);
+            const status = MCP_TASK_STATUS[task.status] ?? 'unknown';
+            if (status === 'completed') {
+              const result = await mcp.experimental.tasks.getTaskResult(taskId);
+              return { snapshot: { ...snapshotFromMcpToolResult(result), taskId }, callError: false };
+            }
+            return {
+              snapshot: { status, taskId, ...(task.statusMessage ? { message: task.statusMessage } : {}) },
+              callError: false,
+            };
+          });
+        case 'get_media_buys': {
+          if (!request.mediaBuyId)
+            return notFoundAnswer(
+              'UNSUPPORTED_FEATURE',
+              'get_media_buys needs the media_buy_id, which is not known yet',
+            );
+          const answer = toolAnswer(
+            agent.protocol,
+            await sdkCallTool(request, 'get_media_buys', { media_buy_ids: [request.mediaBuyId], ...scoped }),
+          );
+          if (answer.callError) return answer;
+          const buys = answer.snapshot.result?.media_buys;
+          const buy = Array.isArray(buys)
+            ? buys.map(asRecord).find((entry) => entry?.media_buy_id === request.mediaBuyId)
+            : undefined;
+          if (!buy)
+            return notFoundAnswer(
+              'MEDIA_BUY_NOT_FOUND',
+              `get_media_buys at ${agent.id} does not return media buy ${request.mediaBuyId}`,
+            );
+          return { snapshot: { ...snapshotFromMediaBuy(buy), taskId }, callError: false };
+        }
+        case 'a2a-native':
+          try {
+            return { snapshot: await a2aNativeGet(request, taskId), callError: false };
+          } catch (error) {
+            if (request.signal.aborted) throw error;
+            const message = String((error as Error).message);
+            if (/task not found|-32001/i.test(message)) return notFoundAnswer('TASK_NOT_FOUND', message);
+            // Any other native failure: the skill is tried next (and a seller that is down fails there too).
+            return notFoundAnswer('UNSUPPORTED_FEATURE', `A2A tasks/get failed: ${message}`);
+          }
+        case 'a2a-skill':
+          return toolAnswer(
+            'a2a',
+            await sdkCallTool(request, 'tasks/get', { task_id: taskId, include_result: true, ...scoped }),
+          );
+      }
     },
 
-    async cancelTask({ agent, token, signal, taskId }) {
-      if (agent.protocol === 'mcp') {
+    async cancelTask(request) {
+      if (request.agent.protocol === 'mcp') {
         return { notified: false, note: 'MCP AdCP sellers have no task cancel call; the seller was not told' };
       }
-      return withAbortSignal(signal, async () => {
-        const transport = a2aTransport(await a2aEndpoint(agent, signal), token);
-        const task = snapshotFromA2A(await transport.cancelTask({ id: taskId }, { signal }));
-        return { notified: true, note: `A2A tasks/cancel answered ${task.status}` };
-      });
+      const transport = a2aTransport(await a2aEndpoint(request.agent, request.signal), request.token, request.signal);
+      const task = snapshotFromA2A(await transport.cancelTask({ id: request.taskId }, { signal: request.signal }));
+      return { notified: true, note: `A2A tasks/cancel answered ${task.status}` };
     },
   };
+  return client;
 }

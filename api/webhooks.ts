@@ -5,10 +5,16 @@
  */
 import express, { type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { isTemporalUnavailable } from '../client/temporal-errors';
 import type { AgentRegistry } from '../config/agents';
-import { SA_AGENT } from '../config/search-attributes';
+import { SA_AGENT, SA_TASK_ID } from '../config/search-attributes';
 import { WebhookPayloadError, isOperationId, parseWebhookPayload } from '../protocol';
-import { webhookReceivedSignal } from '../workflows/definitions';
+import {
+  OPERATION_STATE_MEMO,
+  type WebhookRefusal,
+  webhookReceivedSignal,
+  webhookRefusedSignal,
+} from '../workflows/definitions';
 import type { WebhookAuthenticator } from './webhook-verification';
 
 export interface WebhookRouterOptions {
@@ -19,33 +25,116 @@ export interface WebhookRouterOptions {
   publicBaseUrl?: string;
   env?: NodeJS.ProcessEnv;
   log?: (line: string) => void;
+  /** Counts signed webhooks refused for belonging to another operation or task (shared with /healthz, tests). */
+  refusals?: WebhookRefusalCounter;
+}
+
+/**
+ * Signed webhooks the gateway refused because they contradict what the operation knows (misrouted: another
+ * operation's `operation_id`, another task's `task_id`). The gateway has no metrics endpoint; the counts are logged
+ * with each refusal and readable here.
+ */
+export class WebhookRefusalCounter {
+  private readonly counts = new Map<WebhookRefusal, number>();
+
+  add(reason: WebhookRefusal): number {
+    const count = (this.counts.get(reason) ?? 0) + 1;
+    this.counts.set(reason, count);
+    return count;
+  }
+
+  get(reason: WebhookRefusal): number {
+    return this.counts.get(reason) ?? 0;
+  }
+
+  snapshot(): Record<WebhookRefusal, number> {
+    return { operation_id_mismatch: this.get('operation_id_mismatch'), task_id_mismatch: this.get('task_id_mismatch') };
+  }
 }
 
 export const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 
-function answer(res: Response, status: number, code: string, message: string, extra: Record<string, unknown> = {}): void {
+function answer(
+  res: Response,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, unknown> = {},
+): void {
   res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
 }
 
-const SELLER_CACHE_SIZE = 10_000;
+const OPERATION_CACHE_SIZE = 10_000;
 
 /** How long the gateway waits for Temporal before answering 503: a redelivery is safe, the workflow deduplicates. */
-const TEMPORAL_DEADLINE_MS = 5_000;
+const TEMPORAL_DEADLINE_MS = 4_000;
+const RETRY_AFTER_SECONDS = 5;
 
-function isUnavailable(error: unknown): boolean {
-  const code = (error as { code?: number })?.code ?? (error as { cause?: { code?: number } })?.cause?.code;
-  return code === 14 || code === 4 || (error as Error)?.name === 'ServiceError';
+/** What the gateway remembers of an operation: its seller (never changes), and its seller task once known (idem). */
+interface KnownOperation {
+  agentId: string;
+  taskId?: string;
+}
+
+function unavailable(res: Response): void {
+  res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+  answer(res, 503, 'TEMPORAL_UNAVAILABLE', `Not accepting events right now; retry in ${RETRY_AFTER_SECONDS} s.`);
+}
+
+function taskIdFrom(
+  description: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>,
+): string | undefined {
+  const fromAttribute = description.typedSearchAttributes.get(SA_TASK_ID);
+  if (fromAttribute) return fromAttribute;
+  const published = description.memo?.[OPERATION_STATE_MEMO] as { taskId?: unknown } | undefined;
+  return typeof published?.taskId === 'string' && published.taskId !== '' ? published.taskId : undefined;
 }
 
 export function createWebhookRouter(options: WebhookRouterOptions): express.Router {
   const router = express.Router();
   const log = options.log ?? ((line: string) => console.warn(line));
   const env = options.env ?? process.env;
-  // Bounded map of operation → seller, oldest first out.
-  const sellerOf = new Map<string, string>();
-  const remember = (operationId: string, agentId: string): void => {
-    sellerOf.set(operationId, agentId);
-    if (sellerOf.size > SELLER_CACHE_SIZE) sellerOf.delete(sellerOf.keys().next().value!);
+  const refusals = options.refusals ?? new WebhookRefusalCounter();
+  // Bounded map of operation → what we know of it, oldest first out.
+  const known = new Map<string, KnownOperation>();
+  const remember = (operationId: string, entry: KnownOperation): void => {
+    known.set(operationId, entry);
+    if (known.size > OPERATION_CACHE_SIZE) known.delete(known.keys().next().value!);
+  };
+  const refuse = (
+    res: Response,
+    operationId: string,
+    reason: WebhookRefusal,
+    message: string,
+    extra: Record<string, unknown>,
+  ) => {
+    const total = refusals.add(reason);
+    log(`webhook refused for ${operationId}: ${reason} (${message}) [${reason} refusals so far: ${total}]`);
+    // The sender is verified, so telling the operation costs no unauthenticated RPC: its view then shows the
+    // refusal too. Best effort: the answer to the seller does not wait on it.
+    const notice = {
+      reason,
+      note: message,
+      receivedAt: new Date().toISOString(),
+      ...(typeof extra.task_id === 'string' ? { taskId: extra.task_id } : {}),
+      ...(typeof extra.operation_id === 'string' ? { operationId: extra.operation_id } : {}),
+      ...(typeof extra.status === 'string' ? { status: extra.status } : {}),
+    };
+    void options.client
+      .withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
+        options.client.workflow.getHandle(operationId).signal(webhookRefusedSignal, notice),
+      )
+      .catch(() => undefined);
+    answer(
+      res,
+      409,
+      reason === 'operation_id_mismatch' ? 'WEBHOOK_OPERATION_MISMATCH' : 'WEBHOOK_TASK_MISMATCH',
+      message,
+      {
+        reason,
+        ...extra,
+      },
+    );
   };
 
   router.post(
@@ -66,29 +155,35 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         return;
       }
       const handle = options.client.workflow.getHandle(operationId);
+      // Bounded, so a seller hears 503 (and retries) well before its own client times out.
+      const describe = () => options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
       // An operation's seller never changes: after the first webhook, skip the describe() round trip. Whether it
       // has finished is then learned from the signal (a finished workflow refuses it: answered 200 "ignored").
-      let agentId = sellerOf.get(operationId);
-      let running = true;
-      if (agentId === undefined) {
+      /** describe(), or undefined once the seller has been answered 404 (no such operation) or 503. */
+      const describeOrAnswer = async () => {
         try {
-          // Bounded, so a seller hears 503 (and retries) well before its own client times out.
-          const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
-          agentId = description.typedSearchAttributes.get(SA_AGENT);
-          running = description.status.name === 'RUNNING';
-          if (agentId && running) remember(operationId, agentId);
+          return await describe();
         } catch (error) {
-          if (error instanceof WorkflowNotFoundError) {
-            answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
-            return;
-          }
-          if (isUnavailable(error)) {
-            answer(res, 503, 'TEMPORAL_UNAVAILABLE', 'Not accepting events right now; retry later.');
-            return;
-          }
-          throw error;
+          if (error instanceof WorkflowNotFoundError) answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+          else if (isTemporalUnavailable(error)) unavailable(res);
+          else throw error;
+          return undefined;
+        }
+      };
+      let operation = known.get(operationId);
+      let running = true;
+      if (operation === undefined) {
+        const description = await describeOrAnswer();
+        if (!description) return;
+        const agentId = description.typedSearchAttributes.get(SA_AGENT);
+        running = description.status.name === 'RUNNING';
+        if (agentId) {
+          const taskId = taskIdFrom(description);
+          operation = { agentId, ...(taskId ? { taskId } : {}) };
+          if (running) remember(operationId, operation);
         }
       }
+      const agentId = operation?.agentId;
       const agent = agentId && options.agents.has(agentId) ? options.agents.get(agentId) : undefined;
       if (!agent?.webhooks) {
         log(`webhook rejected for ${operationId}: seller ${agentId ?? '?'} has no webhook verification configured`);
@@ -125,8 +220,43 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         }
         throw error;
       }
+      // A signed webhook for another operation (3.1 `operation_id`, which we set to the operation ID) must never be
+      // applied here, whatever URL it was posted to.
+      if (event.operationId !== undefined && event.operationId !== operationId) {
+        refuse(
+          res,
+          operationId,
+          'operation_id_mismatch',
+          `The payload's operation_id "${event.operationId}" is not this operation ("${operationId}"); post it to that operation's webhook URL.`,
+          { operation_id: event.operationId, expected_operation_id: operationId, status: event.snapshot.status },
+        );
+        return;
+      }
       if (!running) {
         answer(res, 200, 'ignored', 'The operation has already finished.');
+        return;
+      }
+      // Nor a webhook about another seller task. The operation's task id never changes once set; until it is known
+      // (a webhook may beat the call's answer) the workflow holds the event until it can tell. A2A webhooks are not
+      // compared: over @adcp/sdk's A2A adapter the A2A task id tracks the transport call, not the AdCP task.
+      const webhookTaskId = event.format === 'mcp' ? event.snapshot.taskId : undefined;
+      if (webhookTaskId !== undefined && operation && operation.taskId === undefined) {
+        const description = await describeOrAnswer();
+        if (!description) return;
+        const taskId = taskIdFrom(description);
+        if (taskId) {
+          operation = { ...operation, taskId };
+          remember(operationId, operation);
+        }
+      }
+      if (webhookTaskId !== undefined && operation?.taskId !== undefined && webhookTaskId !== operation.taskId) {
+        refuse(
+          res,
+          operationId,
+          'task_id_mismatch',
+          `The payload's task_id "${webhookTaskId}" is not this operation's seller task ("${operation.taskId}").`,
+          { task_id: webhookTaskId, expected_task_id: operation.taskId, status: event.snapshot.status },
+        );
         return;
       }
       try {
@@ -135,16 +265,19 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
             eventKey: event.eventKey,
             snapshot: event.snapshot,
             receivedAt: new Date().toISOString(),
+            ...(event.operationId !== undefined ? { operationId: event.operationId } : {}),
+            ...(event.notificationId !== undefined ? { notificationId: event.notificationId } : {}),
+            verifiedBy: verification.scheme,
           }),
         );
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) {
-          sellerOf.delete(operationId);
+          known.delete(operationId);
           answer(res, 200, 'ignored', 'The operation has already finished.');
           return;
         }
-        if (isUnavailable(error)) {
-          answer(res, 503, 'TEMPORAL_UNAVAILABLE', 'Not accepting events right now; retry later.');
+        if (isTemporalUnavailable(error)) {
+          unavailable(res);
           return;
         }
         throw error;

@@ -1,6 +1,7 @@
 import { type AdcpError, parseErrors } from './errors';
 import { type Progress, normaliseProgress } from './progress';
 import { type TaskStatus, normaliseStatus } from './status';
+import { asRecord } from './records';
 
 /**
  * What one look at a task tells us, whatever carried it: a call response, a `tasks/get` poll or a webhook.
@@ -42,10 +43,6 @@ const ENVELOPE_FIELDS = new Set([
   'push_notification_config',
 ]);
 
-function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
 function optionalText(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
@@ -77,13 +74,18 @@ export function snapshotFromFlatResponse(body: Record<string, unknown>): TaskSna
   const payloadSource = nested ?? body;
   // A synchronous answer has no task: a `status` that is not a task status is then the resource's own status
   // (a 3.x create_media_buy answers `status: "pending_creatives"`), part of the payload, not of the envelope.
-  const domainStatus = body.status !== undefined && normaliseStatus(body.status) === undefined && optionalText(body.task_id) === undefined;
+  const domainStatus =
+    body.status !== undefined && normaliseStatus(body.status) === undefined && optionalText(body.task_id) === undefined;
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(payloadSource)) {
     if (!ENVELOPE_FIELDS.has(key) || (domainStatus && key === 'status')) result[key] = value;
   }
   const errors = parseErrors(payloadSource);
-  const onlyErrors = errors.length > 0 && Object.keys(result).every((k) => ['errors', 'adcp_error', 'error', 'error_code', 'recovery', 'context', 'ext'].includes(k));
+  const onlyErrors =
+    errors.length > 0 &&
+    Object.keys(result).every((k) =>
+      ['errors', 'adcp_error', 'error', 'error_code', 'recovery', 'context', 'ext'].includes(k),
+    );
   const { status, rawStatus } = statusOf(domainStatus ? undefined : body.status, onlyErrors ? 'failed' : 'completed');
   return compact({
     status,
@@ -170,6 +172,23 @@ export function snapshotFromTasksGet(body: Record<string, unknown>): TaskSnapsho
     progress: normaliseProgress(body) ?? (payload ? normaliseProgress(payload) : undefined),
     errors,
     updatedAt: optionalText(body.updated_at) ?? optionalText(body.timestamp),
+    replayed: body.replayed === true ? true : undefined,
+  });
+}
+
+/**
+ * A media buy as `get_media_buys` returns it, read as the snapshot of the task that created it: a buy that exists
+ * with a media_buy_id means the create completed (whatever its lifecycle status since: pending_creatives, active,
+ * paused, canceled ...), except a buy the seller `rejected`. The buy itself is the result, so media_buy_id is kept.
+ */
+export function snapshotFromMediaBuy(buy: Record<string, unknown>): TaskSnapshot {
+  const lifecycle = optionalText(buy.media_buy_status) ?? optionalText(buy.status);
+  const rejected = lifecycle?.toLowerCase() === 'rejected';
+  return compact({
+    status: rejected ? 'rejected' : 'completed',
+    result: buy,
+    message: lifecycle ? `media buy ${String(buy.media_buy_id)} is ${lifecycle}` : undefined,
+    errors: parseErrors(buy),
   });
 }
 
@@ -183,9 +202,11 @@ function adcpEnvelopeIn(data: Record<string, unknown>, task: Record<string, unkn
   if (data.status === undefined || normaliseStatus(data.status) === undefined) return undefined;
   let adcpTaskId: string | undefined;
   if (Array.isArray(task.artifacts)) {
-    for (const artifact of task.artifacts) adcpTaskId = optionalText(asRecord(asRecord(artifact)?.metadata)?.adcp_task_id) ?? adcpTaskId;
+    for (const artifact of task.artifacts)
+      adcpTaskId = optionalText(asRecord(asRecord(artifact)?.metadata)?.adcp_task_id) ?? adcpTaskId;
   }
-  const looksLikeTasksGet = 'task_type' in data || 'has_webhook' in data || 'created_at' in data || asRecord(data.result) !== undefined;
+  const looksLikeTasksGet =
+    'task_type' in data || 'has_webhook' in data || 'created_at' in data || asRecord(data.result) !== undefined;
   const snapshot = looksLikeTasksGet ? snapshotFromTasksGet(data) : snapshotFromFlatResponse(data);
   snapshot.taskId = snapshot.taskId ?? adcpTaskId;
   snapshot.contextId = snapshot.contextId ?? optionalText(task.contextId);
@@ -226,7 +247,13 @@ export function snapshotFromA2A(raw: unknown): TaskSnapshot {
     return {
       status: 'failed',
       message: optionalText(error.message) ?? 'A2A JSON-RPC error',
-      errors: [{ code: `JSONRPC_${String(error.code ?? 'ERROR')}`, message: optionalText(error.message) ?? 'A2A JSON-RPC error', recovery: 'terminal' }],
+      errors: [
+        {
+          code: `JSONRPC_${String(error.code ?? 'ERROR')}`,
+          message: optionalText(error.message) ?? 'A2A JSON-RPC error',
+          recovery: 'terminal',
+        },
+      ],
     };
   }
   if (!body) throw new ProtocolViolation(`Expected an A2A Task or Message, got ${describe(raw)}.`);

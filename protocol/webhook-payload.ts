@@ -6,6 +6,7 @@
  *   - `status` is a string and `task_id` is present → the MCP webhook payload (`mcp-webhook-payload.json`);
  *   - `status` is an object with `.state`         → an A2A `Task` or `TaskStatusUpdateEvent`.
  */
+import { asRecord } from './records';
 import { type TaskSnapshot, snapshotFromA2A, snapshotFromFlatResponse } from './snapshot';
 import { normaliseProgress } from './progress';
 import { parseErrors } from './errors';
@@ -14,13 +15,19 @@ import { normaliseStatus } from './status';
 export interface WebhookEvent {
   snapshot: TaskSnapshot;
   /**
-   * What makes this delivery the same event as another: `idem:<idempotency_key>` when the seller sends one
+   * What makes this delivery the same event as another: `notification:<notification_id>` when the seller sends one
+   * (3.1: one logical state event across re-emissions under new idempotency keys), else `idem:<idempotency_key>`
    * (3.x requires it), else `tuple:<task_id>|<status>|<timestamp>` (the rc.2 guidance, §3.6).
    */
   eventKey: string;
   sellerIdempotencyKey?: string;
+  /** The 3.1 `notification_id`, stable across re-emissions of one state event. */
+  notificationId?: string;
   taskType?: string;
-  /** The `operation_id` the seller echoed, if any; the URL's operation id is the one to route on (§3.2). */
+  /**
+   * The `operation_id` the seller echoed from `push_notification_config.operation_id` (3.1; we send the operation ID).
+   * One that differs from the URL's operation is a misrouted webhook, refused before it reaches any workflow.
+   */
   operationId?: string;
   /** `protocol` (3.x) or `domain` (rc.2), e.g. "media-buy". */
   domain?: string;
@@ -38,10 +45,6 @@ export class WebhookPayloadError extends Error {
   ) {
     super(message);
   }
-}
-
-function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
 function describe(value: unknown): string {
@@ -77,8 +80,15 @@ function idempotencyKeyOf(body: Record<string, unknown>): string | undefined {
   return key;
 }
 
-function eventKeyFor(idempotencyKey: string | undefined, taskId: string, status: string, timestamp: string): string {
-  return idempotencyKey !== undefined ? `idem:${idempotencyKey}` : `tuple:${taskId}|${status}|${timestamp}`;
+function eventKeyFor(
+  keys: { notificationId?: string; idempotencyKey?: string },
+  taskId: string,
+  status: string,
+  timestamp: string,
+): string {
+  if (keys.notificationId !== undefined) return `notification:${keys.notificationId}`;
+  if (keys.idempotencyKey !== undefined) return `idem:${keys.idempotencyKey}`;
+  return `tuple:${taskId}|${status}|${timestamp}`;
 }
 
 function withoutEmpty(snapshot: TaskSnapshot): TaskSnapshot {
@@ -99,6 +109,7 @@ function parseMcp(body: Record<string, unknown>, rawStatus: string): WebhookEven
     );
   }
   const idempotencyKey = idempotencyKeyOf(body);
+  const notificationId = optionalString(body, 'notification_id');
   const rawTimestamp = body.timestamp;
   let sellerTimestamp: string | undefined;
   if (typeof rawTimestamp === 'string' && rawTimestamp !== '') sellerTimestamp = rawTimestamp;
@@ -141,8 +152,9 @@ function parseMcp(body: Record<string, unknown>, rawStatus: string): WebhookEven
   });
   return dropUndefined({
     snapshot,
-    eventKey: eventKeyFor(idempotencyKey, taskId, rawStatus, sellerTimestamp ?? ''),
+    eventKey: eventKeyFor({ notificationId, idempotencyKey }, taskId, rawStatus, sellerTimestamp ?? ''),
     sellerIdempotencyKey: idempotencyKey,
+    notificationId,
     taskType: optionalString(body, 'task_type'),
     operationId: optionalString(body, 'operation_id'),
     domain: optionalString(body, 'protocol') ?? optionalString(body, 'domain'),
@@ -164,7 +176,7 @@ function parseA2a(body: Record<string, unknown>, status: Record<string, unknown>
   return dropUndefined({
     snapshot: snapshotFromA2A(body),
     // A2A carries no event id and makes status.timestamp optional, so (task, state) is the weakest key we accept.
-    eventKey: eventKeyFor(undefined, taskId, rawState, sellerTimestamp ?? ''),
+    eventKey: eventKeyFor({}, taskId, rawState, sellerTimestamp ?? ''),
     sellerTimestamp,
     format: 'a2a',
   });

@@ -9,13 +9,18 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
-import { freePort, startDevServer } from '../config/dev-server';
-import { resolveTemporalCli } from '../config/temporal-binaries';
+import { freePort, startDevServer } from './lib/dev-server';
+import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
 
 const OUT = path.resolve(__dirname, '..', 'test', 'histories');
+/**
+ * Histories are named by the workflow code that wrote them: `v1-*` predate the convergence rewrite (they replay on
+ * workflows/legacy/), `v2-*` are today's. Both must keep replaying.
+ */
+const GENERATION = 'v2';
 
 async function main(): Promise<void> {
   const server = await startDevServer({ port: await freePort(), headless: true });
@@ -28,29 +33,54 @@ async function main(): Promise<void> {
   const record = async (name: string, operationId: string) => {
     await stack.orchestrator.result(operationId).catch(() => undefined);
     // Exactly what operators export with the CLI, and what the replayer reads back.
-    const json = execFileSync(resolveTemporalCli(), ['workflow', 'show', '--workflow-id', operationId, '--address', server.address, '--output', 'json'], { encoding: 'utf8' });
-    writeFileSync(path.join(OUT, `${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
+    const json = execFileSync(
+      resolveTemporalCli(),
+      ['workflow', 'show', '--workflow-id', operationId, '--address', server.address, '--output', 'json'],
+      { encoding: 'utf8' },
+    );
+    writeFileSync(path.join(OUT, `${GENERATION}-${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
     const history = JSON.parse(json) as { events?: unknown[] };
     console.log(`record-histories: ${name} (${history.events?.length ?? 0} events)`);
   };
-  const start = (task = 'create_media_buy') => stack.orchestrator.start({ agentId: 'fixture', task, params: createMediaBuyParams(), idempotencyKey: randomUUID() }).then((started) => started.operationId);
+  const start = (task = 'create_media_buy') =>
+    stack.orchestrator
+      .start({ agentId: 'fixture', task, params: createMediaBuyParams(), idempotencyKey: randomUUID() })
+      .then((started) => started.operationId);
   try {
-    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', afterPolls: 1, progress: { percentage: 50 } }, { status: 'completed', afterPolls: 1 }]);
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'working', afterPolls: 1, progress: { percentage: 50 } },
+      { status: 'completed', afterPolls: 1 },
+    ]);
     await record('submitted-working-completed', await start());
 
-    seller.script('create_media_buy', [{ status: 'input-required', reason: 'APPROVAL_REQUIRED' }, { status: 'completed' }]);
+    seller.script('create_media_buy', [
+      { status: 'input-required', reason: 'APPROVAL_REQUIRED' },
+      { status: 'completed' },
+    ]);
     const asked = await start();
-    await eventually(async () => ((await stack.orchestrator.status(asked)).state?.status === 'input-required' ? true : undefined));
-    await stack.orchestrator.provideInput(asked, { input: { approved: true }, idempotencyKey: 'approve-1', providedBy: 'recorder' });
+    await eventually(async () =>
+      (await stack.orchestrator.status(asked)).state?.status === 'input-required' ? true : undefined,
+    );
+    await stack.orchestrator.provideInput(asked, {
+      input: { approved: true },
+      idempotencyKey: 'approve-1',
+      providedBy: 'recorder',
+    });
     await record('input-required-answered', asked);
 
     seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 2 });
-    seller.fault('create_media_buy', { kind: 'adcp-error', error: { code: 'IDEMPOTENCY_CONFLICT', recovery: 'correctable' } });
+    seller.fault('create_media_buy', {
+      kind: 'adcp-error',
+      error: { code: 'IDEMPOTENCY_CONFLICT', recovery: 'correctable' },
+    });
     await record('idempotency-conflict-adopted', await start());
 
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
     const canceled = await start();
-    await eventually(async () => ((await stack.orchestrator.status(canceled)).state?.status === 'submitted' ? true : undefined));
+    await eventually(async () =>
+      (await stack.orchestrator.status(canceled)).state?.status === 'submitted' ? true : undefined,
+    );
     await stack.orchestrator.cancel(canceled, { requestedBy: 'recorder', reason: 'replay fixture' });
     await record('canceled-while-submitted', canceled);
   } finally {

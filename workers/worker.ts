@@ -1,7 +1,9 @@
 import type { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
+import { createMediaBuyActivities } from '../activities/media-buy';
 import { createReconciliationActivities } from '../activities/reconciliation';
+import { dataConverter } from '../client/payload-codec';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -23,6 +25,7 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
+    dataConverter: dataConverter(),
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: {
       ...createActivities(options.activities),
@@ -31,6 +34,12 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
         client: options.client,
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),
         ...(options.activities.env ? { env: options.activities.env } : {}),
+      }),
+      ...createMediaBuyActivities({
+        agents: options.activities.agents,
+        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
+        ...(options.activities.env ? { env: options.activities.env } : {}),
+        ...(options.activities.readTimeoutMs ? { readTimeoutMs: options.activities.readTimeoutMs } : {}),
       }),
     },
     shutdownGraceTime: options.shutdownGraceTime ?? '10s',

@@ -3,7 +3,9 @@
  * Imported by the workflow, the worker, the API, the typed client and tests. Message names are stable:
  * renaming one breaks running operations.
  */
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { CallPlan, CallTimeouts, ReadMethod } from '../activities/contract';
 import type { AdcpError, CompletionOutcome, Progress, TaskSnapshot, TaskStatus } from '../protocol';
 
 export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
@@ -40,7 +42,18 @@ export type OrchestratorFailureReason =
   | 'input_timed_out'
   | 'input_rounds_exhausted'
   | 'auth_timed_out'
-  | 'idempotency_unresolved';
+  | 'idempotency_unresolved'
+  | 'answer_too_large';
+
+/** Why a webhook was not applied to this operation although its signature was good. */
+export type WebhookRefusal = 'operation_id_mismatch' | 'task_id_mismatch';
+
+/** A created resource the operation knows of (create_media_buy), and what became of it on cancel. */
+export interface OperationResource {
+  mediaBuyId: string;
+  /** After a cancel: canceled at the seller, still live there, or not known. */
+  state?: 'canceled' | 'live' | 'unknown';
+}
 
 export interface OperationState {
   operationId: string;
@@ -60,10 +73,53 @@ export interface OperationState {
   inputRounds: number;
   authRequired?: { since: string; deadline: string };
   failure?: { reason: OrchestratorFailureReason; message: string; error?: AdcpError };
-  cancellation?: { requestedBy: string; reason: string; at: string; sellerNotified: boolean; sellerNote: string };
+  cancellation?: {
+    requestedBy: string;
+    reason: string;
+    at: string;
+    sellerNotified: boolean;
+    sellerNote: string;
+    /** The resource the operation's call had made before the cancel took effect, and whether it still exists. */
+    resource?: OperationResource;
+  };
+  /** The media buy this operation made or acts on, once known. */
+  resource?: OperationResource;
+  /** The seller answered a call from its idempotency cache (3.x `replayed: true`). */
+  replayed?: boolean;
+  /** How this seller's task is read (learned on the first read; see activities/contract.ts). */
+  readMethod?: ReadMethod;
+  /** The worker's call and read timeouts, as recorded with the first call plan. */
+  timeouts?: CallTimeouts;
+  /** The call in flight, if one is (step and since when). */
+  callInFlight?: { step: string; since: string };
+  /**
+   * Webhooks that arrived before the operation knew its seller task (a final webhook can beat the call's own
+   * answer): held until the call's answer or a read binds them, then applied or refused.
+   */
+  heldWebhooks?: number;
+  /** A final result that needs a read to confirm it (e.g. a create completed without a media_buy_id). */
+  provisional?: { source: TransitionSource; status: TaskStatus; taskId?: string; at: string; reason: string };
+  /** Final results that arrived after the first one won and differ from it: kept, never applied (newest last). */
+  conflicts?: { at: string; source: TransitionSource; status: TaskStatus; taskId?: string; note: string }[];
+  /** Signed webhooks refused because they belong to another operation or task (newest last, bounded). */
+  refusedWebhooks?: {
+    at: string;
+    reason: WebhookRefusal;
+    status: TaskStatus;
+    taskId?: string;
+    operationId?: string;
+    note: string;
+  }[];
+  webhooksRefused?: number;
   webhookRegistered: boolean;
   /** How the operation's seller task was found again when a call's answer was lost or refused (reconciliation). */
-  reconciliation?: { at: string; trigger: string; outcome: 'adopted' | 'not_found' | 'unsupported'; taskId?: string; note: string }[];
+  reconciliation?: {
+    at: string;
+    trigger: string;
+    outcome: 'adopted' | 'not_found' | 'unsupported';
+    taskId?: string;
+    note: string;
+  }[];
   pollCount: number;
   webhooksApplied: number;
   /** The most recent transitions, oldest first (bounded; `transitionCount` counts them all). */
@@ -105,6 +161,12 @@ export interface CarriedState {
   state: OperationState;
   seenEventKeys: string[];
   inbox: WebhookDelivery[];
+  /** Webhooks held until the operation's task is bound (see OperationState.heldWebhooks). */
+  held?: WebhookDelivery[];
+  /** How many times the call was re-keyed after the seller refused its key and had no task from it. */
+  keyGeneration?: number;
+  /** The call plans decided so far, by step: a repeated step re-sends the same bytes. */
+  plans?: Record<string, CallPlan>;
   pendingInput?: ProvidedInput;
   pendingCredentialsRefresh?: boolean;
   pendingAdoption?: { taskId: string; requestedBy: string };
@@ -134,6 +196,33 @@ export interface WebhookDelivery {
  */
 export const OPERATION_STATE_MEMO = 'adcp_state';
 
+/** Failure types of an operation workflow that ended failed or rejected; the failure's details[0] is its state. */
+export const OPERATION_FAILED = 'AdcpOperationFailed';
+export const OPERATION_REJECTED = 'AdcpOperationRejected';
+
+/**
+ * The state of an operation workflow that ended Failed (failed/rejected) or Canceled, read from its failure's
+ * details, through any wrapping (WorkflowFailedError, ChildWorkflowFailure). Undefined for other failures.
+ */
+export function operationStateFromFailure(failure: unknown): OperationState | undefined {
+  let cause: unknown = failure;
+  for (let depth = 0; cause && depth < 5; depth += 1) {
+    if (cause instanceof ApplicationFailure || cause instanceof CancelledFailure) {
+      const detail = cause.details?.[0];
+      if (
+        detail &&
+        typeof detail === 'object' &&
+        typeof (detail as OperationState).status === 'string' &&
+        typeof (detail as OperationState).operationId === 'string'
+      ) {
+        return detail as OperationState;
+      }
+    }
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
 export interface ProvidedInput {
   /** The answer: fields merged into the resumed task call (e.g. `{ approved: true }` or a changed budget). */
   input: Record<string, unknown>;
@@ -147,7 +236,19 @@ export interface CancelRequest {
   reason: string;
 }
 
+/** A signed webhook the gateway refused (it names another operation or task), told to the operation it was sent to. */
+export interface WebhookRefusalNotice {
+  reason: WebhookRefusal;
+  status?: string;
+  taskId?: string;
+  operationId?: string;
+  note: string;
+  receivedAt: string;
+}
+
 export const statusQuery = defineQuery<OperationState>('status');
+/** The gateway refused a signed webhook posted to this operation: recorded in `refusedWebhooks`, never applied. */
+export const webhookRefusedSignal = defineSignal<[WebhookRefusalNotice]>('webhookRefused');
 export const webhookReceivedSignal = defineSignal<[WebhookDelivery]>('webhookReceived');
 /**
  * Reconciliation found the seller task this operation's call created (the answer was lost): track it instead of

@@ -1,13 +1,15 @@
 /**
- * One AdCP operation = one workflow run (continued-as-new when history grows). It makes the call, then
- * follows the task through every status until a terminal one, driven by the seller's answers, polls on
- * durable timers and verified webhooks delivered as signals. Handlers only record facts; this loop acts.
+ * One AdCP operation = one workflow run (continued-as-new when history grows). It makes the call, then follows the
+ * task through every status until a terminal one. Every route a result can take — the call's answer, verified
+ * webhooks (signals), reads on durable timers, reconciliation, cancel — feeds one state machine
+ * (./operation-state.ts), also while a call is in flight. Handlers only record facts; this loop acts.
  */
 import {
   ActivityFailure,
-  TimeoutFailure,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
+  TimeoutFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -15,34 +17,30 @@ import {
   isCancellation,
   log,
   metricMeter,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../activities';
+import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome } from '../activities/contract';
 import { SA_INPUT_REASON, SA_STATUS, SA_TASK_ID } from '../config/search-attributes';
-import {
-  type AdcpError,
-  type TaskRetryPolicy,
-  type TaskSnapshot,
-  assessCompletion,
-  INTERRUPTED_STATUSES,
-  isTerminal,
-  taskSpec,
-} from '../protocol';
+import { type AdcpError, INTERRUPTED_STATUSES, normaliseStatus, taskSpec } from '../protocol';
 import { type WaitPlan, planWait } from './cadence';
 import {
   type CancelRequest,
   type CarriedState,
   type OperationInput,
   type OperationState,
-  type OperationStatus,
-  type OrchestratorFailureReason,
   type ProvidedInput,
-  type TransitionSource,
   type WebhookDelivery,
+  OPERATION_FAILED,
+  OPERATION_REJECTED,
+  OPERATION_STATE_MEMO,
   adoptTaskSignal,
   cancelOperationUpdate,
   credentialsRefreshedUpdate,
@@ -50,36 +48,51 @@ import {
   provideInputUpdate,
   statusQuery,
   webhookReceivedSignal,
+  webhookRefusedSignal,
 } from './definitions';
+import { operationV1 } from './legacy/operation-v1';
+import { OperationMachine, iso } from './operation-state';
+import { actorProblem, providedInputProblem } from './validators';
 
-const MAX_TRANSITIONS_KEPT = 100;
-const MAX_ANOMALIES_KEPT = 20;
+/** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
+export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
+
 const MAX_SEEN_EVENT_KEYS = 1_000;
+const TEMPORAL_CANCEL: CancelRequest = {
+  requestedBy: 'temporal',
+  reason: 'workflow cancellation requested through Temporal',
+};
 const DEFAULT_INTERACTION_DEADLINE_MS = 60 * 60_000;
 const DEFAULT_MAX_INPUT_ROUNDS = 3;
 const DEFAULT_AUTH_DEADLINE_MS = 60 * 60_000;
+/** Until the first plan records the worker's timeouts (continued runs of old operations). */
+const DEFAULT_TIMEOUTS: CallTimeouts = { callMs: 60_000, readMs: 60_000 };
+/** Start-to-close is the hard call timeout plus room to report the failure. */
+const ACTIVITY_MARGIN_MS = 10_000;
+/** A killed worker's call is retried within about this long (heartbeats every few seconds). */
+const HEARTBEAT_TIMEOUT = '5s';
+/** The largest result kept in the memo that reads answer from when no worker can; larger ones are summarised. */
+const MEMO_RESULT_LIMIT = 32 * 1024;
 
 /** Errors a retry cannot fix: bad configuration, answers that break the protocol, calls the seller refused. */
-const NON_RETRYABLE = ['ConfigError', 'ProtocolViolation', 'SellerRejectedCall', 'IdempotencyKeyRefused'];
+const NON_RETRYABLE = ['ConfigError', 'ProtocolViolation', 'IdempotencyKeyRefused', 'AnswerTooLarge'];
 
-/** Which statuses normally follow which (orchestrator-design table, widened); anything else is recorded. */
-const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[]>> = {
-  pending: ['submitted', 'working', 'input-required', 'completed', 'failed', 'rejected', 'auth-required', 'unknown', 'canceled'],
-  submitted: ['working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'auth-required', 'unknown'],
-  working: ['submitted', 'input-required', 'completed', 'failed', 'canceled', 'auth-required', 'unknown'],
-  'input-required': ['submitted', 'working', 'completed', 'failed', 'canceled', 'rejected', 'unknown'],
-  'auth-required': ['submitted', 'working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'unknown'],
-  unknown: ['submitted', 'working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'auth-required'],
-  completed: [],
-  failed: [],
-  canceled: [],
-  rejected: [],
-};
+const planning = proxyLocalActivities<OperationActivities>({
+  startToCloseTimeout: '10s',
+  retry: {
+    initialInterval: '1s',
+    backoffCoefficient: 2,
+    maximumInterval: '5s',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
+});
 
-function callActivities(input: OperationInput, defaults: TaskRetryPolicy) {
+function callActivities(input: OperationInput, timeouts: CallTimeouts) {
+  const defaults = taskSpec(input.task).retry;
   return proxyActivities<OperationActivities>({
-    startToCloseTimeout: '90s',
-    heartbeatTimeout: '20s',
+    startToCloseTimeout: `${timeouts.callMs + ACTIVITY_MARGIN_MS}ms`,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: {
       initialInterval: `${input.retry?.initialIntervalMs ?? defaults.initialIntervalMs}ms`,
       backoffCoefficient: 2,
@@ -90,16 +103,44 @@ function callActivities(input: OperationInput, defaults: TaskRetryPolicy) {
   });
 }
 
-const lookActivities = proxyActivities<OperationActivities>({
-  startToCloseTimeout: '45s',
-  heartbeatTimeout: '20s',
-  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
-});
+/**
+ * Reads (non-mutating tasks) are called as local activities: a synchronous answer then costs one marker in the
+ * workflow task that asked, not a scheduled/started/completed trio and a second workflow task. A read that goes
+ * async continues like any other operation. Mutations stay ordinary activities (heartbeats, cancellation reach).
+ */
+function localCallActivities(input: OperationInput, timeouts: CallTimeouts) {
+  const defaults = taskSpec(input.task).retry;
+  return proxyLocalActivities<OperationActivities>({
+    startToCloseTimeout: `${timeouts.callMs + ACTIVITY_MARGIN_MS}ms`,
+    retry: {
+      initialInterval: `${input.retry?.initialIntervalMs ?? defaults.initialIntervalMs}ms`,
+      backoffCoefficient: 2,
+      maximumInterval: `${input.retry?.maximumIntervalMs ?? defaults.maximumIntervalMs}ms`,
+      maximumAttempts: input.retry?.maximumAttempts ?? defaults.maximumAttempts,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
 
-function pollingActivities(plan: WaitPlan, budgetMs: number) {
+function readActivities(timeouts: CallTimeouts) {
   return proxyActivities<OperationActivities>({
-    startToCloseTimeout: '45s',
-    heartbeatTimeout: '20s',
+    // A read tries the seller's read methods in turn: room for a few of them.
+    startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumInterval: '10s',
+      maximumAttempts: 3,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
+
+function pollingActivities(plan: WaitPlan, budgetMs: number, timeouts: CallTimeouts) {
+  return proxyActivities<OperationActivities>({
+    startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     // Each retry is one look; retries do not write history, so a day of polling costs a few events.
     scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
     retry: {
@@ -119,27 +160,40 @@ function budgetRanOut(failure: unknown): boolean {
 
 function pollsBeforeBudgetRanOut(failure: unknown): number {
   const cause = failure instanceof ActivityFailure ? failure.cause : undefined;
-  const detail = cause instanceof ApplicationFailure ? (cause.details?.[0] as { polls?: unknown } | undefined) : undefined;
+  const detail =
+    cause instanceof ApplicationFailure ? (cause.details?.[0] as { polls?: unknown } | undefined) : undefined;
   return typeof detail?.polls === 'number' ? detail.polls : 0;
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
 }
 
 /** The error an activity failure carries, in our one error model (activities attach it as details[0]). */
 function errorFromFailure(failure: unknown): AdcpError {
   let cause: unknown = failure;
   if (cause instanceof ActivityFailure) cause = cause.cause;
+  if (cause instanceof TimeoutFailure)
+    return { code: 'TIMEOUT', message: `the activity timed out (${cause.timeoutType})`, recovery: 'transient' };
   if (cause instanceof ApplicationFailure) {
     const detail = cause.details?.[0] as AdcpError | undefined;
     if (detail && typeof detail.code === 'string') return detail;
-    return { code: cause.type ?? 'ACTIVITY_FAILED', message: cause.message, recovery: cause.nonRetryable ? 'terminal' : 'transient' };
+    return {
+      code: cause.type ?? 'ACTIVITY_FAILED',
+      message: cause.message,
+      recovery: cause.nonRetryable ? 'terminal' : 'transient',
+    };
   }
-  return { code: 'ACTIVITY_FAILED', message: cause instanceof Error ? cause.message : String(cause), recovery: 'terminal' };
+  return {
+    code: 'ACTIVITY_FAILED',
+    message: cause instanceof Error ? cause.message : String(cause),
+    recovery: 'terminal',
+  };
+}
+
+function accountOf(params: Record<string, unknown>): { account?: unknown } {
+  return params.account !== undefined ? { account: params.account } : {};
 }
 
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
+  if (!patched(CONVERGENCE_PATCH)) return operationV1(input);
+
   const info = workflowInfo();
   const spec = taskSpec(input.task);
   const startedAtMs = Date.now();
@@ -161,16 +215,50 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   };
   const deadlineMs = Date.parse(state.deadline);
   // The starter indexes an operation only where the namespace has the AdCP search attributes registered (not on
-  // the time-skipping test server, for one); the workflow keeps them current only then, since an unregistered
-  // key would fail every workflow task.
+  // the time-skipping test server, for one); the workflow keeps them (and the memo) current only then.
   const indexed = info.typedSearchAttributes.get(SA_STATUS) !== undefined;
+  const machine = new OperationMachine(
+    state,
+    {
+      task: input.task,
+      deadlineMs,
+      interactionDeadlineMs: input.interaction?.deadlineMs ?? DEFAULT_INTERACTION_DEADLINE_MS,
+      authDeadlineMs: input.authDeadlineMs ?? DEFAULT_AUTH_DEADLINE_MS,
+      now: () => Date.now(),
+      onStatusChange: (_from, to, source) => {
+        // Metrics are not emitted while a workflow replays, and write no history.
+        metricMeter
+          .createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes')
+          .add(1, { task: state.task, agent: state.agentId, to, source });
+        if (machine.terminal) {
+          metricMeter
+            .createHistogram(
+              'adcp_operation_duration',
+              'float',
+              's',
+              'From start to the final status of an AdCP operation',
+            )
+            .record((Date.now() - Date.parse(state.startedAt)) / 1000, {
+              task: state.task,
+              agent: state.agentId,
+              status: to,
+            });
+        }
+      },
+      onAnomaly: (source, note) => log.warn('Operation anomaly', { operationId: state.operationId, source, note }),
+    },
+    [...(input.carried?.held ?? [])],
+  );
   const seenEventKeys = new Set<string>(input.carried?.seenEventKeys ?? []);
   const inbox: WebhookDelivery[] = [...(input.carried?.inbox ?? [])];
   let pendingInput: ProvidedInput | undefined = input.carried?.pendingInput;
   let credentialsRefreshed = input.carried?.pendingCredentialsRefresh ?? false;
   let pendingAdoption = input.carried?.pendingAdoption;
+  let keyGeneration = input.carried?.keyGeneration ?? 0;
   let pollRequested = false;
   let cancelRequest: CancelRequest | undefined;
+  /** Each call step's plan, decided once (see activities/contract.ts CallPlan). */
+  const plans = new Map<string, CallPlan>(Object.entries(input.carried?.plans ?? {}));
 
   // ---- handlers: record facts only -------------------------------------------------------------------------
   setHandler(statusQuery, () => state);
@@ -185,8 +273,27 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     inbox.push(delivery);
   });
 
+  setHandler(webhookRefusedSignal, (notice) => {
+    if (!notice || typeof notice.note !== 'string') return;
+    const status = normaliseStatus(notice.status) ?? 'unknown';
+    machine.recordRefusal({
+      reason: notice.reason === 'operation_id_mismatch' ? 'operation_id_mismatch' : 'task_id_mismatch',
+      status,
+      ...(typeof notice.taskId === 'string' ? { taskId: notice.taskId } : {}),
+      ...(typeof notice.operationId === 'string' ? { operationId: notice.operationId } : {}),
+      note: `gateway: ${notice.note}`,
+    });
+  });
+
   setHandler(adoptTaskSignal, (adoption) => {
-    if (state.taskId || terminal() || pendingAdoption || typeof adoption?.taskId !== 'string' || adoption.taskId === '') return;
+    if (
+      state.taskId ||
+      machine.terminal ||
+      pendingAdoption ||
+      typeof adoption?.taskId !== 'string' ||
+      adoption.taskId === ''
+    )
+      return;
     pendingAdoption = adoption;
   });
 
@@ -207,13 +314,9 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           throw new Error(`Operation is ${state.status}, not input-required: there is no question to answer.`);
         }
         if (pendingInput) throw new Error('An answer for this round is already being sent to the seller.');
-        if (!provided || typeof provided.input !== 'object' || provided.input === null || Array.isArray(provided.input)) {
-          throw new Error('input must be a JSON object of the fields to send to the seller.');
-        }
-        if (Object.keys(provided.input).length === 0) throw new Error('input must not be empty.');
-        if (provided.providedBy !== undefined && typeof provided.providedBy !== 'string') {
-          throw new Error('providedBy must be a string.');
-        }
+        // The same rule the API and the typed client apply, so a caller that skips them is refused the same way.
+        const problem = providedInputProblem(provided);
+        if (problem) throw new Error(problem);
       },
     },
   );
@@ -236,15 +339,18 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   setHandler(
     cancelOperationUpdate,
     (request) => {
-      cancelRequest ??= request;
+      if (!cancelRequest) {
+        cancelRequest = request;
+        machine.requestCancel(request);
+      }
       return { accepted: true as const, status: state.status };
     },
     {
       validator: (request) => {
-        if (terminal()) {
+        if (machine.terminal) {
           throw new Error(`Operation already ended ${state.status}; nothing to cancel.`);
         }
-        if (!request || typeof request.requestedBy !== 'string' || request.requestedBy.trim() === '') {
+        if (!request || actorProblem(request.requestedBy) !== undefined || request.requestedBy.trim() === '') {
           throw new Error('requestedBy must say who asked for the cancellation.');
         }
         if (typeof request.reason !== 'string' || request.reason.trim() === '') {
@@ -254,19 +360,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     },
   );
 
-  // ---- state changes -------------------------------------------------------------------------------------
-  function terminal(): boolean {
-    return state.status !== 'pending' && isTerminal(state.status);
-  }
-
-  function note(source: TransitionSource, text: string): void {
-    state.anomalies.push({ at: iso(Date.now()), source, note: text });
-    if (state.anomalies.length > MAX_ANOMALIES_KEPT) state.anomalies.shift();
-    log.warn('Operation anomaly', { operationId: state.operationId, source, note: text });
-  }
-
+  // ---- publishing: search attributes, memo, current details ---------------------------------------------------
   function describeForHumans(): string {
     const parts = [`${state.task} at ${state.agentId}: ${state.status}`];
+    if (state.taskId) parts.push(`task ${state.taskId}`);
+    if (state.resource?.mediaBuyId) parts.push(`media buy ${state.resource.mediaBuyId}`);
+    if (state.callInFlight) parts.push(`call in flight (${state.callInFlight.step})`);
     if (state.progress?.percentage !== undefined) parts.push(`${state.progress.percentage}%`);
     if (state.progress?.currentStep) parts.push(state.progress.currentStep);
     if (state.inputRequest) parts.push(`waiting for input (${state.inputRequest.reason ?? 'no reason given'})`);
@@ -275,8 +374,18 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     return parts.join(' · ');
   }
 
+  function memoState(): OperationState {
+    const resultSize = state.result ? JSON.stringify(state.result).length : 0;
+    if (resultSize <= MEMO_RESULT_LIMIT) return state;
+    return {
+      ...state,
+      result: { note: `result of ${resultSize} bytes: read it from the running operation or its final result` },
+    };
+  }
+
   // What the starter indexed (status pending, no task, no question): the first publish writes only a change.
   let lastIndexed = input.carried ? '' : JSON.stringify({ status: 'pending', taskId: null, inputReason: null });
+  let lastMemo = '';
   function publish(): void {
     const values = {
       status: state.status,
@@ -293,201 +402,306 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         { key: SA_INPUT_REASON, value: values.inputReason },
       ]);
     }
+    const memoFingerprint = JSON.stringify([
+      values,
+      state.failure?.reason ?? null,
+      state.outcome ?? null,
+      state.resource ?? null,
+      state.cancellation?.at ?? null,
+    ]);
+    if (indexed && memoFingerprint !== lastMemo) {
+      lastMemo = memoFingerprint;
+      upsertMemo({ [OPERATION_STATE_MEMO]: memoState() });
+    }
     setCurrentDetails(describeForHumans());
   }
 
-  function setStatus(to: OperationStatus, source: TransitionSource, text?: string): void {
-    const from = state.status;
-    if (from === to) return;
-    // Metrics are not emitted while a workflow replays, and write no history.
-    metricMeter.createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes').add(1, { task: state.task, agent: state.agentId, to, source });
-    if (to !== 'pending' && isTerminal(to)) {
-      metricMeter
-        .createHistogram('adcp_operation_duration', 'float', 's', 'From start to the final status of an AdCP operation')
-        .record((Date.now() - Date.parse(state.startedAt)) / 1000, { task: state.task, agent: state.agentId, status: to });
-    }
-    if (!EXPECTED_EDGES[from].includes(to)) note(source, `unexpected transition ${from} -> ${to}`);
-    state.status = to;
-    state.transitionCount += 1;
-    state.transitions.push({ from, to, source, at: iso(Date.now()), ...(text ? { note: text } : {}) });
-    if (state.transitions.length > MAX_TRANSITIONS_KEPT) state.transitions.shift();
+  function timeouts(): CallTimeouts {
+    return state.timeouts ?? DEFAULT_TIMEOUTS;
   }
 
-  /** Feed one look at the task (call answer, poll or webhook) into the state machine. */
-  function apply(snapshot: TaskSnapshot, source: TransitionSource): void {
-    const now = Date.now();
-    if (terminal()) {
-      if (snapshot.status !== state.status) note(source, `ignored ${snapshot.status}: the operation already ended ${state.status}`);
-      return;
-    }
-    if (snapshot.updatedAt && state.sellerUpdatedAt && snapshot.updatedAt < state.sellerUpdatedAt) {
-      note(source, `ignored out-of-order ${snapshot.status} from ${snapshot.updatedAt} (last applied ${state.sellerUpdatedAt})`);
-      return;
-    }
-    if (snapshot.taskId) {
-      if (state.taskId && state.taskId !== snapshot.taskId) note(source, `seller sent task_id ${snapshot.taskId}, keeping ${state.taskId}`);
-      else state.taskId = snapshot.taskId;
-    }
-    if (snapshot.contextId) state.contextId = snapshot.contextId;
-    if (snapshot.message) state.message = snapshot.message;
-    if (snapshot.progress) state.progress = snapshot.progress;
-    if (snapshot.result) state.result = snapshot.result;
-    if (snapshot.errors?.length) state.errors = snapshot.errors;
-    if (snapshot.updatedAt) state.sellerUpdatedAt = snapshot.updatedAt;
-    if (snapshot.status === 'unknown' && snapshot.rawStatus) note(source, `seller sent unrecognised status "${snapshot.rawStatus}"`);
-
-    const previous = state.status;
-    setStatus(snapshot.status, source, snapshot.rawStatus ? `seller said "${snapshot.rawStatus}"` : undefined);
-    if (snapshot.status === 'input-required' && (previous !== 'input-required' || !state.inputRequest)) {
-      state.inputRounds += 1;
-      const round = state.inputRounds;
-      const interactionMs = input.interaction?.deadlineMs ?? DEFAULT_INTERACTION_DEADLINE_MS;
-      const reason = typeof snapshot.result?.reason === 'string' ? snapshot.result.reason : undefined;
-      const details = snapshot.result ? { ...snapshot.result } : undefined;
-      if (details) delete details.reason;
-      state.inputRequest = {
-        ...(reason ? { reason } : {}),
-        ...(snapshot.message ? { message: snapshot.message } : {}),
-        ...(details && Object.keys(details).length > 0 ? { details } : {}),
-        round,
-        deadline: iso(Math.min(now + interactionMs, deadlineMs)),
-      };
-    } else if (snapshot.status !== 'input-required') {
-      state.inputRequest = undefined;
-    }
-    if (snapshot.status === 'auth-required') {
-      state.authRequired ??= { since: iso(now), deadline: iso(Math.min(now + (input.authDeadlineMs ?? DEFAULT_AUTH_DEADLINE_MS), deadlineMs)) };
-    } else {
-      state.authRequired = undefined;
-    }
-    if (snapshot.status === 'completed') {
-      const assessment = assessCompletion(state.result);
-      state.outcome = assessment.outcome;
-      if (assessment.notes.length > 0) state.outcomeNotes = assessment.notes;
-    }
-    state.updatedAt = iso(now);
+  function drainInbox(): void {
+    while (inbox.length > 0) machine.receiveWebhook(inbox.shift()!);
     publish();
   }
 
-  function fail(reason: OrchestratorFailureReason, message: string, error?: AdcpError): void {
-    if (terminal()) return;
-    state.failure = { reason, message, ...(error ? { error } : {}) };
-    if (error) state.errors = [error];
-    state.message = message;
-    setStatus('failed', 'orchestrator', reason);
-    state.updatedAt = iso(Date.now());
-    publish();
-  }
+  // ---- the call -----------------------------------------------------------------------------------------------
 
-  // ---- the steps -----------------------------------------------------------------------------------------
-  const calls = callActivities(input, spec.retry);
-
-  /** Codes that say the seller will not replay this key's answer: find out what happened before using a new key. */
-  const IDEMPOTENCY_CODES = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
-  let keyGeneration = 0;
-
+  /**
+   * Makes one call (with its retries) while webhooks keep being applied. A cancel does not abort it: what the seller
+   * made must be known before the operation ends. An adoption, or a final result bound to this operation, ends it.
+   */
   async function callSeller(step: string, params: Record<string, unknown>): Promise<void> {
     const keyStep = keyGeneration === 0 ? step : `${step}#${keyGeneration}`;
-    const scope = new CancellationScope();
-    const call = scope.run(() =>
-      calls.callTask({
+    const taskKnownBefore = state.taskId !== undefined;
+    // One plan per step: a repeated call of the step (after auth-required, say) re-sends the same bytes.
+    let plan = plans.get(keyStep);
+    if (!plan) {
+      plan = await planning.planCall({
         operationId: state.operationId,
         agentId: state.agentId,
         task: state.task,
-        params,
         step: keyStep,
+        params,
         ...(state.contextId ? { contextId: state.contextId } : {}),
         ...(state.taskId ? { taskId: state.taskId } : {}),
-      }),
+      });
+      plans.set(keyStep, plan);
+    }
+    const sent = plan;
+    state.timeouts = sent.timeouts;
+    const calls = spec.mutating ? callActivities(input, sent.timeouts) : localCallActivities(input, sent.timeouts);
+    state.callInFlight = { step: keyStep, since: iso(Date.now()) };
+    publish();
+    // Shielded from the workflow's own cancellation (a cancel waits for the answer); only this loop cancels it.
+    let scope: CancellationScope | undefined;
+    let settled = false;
+    const call = CancellationScope.nonCancellable(() => {
+      scope = new CancellationScope();
+      return scope.run(() => calls.sendCall({ plan: sent }));
+    });
+    call.then(
+      () => (settled = true),
+      () => (settled = true),
     );
-    // A cancel aborts the call in flight; an adoption means the seller already has the task this call would create.
-    const interrupted = condition(() => cancelRequest !== undefined || (pendingAdoption !== undefined && !state.taskId));
-    const winner = await Promise.race([call.then(() => 'call' as const, () => 'call' as const), interrupted.then(() => 'interrupt' as const)]);
-    if (winner === 'interrupt') scope.cancel();
+    let abortedFor: 'adoption' | 'settled' | undefined;
+    let temporalCancel: unknown;
     try {
-      const outcome = await call;
-      state.webhookRegistered ||= outcome.webhookRegistered;
-      apply(outcome.snapshot, 'call');
+      while (!settled) {
+        await condition(() => settled || inbox.length > 0 || (pendingAdoption !== undefined && !state.taskId));
+        if (inbox.length > 0) drainInbox();
+        if (settled) break;
+        if (machine.terminal && !state.provisional) {
+          // A final result bound to this operation arrived first; the call's answer adds nothing.
+          abortedFor = 'settled';
+          scope?.cancel();
+          break;
+        }
+        if (pendingAdoption && !state.taskId) {
+          abortedFor = 'adoption';
+          scope?.cancel();
+          break;
+        }
+      }
     } catch (failure) {
-      if (isCancellation(failure) && winner === 'interrupt') {
-        if (pendingAdoption && !state.taskId && !cancelRequest) await adopt(pendingAdoption.taskId, `signalled by ${pendingAdoption.requestedBy}`);
+      if (!isCancellation(failure)) throw failure;
+      // The workflow is being canceled: the call still answers, and what it made is recorded before the cancel.
+      temporalCancel = failure;
+      machine.requestCancel(cancelRequest ?? TEMPORAL_CANCEL);
+    }
+    const settle = async (): Promise<void> => {
+      try {
+        const outcome = await call;
+        state.webhookRegistered ||= outcome.webhookRegistered;
+        machine.applyCallAnswer(
+          outcome.snapshot,
+          outcome.schemaWarnings?.length ? { schemaWarnings: outcome.schemaWarnings } : {},
+        );
+        drainInbox();
+      } catch (failure) {
+        state.callInFlight = undefined;
+        if (isCancellation(failure) && abortedFor === 'adoption') {
+          if (pendingAdoption && !state.taskId)
+            await adopt(pendingAdoption.taskId, `signalled by ${pendingAdoption.requestedBy}`);
+          return;
+        }
+        if (isCancellation(failure) && abortedFor === 'settled') {
+          machine.record(`call ${keyStep} stopped: the operation already ended ${state.status}`);
+          return;
+        }
+        if (isCancellation(failure)) throw failure;
+        await afterCallFailure(keyStep, step, params, errorFromFailure(failure), !taskKnownBefore);
+      } finally {
+        publish();
+      }
+    };
+    if (temporalCancel === undefined) {
+      await settle();
+      return;
+    }
+    await CancellationScope.nonCancellable(settle);
+    throw temporalCancel;
+  }
+
+  async function afterCallFailure(
+    keyStep: string,
+    step: string,
+    params: Record<string, unknown>,
+    error: AdcpError,
+    mayFollowTask: boolean,
+  ): Promise<void> {
+    if (error.code === 'ANSWER_TOO_LARGE') {
+      machine.fail(
+        'answer_too_large',
+        `The ${state.task} answer from ${state.agentId} is too large to keep: ${error.message}`,
+        error,
+      );
+      return;
+    }
+    const decision = machine.decideAfterCallFailure(error, spec.mutating, mayFollowTask);
+    switch (decision.action) {
+      case 'ignore':
+      case 'follow-task':
+        machine.note('call', `call ${keyStep} failed (${error.code}); ${decision.why}`);
+        return;
+      case 'confirm-held':
+        machine.note('call', `call ${keyStep} failed (${error.code}); confirming the webhooks that arrived during it`);
+        await confirmHeld();
+        return;
+      case 'fail':
+        machine.fail(decision.reason, decision.message, error);
+        return;
+      case 'reconcile': {
+        const found = await reconcileCall(keyStep, error);
+        const next = machine.decideAfterReconciliation(error, found, keyGeneration);
+        if (next.action === 'rekey' && cancelRequest === undefined) {
+          keyGeneration += 1;
+          await callSeller(step, params);
+        } else if (next.action === 'fail') {
+          machine.fail(next.reason, next.message, error);
+        } else if (next.action === 'rekey') {
+          machine.fail(
+            'call_failed',
+            `The ${state.task} call to ${state.agentId} was refused with ${error.code}; the operation was canceled before a new key was tried.`,
+            error,
+          );
+        }
         return;
       }
-      if (isCancellation(failure)) throw failure;
-      const error = errorFromFailure(failure);
-      const lostOrRefused = IDEMPOTENCY_CODES.has(error.code) || (spec.mutating && error.recovery === 'transient' && !state.taskId);
-      if (lostOrRefused && (await reconcileCall(keyStep, error))) return;
-      if (IDEMPOTENCY_CODES.has(error.code) && keyGeneration === 0 && lastReconciliationFound() === 'not_found') {
-        // The seller has no task from the old key: nothing happened there, so a new key cannot duplicate anything.
-        keyGeneration += 1;
-        await callSeller(step, params);
-        return;
-      }
-      if (IDEMPOTENCY_CODES.has(error.code)) {
-        fail('idempotency_unresolved', `The ${state.task} call to ${state.agentId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`, error);
-        return;
-      }
-      fail('call_failed', `The ${state.task} call to ${state.agentId} failed: ${error.message}`, error);
     }
   }
 
-  function lastReconciliationFound(): string | undefined {
-    return state.reconciliation?.[state.reconciliation.length - 1]?.outcome;
-  }
-
-  /** Ask the seller whether the call's key already made a task; adopt it if so. True when adopted. */
-  async function reconcileCall(keyStep: string, error: AdcpError): Promise<boolean> {
+  /** Ask the seller whether the call's key already made a task; adopt it if so. */
+  async function reconcileCall(keyStep: string, error: AdcpError): Promise<'adopted' | 'not_found' | 'unsupported'> {
     const trigger = `${error.code} on call step ${keyStep}`;
-    let found: Awaited<ReturnType<typeof lookActivities.findSellerTask>>;
+    let found;
     try {
-      found = await lookActivities.findSellerTask({ operationId: state.operationId, agentId: state.agentId, task: state.task, step: keyStep });
+      found = await readActivities(timeouts()).findLostTask({
+        operationId: state.operationId,
+        agentId: state.agentId,
+        task: state.task,
+        step: keyStep,
+        ...accountOf(input.params),
+        timeouts: timeouts(),
+      });
     } catch (failure) {
       if (isCancellation(failure)) throw failure;
-      record({ trigger, outcome: 'unsupported', note: `reconciliation failed: ${errorFromFailure(failure).message}` });
-      return false;
+      machine.recordReconciliation({
+        trigger,
+        outcome: 'unsupported',
+        note: `reconciliation failed: ${errorFromFailure(failure).message}`,
+      });
+      return 'unsupported';
     }
     if (!found.supported) {
-      record({ trigger, outcome: 'unsupported', note: found.note });
-      return false;
+      machine.recordReconciliation({ trigger, outcome: 'unsupported', note: found.note });
+      return 'unsupported';
     }
     if (!found.snapshot) {
-      record({ trigger, outcome: 'not_found', note: found.note });
-      return false;
+      machine.recordReconciliation({ trigger, outcome: 'not_found', note: found.note });
+      return 'not_found';
     }
-    record({ trigger, outcome: 'adopted', taskId: found.snapshot.taskId, note: found.note });
-    apply(found.snapshot, 'reconciliation');
-    return true;
-
-    function record(entry: { trigger: string; outcome: 'adopted' | 'not_found' | 'unsupported'; taskId?: string; note: string }): void {
-      state.reconciliation = [...(state.reconciliation ?? []), { at: iso(Date.now()), ...entry }].slice(-10);
-    }
+    machine.recordReconciliation({
+      trigger,
+      outcome: 'adopted',
+      ...(found.snapshot.taskId ? { taskId: found.snapshot.taskId } : {}),
+      note: found.note,
+    });
+    machine.applyRead(found.snapshot, 'reconciliation');
+    publish();
+    return 'adopted';
   }
 
   async function adopt(taskId: string, why: string): Promise<void> {
     pendingAdoption = undefined;
-    state.taskId = taskId;
-    state.reconciliation = [...(state.reconciliation ?? []), { at: iso(Date.now()), trigger: why, outcome: 'adopted' as const, taskId, note: 'seller task adopted; the call was not repeated' }].slice(-10);
-    state.updatedAt = iso(Date.now());
+    machine.adopt(taskId, why);
     publish();
     await look();
   }
 
-  async function look(): Promise<void> {
-    if (!state.taskId) return;
+  // ---- reads --------------------------------------------------------------------------------------------------
+
+  function readInput(taskId: string) {
+    return {
+      operationId: state.operationId,
+      agentId: state.agentId,
+      task: state.task,
+      taskId,
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...accountOf(input.params),
+      ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
+      ...(state.readMethod ? { readMethod: state.readMethod } : {}),
+      timeouts: timeouts(),
+    };
+  }
+
+  function learnReadMethod(method: ReadMethod): void {
+    if (state.readMethod !== method) {
+      if (state.readMethod)
+        machine.note('poll', `reads at ${state.agentId} now use ${method} (was ${state.readMethod})`);
+      state.readMethod = method;
+    }
+  }
+
+  /** Applies one read; a read that cannot see the task is "cannot see it now", never the task failing. */
+  function applyReadOutcome(outcome: ReadTaskOutcome): boolean {
+    learnReadMethod(outcome.readMethod);
+    if (outcome.snapshot) {
+      machine.applyRead(outcome.snapshot, 'poll');
+      return true;
+    }
+    if (outcome.unreadable)
+      machine.note(
+        'poll',
+        `cannot read task ${state.taskId ?? '?'} now (${outcome.unreadable.code}): ${outcome.unreadable.message}`,
+      );
+    return false;
+  }
+
+  async function look(taskId = state.taskId): Promise<boolean> {
+    if (!taskId) return false;
     try {
-      const snapshot = await lookActivities.pollTask({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId });
+      const outcome = await readActivities(timeouts()).readTask(readInput(taskId));
       state.pollCount += 1;
-      apply(snapshot, 'poll');
+      const seen = applyReadOutcome(outcome);
+      publish();
+      return seen;
     } catch (failure) {
       if (isCancellation(failure)) throw failure;
       const error = errorFromFailure(failure);
-      if (error.recovery === 'transient') {
-        // A missed look is not a failed operation: the next one (or a webhook) will tell.
-        note('poll', `poll failed, will look again: ${error.code}: ${error.message}`);
-        return;
-      }
-      fail('poll_failed', `Could not read task ${state.taskId} at ${state.agentId}: ${error.message}`, error);
+      // A missed look is not a failed operation: the next one, a webhook or reconciliation will tell.
+      machine.note('poll', `read failed, will look again: ${error.code}: ${error.message}`);
+      publish();
+      return false;
     }
+  }
+
+  /** Webhooks arrived before the task was bound and the call's answer was lost: a read of their task confirms them. */
+  async function confirmHeld(): Promise<void> {
+    const taskId = machine.heldTaskId();
+    if (taskId) {
+      machine.adopt(taskId, 'named by a webhook that arrived while the call was in flight');
+      const seen = await look(taskId);
+      if (seen) return;
+    }
+    machine.acceptHeldUnconfirmed(
+      taskId ? `no read of task ${taskId} is possible at ${state.agentId} now` : 'the webhooks name no task to read',
+    );
+    publish();
+  }
+
+  /** A completion that needs a read to be believed (a create without its media_buy_id). */
+  async function confirmProvisional(): Promise<void> {
+    const seen = state.taskId ? await look() : false;
+    if (!seen && state.provisional && !machine.terminal) {
+      machine.settleProvisional(
+        state.taskId ? `task ${state.taskId} cannot be read at ${state.agentId}` : 'the seller named no task to read',
+      );
+    } else if (state.provisional && !machine.terminal && seen) {
+      // The read did not settle it (it still says something else): keep waiting for the seller.
+      machine.note('poll', `the read shows ${state.status}; the completion stays unconfirmed for now`);
+    }
+    publish();
   }
 
   /**
@@ -497,7 +711,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   async function pollUntilChange(plan: WaitPlan): Promise<void> {
     // The first look of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
     // are retries of one polling activity.
-    const interrupt = () => inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
+    const interrupt = () =>
+      inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
     const firstLookInMs = Math.min(plan.firstLookAfterMs, deadlineMs - Date.now());
     if (firstLookInMs > 0 && (await condition(interrupt, firstLookInMs))) return;
     const untilDeadline = deadlineMs - Date.now();
@@ -507,20 +722,28 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       await condition(interrupt, untilDeadline);
       return;
     }
-    const budgetMs = Math.min(untilDeadline, plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstLookAfterMs);
-    const activities = pollingActivities(plan, budgetMs);
+    const budgetMs = Math.min(
+      untilDeadline,
+      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstLookAfterMs,
+    );
+    const activities = pollingActivities(plan, budgetMs, timeouts());
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
-    const polling = scope.run(() =>
-      activities.awaitTaskChange({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId!, since }),
-    );
+    const polling = scope.run(() => activities.awaitTaskMove({ ...readInput(state.taskId!), since }));
     const interrupted = condition(interrupt);
-    const winner = await Promise.race([polling.then(() => 'poll' as const, () => 'poll' as const), interrupted.then(() => 'signal' as const)]);
+    const winner = await Promise.race([
+      polling.then(
+        () => 'poll' as const,
+        () => 'poll' as const,
+      ),
+      interrupted.then(() => 'signal' as const),
+    ]);
     if (winner === 'signal') scope.cancel();
     try {
       const changed = await polling;
       state.pollCount += changed.polls;
-      apply(changed.snapshot, 'poll');
+      applyReadOutcome(changed);
+      publish();
     } catch (failure) {
       if (isCancellation(failure) && winner === 'signal') return;
       if (isCancellation(failure)) throw failure;
@@ -529,40 +752,47 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         // At the end of the working window the main loop continues at the slower cadence. Otherwise the next look
         // would have come after the deadline: wait for it (still interruptible), then the loop takes its last look.
         const toDeadline = deadlineMs - Date.now();
-        if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0) await condition(interrupt, toDeadline);
+        if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0)
+          await condition(interrupt, toDeadline);
         return;
       }
+      // Reads never fail the operation: note it and let the loop look again at the next cadence.
       const error = errorFromFailure(failure);
-      fail('poll_failed', `Could not read task ${state.taskId} at ${state.agentId}: ${error.message}`, error);
+      machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
+      publish();
+      await condition(interrupt, Math.min(plan.maxIntervalMs, Math.max(deadlineMs - Date.now(), 0)));
     }
   }
 
-  function drainInbox(): void {
-    while (inbox.length > 0 && !terminal()) {
-      const delivery = inbox.shift()!;
-      state.webhooksApplied += 1;
-      apply(delivery.snapshot, 'webhook');
-    }
-    inbox.length = terminal() ? 0 : inbox.length;
-  }
+  // ---- waits on people ----------------------------------------------------------------------------------------
 
   async function waitForAnswer(): Promise<void> {
     const request = state.inputRequest!;
     const maxRounds = input.interaction?.maxRounds ?? DEFAULT_MAX_INPUT_ROUNDS;
     if (request.round > maxRounds) {
-      fail('input_rounds_exhausted', `The seller asked for input ${request.round} times; the limit is ${maxRounds}.`);
+      machine.fail(
+        'input_rounds_exhausted',
+        `The seller asked for input ${request.round} times; the limit is ${maxRounds}.`,
+      );
       return;
     }
     const waitMs = Date.parse(request.deadline) - Date.now();
-    const arrived = await condition(() => pendingInput !== undefined || inbox.length > 0 || cancelRequest !== undefined || pollRequested, Math.max(waitMs, 0));
+    const arrived = await condition(
+      () => pendingInput !== undefined || inbox.length > 0 || cancelRequest !== undefined || pollRequested,
+      Math.max(waitMs, 0),
+    );
     if (!arrived) {
-      fail('input_timed_out', `No answer to the seller's question (${request.reason ?? 'input required'}) by ${request.deadline}.`);
+      machine.fail(
+        'input_timed_out',
+        `No answer to the seller's question (${request.reason ?? 'input required'}) by ${request.deadline}.`,
+      );
       return;
     }
-    if (pendingInput && !cancelRequest) {
+    if (inbox.length > 0) drainInbox();
+    // A final result that arrived first wins: an answer not yet sent is stale and is not sent.
+    if (pendingInput && !cancelRequest && !machine.terminal && state.status === 'input-required') {
       const answer = pendingInput;
-      state.transitions.push({ from: state.status, to: state.status, source: 'orchestrator', at: iso(Date.now()), note: `input provided by ${answer.providedBy ?? 'caller'} (round ${request.round})` });
-      state.transitionCount += 1;
+      machine.record(`input provided by ${answer.providedBy ?? 'caller'} (round ${request.round})`);
       // The question is answered: if the seller asks again, that is a new round.
       state.inputRequest = undefined;
       // Resume on the same context with the original arguments plus the answer (§2.4: re-sending is the safe choice).
@@ -573,12 +803,19 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
 
   async function waitForCredentials(): Promise<void> {
     const until = Date.parse(state.authRequired!.deadline);
-    const arrived = await condition(() => credentialsRefreshed || inbox.length > 0 || cancelRequest !== undefined || pollRequested, Math.max(until - Date.now(), 0));
+    const arrived = await condition(
+      () => credentialsRefreshed || inbox.length > 0 || cancelRequest !== undefined || pollRequested,
+      Math.max(until - Date.now(), 0),
+    );
     if (!arrived) {
-      fail('auth_timed_out', `The seller asked for authentication and no refreshed credentials arrived by ${state.authRequired!.deadline}.`);
+      machine.fail(
+        'auth_timed_out',
+        `The seller asked for authentication and no refreshed credentials arrived by ${state.authRequired!.deadline}.`,
+      );
       return;
     }
-    if (credentialsRefreshed && !cancelRequest) {
+    if (inbox.length > 0) drainInbox();
+    if (credentialsRefreshed && !cancelRequest && !machine.terminal) {
       credentialsRefreshed = false;
       // With a task the seller tracks, ask it where it stands; without one, repeat the call with the same key.
       if (state.taskId) await look();
@@ -601,18 +838,36 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   // ---- the main loop -------------------------------------------------------------------------------------
+  // Whether Temporal was asked to cancel this workflow (the typed client asks after its cancel update is accepted).
+  let cancellationRequested = false;
+  CancellationScope.current().cancelRequested.catch(() => {
+    cancellationRequested = true;
+  });
   publish();
   const main = new CancellationScope();
   let temporalCancelled = false;
   try {
     await main.run(async () => {
-      if (state.status === 'pending') await callSeller('call', input.params);
+      if (state.status === 'pending' && !state.taskId) await callSeller('call', input.params);
       let statusSeen = state.status;
       let looksInStatus = 0;
       let workingSinceMs = Date.now();
-      while (!terminal() && cancelRequest === undefined) {
-        drainInbox();
-        if (pendingAdoption && !state.taskId && !terminal()) {
+      while (!machine.terminal && cancelRequest === undefined) {
+        if (inbox.length > 0) drainInbox();
+        if (machine.terminal) break;
+        if (machine.held.length > 0 && !state.taskId) {
+          await confirmHeld();
+          continue;
+        }
+        if (state.provisional) {
+          await confirmProvisional();
+          if (state.provisional && !machine.terminal)
+            await pollUntilChange(
+              planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: state.webhookRegistered }),
+            );
+          continue;
+        }
+        if (pendingAdoption && !state.taskId) {
           await adopt(pendingAdoption.taskId, `signalled by ${pendingAdoption.requestedBy}`);
           continue;
         }
@@ -621,7 +876,6 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           await look();
           continue;
         }
-        if (terminal() || cancelRequest) break;
         if (state.status !== statusSeen) {
           if (state.status === 'working' && statusSeen !== 'working') workingSinceMs = Date.now();
           statusSeen = state.status;
@@ -629,9 +883,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         }
         if (Date.now() >= deadlineMs) {
           await look(); // one last look before giving up
-          drainInbox();
-          if (!terminal()) {
-            fail('timed_out', `No terminal status from ${state.agentId} within the budget (deadline ${state.deadline}); last status ${state.status}.`);
+          if (inbox.length > 0) drainInbox();
+          if (!machine.terminal) {
+            machine.fail(
+              'timed_out',
+              `No terminal status from ${state.agentId} within the budget (deadline ${state.deadline}); last status ${state.status}.`,
+            );
           }
           break;
         }
@@ -650,14 +907,18 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   if (cancelRequest || temporalCancelled) {
-    const request = cancelRequest ?? { requestedBy: 'temporal', reason: 'workflow cancellation requested through Temporal' };
+    const request = cancelRequest ?? TEMPORAL_CANCEL;
+    machine.requestCancel(request);
     await CancellationScope.nonCancellable(() => cancelAtSeller(request));
-  } else if (!terminal() && workflowInfo().continueAsNewSuggested) {
+  } else if (!machine.terminal && workflowInfo().continueAsNewSuggested) {
     await condition(allHandlersFinished);
     const carried: CarriedState = {
       state,
       seenEventKeys: [...seenEventKeys],
       inbox,
+      held: machine.held,
+      keyGeneration,
+      plans: Object.fromEntries(plans),
       ...(pendingInput ? { pendingInput } : {}),
       ...(credentialsRefreshed ? { pendingCredentialsRefresh: true } : {}),
       ...(pendingAdoption ? { pendingAdoption } : {}),
@@ -665,29 +926,71 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     return await continueAsNew<typeof adcpOperation>({ ...input, carried });
   }
 
+  /**
+   * A cancel never loses what the seller made: the call in flight has answered by now (callSeller waits for it),
+   * so the state knows what exists; then the seller is told where the protocol allows, and the state says what still exists.
+   */
   async function cancelAtSeller(request: CancelRequest): Promise<void> {
-    let sellerNotified = false;
-    let sellerNote = 'no seller task existed yet';
-    if (state.taskId) {
+    if (inbox.length > 0) drainInbox();
+    const mediaBuyId = state.resource?.mediaBuyId;
+    let atSeller: {
+      notified: boolean;
+      note: string;
+      resource?: { mediaBuyId: string; state: 'canceled' | 'live' | 'unknown' };
+    } = {
+      notified: false,
+      note: 'no seller task existed yet',
+    };
+    const sellerHasSomething = state.taskId !== undefined || mediaBuyId !== undefined;
+    const endedOnItsOwn = machine.terminal && !mediaBuyId;
+    if (sellerHasSomething && !endedOnItsOwn) {
       try {
-        const told = await lookActivities.cancelSellerTask({ operationId: state.operationId, agentId: state.agentId, taskId: state.taskId, ...(state.contextId ? { contextId: state.contextId } : {}) });
-        sellerNotified = told.notified;
-        sellerNote = told.note;
+        const told = await readActivities(timeouts()).cancelAtSeller({
+          operationId: state.operationId,
+          agentId: state.agentId,
+          task: state.task,
+          ...(state.taskId ? { taskId: state.taskId } : {}),
+          ...(state.contextId ? { contextId: state.contextId } : {}),
+          ...(mediaBuyId ? { mediaBuyId } : {}),
+          ...accountOf(input.params),
+          timeouts: timeouts(),
+        });
+        atSeller = { notified: told.notified, note: told.note, ...(told.resource ? { resource: told.resource } : {}) };
       } catch (failure) {
-        sellerNote = `telling the seller failed: ${errorFromFailure(failure).message}`;
+        atSeller = {
+          notified: false,
+          note: `telling the seller failed: ${errorFromFailure(failure).message}`,
+          ...(mediaBuyId ? { resource: { mediaBuyId, state: 'unknown' as const } } : {}),
+        };
       }
+    } else if (endedOnItsOwn) {
+      atSeller = { notified: false, note: `the operation had already ended ${state.status}` };
     }
-    if (terminal()) {
-      note('orchestrator', `cancel requested by ${request.requestedBy} after the operation ended ${state.status}`);
-      return;
-    }
-    state.cancellation = { ...request, at: iso(Date.now()), sellerNotified, sellerNote };
-    state.message = `Canceled by ${request.requestedBy}: ${request.reason}`;
-    setStatus('canceled', 'orchestrator', `requested by ${request.requestedBy}`);
-    state.updatedAt = iso(Date.now());
+    machine.cancel(request, atSeller);
     publish();
   }
 
   await condition(allHandlersFinished);
-  return state;
+  return endWorkflow();
+
+  /**
+   * The workflow's own ending tells the truth in the Web UI: an operation that failed or was rejected ends the
+   * workflow Failed (the whole state in the failure's details, where the typed client reads it), one canceled
+   * through Temporal ends Canceled; completed ones return their state.
+   */
+  function endWorkflow(): OperationState {
+    if (state.status === 'failed' || state.status === 'rejected') {
+      const why = state.failure?.message ?? state.message ?? state.errors?.[0]?.message ?? 'no reason given';
+      throw ApplicationFailure.create({
+        type: state.status === 'failed' ? OPERATION_FAILED : OPERATION_REJECTED,
+        message: `${state.task} at ${state.agentId} ${state.status}: ${why}`,
+        nonRetryable: true,
+        details: [state],
+      });
+    }
+    if (state.status === 'canceled' && cancellationRequested) {
+      throw new CancelledFailure(state.message ?? 'canceled', [state]);
+    }
+    return state;
+  }
 }

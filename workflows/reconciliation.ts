@@ -42,7 +42,12 @@ const reading = proxyActivities<ReconciliationActivities>({
 const finding = proxyActivities<OperationActivities>({
   startToCloseTimeout: '60s',
   heartbeatTimeout: '20s',
-  retry: { initialInterval: '1s', maximumInterval: '10s', maximumAttempts: 2, nonRetryableErrorTypes: ['ConfigError', 'ProtocolViolation'] },
+  retry: {
+    initialInterval: '1s',
+    maximumInterval: '10s',
+    maximumAttempts: 2,
+    nonRetryableErrorTypes: ['ConfigError', 'ProtocolViolation'],
+  },
 });
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
@@ -60,15 +65,24 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
 
   const trackedTaskIds = new Set(open.flatMap((operation) => (operation.taskId ? [operation.taskId] : [])));
   const sellerTaskIds = new Set(seller.tasks.map((task) => task.taskId));
-  const untracked = new Map(seller.tasks.filter((task) => !trackedTaskIds.has(task.taskId)).map((task) => [task.taskId, task]));
+  const untracked = new Map(
+    seller.tasks.filter((task) => !trackedTaskIds.has(task.taskId)).map((task) => [task.taskId, task]),
+  );
 
   // Operations that never learned their task ID (the call's answer was lost): ask the seller by the call's key.
   const adopted: ReconciliationReport['adopted'] = [];
   if (seller.supported) {
-    const lost = open.filter((operation): operation is OpenOperation & { task: string } => !operation.taskId && !!operation.task);
+    const lost = open.filter(
+      (operation): operation is OpenOperation & { task: string } => !operation.taskId && !!operation.task,
+    );
     for (const operation of lost) {
       try {
-        const found = await finding.findSellerTask({ operationId: operation.operationId, agentId: input.agentId, task: operation.task, step: 'call' });
+        const found = await finding.findSellerTask({
+          operationId: operation.operationId,
+          agentId: input.agentId,
+          task: operation.task,
+          step: 'call',
+        });
         const taskId = found.snapshot?.taskId;
         if (taskId && !trackedTaskIds.has(taskId)) {
           adopted.push({ operationId: operation.operationId, taskId });
@@ -76,15 +90,25 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
           untracked.delete(taskId);
         }
       } catch (failure) {
-        log.warn('Reconciliation could not look up a lost task', { operationId: operation.operationId, error: String(failure) });
+        log.warn('Reconciliation could not look up a lost task', {
+          operationId: operation.operationId,
+          error: String(failure),
+        });
       }
     }
   }
 
   const adoptedIds = new Set(adopted.map((entry) => entry.operationId));
   const signals = [
-    ...adopted.map((entry) => ({ operationId: entry.operationId, kind: 'adoptTask' as const, taskId: entry.taskId, requestedBy })),
-    ...open.filter((operation) => !adoptedIds.has(operation.operationId)).map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
+    ...adopted.map((entry) => ({
+      operationId: entry.operationId,
+      kind: 'adoptTask' as const,
+      taskId: entry.taskId,
+      requestedBy,
+    })),
+    ...open
+      .filter((operation) => !adoptedIds.has(operation.operationId))
+      .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
   ];
   const sent = signals.length > 0 ? await reading.signalOperations({ signals }) : { sent: 0, skipped: [] };
 
@@ -98,9 +122,18 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     sellerOpenTasks: seller.tasks.length,
     sellerListTruncated: seller.truncated,
     adopted,
-    unattributed: [...untracked.values()].map((task) => ({ taskId: task.taskId, status: task.status, ...(task.taskType ? { taskType: task.taskType } : {}) })),
-    missingFromSeller: seller.supported ? open.filter((operation) => operation.taskId && !sellerTaskIds.has(operation.taskId)).map((operation) => operation.operationId) : [],
-    pollRequested: signals.filter((signal) => signal.kind === 'pollNow' && !sent.skipped.includes(signal.operationId)).length,
+    unattributed: [...untracked.values()].map((task) => ({
+      taskId: task.taskId,
+      status: task.status,
+      ...(task.taskType ? { taskType: task.taskType } : {}),
+    })),
+    missingFromSeller: seller.supported
+      ? open
+          .filter((operation) => operation.taskId && !sellerTaskIds.has(operation.taskId))
+          .map((operation) => operation.operationId)
+      : [],
+    pollRequested: signals.filter((signal) => signal.kind === 'pollNow' && !sent.skipped.includes(signal.operationId))
+      .length,
   };
   log.info('Seller reconciled', {
     agentId: report.agentId,

@@ -4,13 +4,29 @@
  * the seller's answers are 5xx or timeouts (the seller processed the request but answered too late) and the worker
  * process is SIGKILLed and restarted. It reports what a user relies on: every operation ended, and the seller holds
  * exactly one media buy per operation.
+ *
+ * The convergence faults of issue #9 are opt-in (the full form turns them on):
+ * - `hangRate`: a share of requests land on a hanging socket (accepted, never answered; half of them after the
+ *   seller acted), so calls and reads time out;
+ * - `webhookFirstOperations`: operations at a second seller that acts at once, sends its signed completion webhook
+ *   through the real gateway before it answers, and loses the answer (the caller times out) for a share of them;
+ * - `cancels`: extra operations at the same sellers, canceled while the others' calls are in flight; they must end
+ *   canceled with at most one buy, canceled at the seller or on their record, and must not fail anyone else.
  */
 import { randomUUID } from 'node:crypto';
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { idempotencyKeyFor } from '../../activities/idempotency';
+import { createGateway } from '../../api/app';
+import { createWebhookAuthenticator } from '../../api/webhook-verification';
+import { createWebhookRouter } from '../../api/webhooks';
+import { dataConverter } from '../../client/payload-codec';
 import { OrchestratorClient } from '../../client/orchestrator-client';
+import { type AgentConfig, AgentRegistry } from '../../config/agents';
 import type { ManagedProcess } from '../../scripts/lib/processes';
-import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
+import type { OperationState } from '../../workflows/definitions';
+import { type Fault, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from './demo-requests';
 import { startWorkerProcess, writeAgentsFile } from './worker-process';
 
@@ -23,62 +39,174 @@ export interface FaultScenario {
   faultRate: number;
   /** Per-call timeout of the worker; the "timeout" faults hold the answer longer than this. */
   callTimeoutMs?: number;
+  /** Share of seller requests that land on a hanging socket (never answered). Default 0. */
+  hangRate?: number;
+  /**
+   * Operations at a seller that sends its signed final webhook before its answer (answer-after-webhook), on top of
+   * `operations`. Default 0.
+   */
+  webhookFirstOperations?: number;
+  /** Share of the webhook-first operations whose answer is lost after the seller acted (the caller times out). */
+  lostAnswerRate?: number;
+  /** Extra operations, spread over both sellers, canceled while the others run. Default 0. */
+  cancels?: number;
   log?: (line: string) => void;
 }
 
 export interface FaultReport {
+  /** Operations expected to complete (chaos + webhook-first); canceled ones are counted apart. */
   operations: number;
   ended: Record<string, number>;
   notEnded: string[];
+  /** Buys of the operations expected to complete, plus buys no operation's key explains. */
   mediaBuys: number;
   operationsWithOneBuy: number;
   /** Operations with more than one buy (or buys no operation's key explains). */
   duplicateBuys: number;
+  /**
+   * How the canceled operations ended, how many buys they left (at most one each), and how many of those are
+   * unaccounted for: neither canceled at the seller nor reported by the operation (as still live or not known).
+   */
+  canceled: { operations: number; ended: Record<string, number>; buys: number; unaccountedBuys: number };
   faultsInjected: number;
+  /** Requests that were never answered (hanging sockets, lost answers). */
+  hangingRequests: number;
+  /** Webhooks the webhook-first seller sent before answering, and how many the gateway accepted. */
+  webhooksFirst: { sent: number; accepted: number };
   requests: number;
   kills: number;
   seconds: number;
 }
 
+async function listenOnLoopback(): Promise<{ server: Server; base: string }> {
+  const server = await new Promise<Server>((resolve) => {
+    const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  return { server, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
 export async function runFaultScenario(scenario: FaultScenario): Promise<FaultReport> {
   const log = scenario.log ?? (() => undefined);
   const callTimeoutMs = scenario.callTimeoutMs ?? 2_000;
+  const webhookFirstOperations = scenario.webhookFirstOperations ?? 0;
+  const cancels = scenario.cancels ?? 0;
   const started = Date.now();
   const seller: ScriptedSeller = await startScriptedSeller();
+  const lostAnswers = Math.round(webhookFirstOperations * (scenario.lostAnswerRate ?? 0));
+  const webhookSeller: ScriptedSeller | undefined =
+    webhookFirstOperations > 0 || cancels > 0
+      ? await startScriptedSeller({
+          profile: { 'answer-after-webhook': { loseAnswers: lostAnswers, lostAs: 'hang' } },
+        })
+      : undefined;
   seller.setDefaultScript('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
-  const faults = [
+  const faults: Fault[] = [
     { kind: 'http-status' as const, status: 500 },
     { kind: 'http-status' as const, status: 503 },
     { kind: 'slow-response' as const, ms: callTimeoutMs + 1_500 },
   ];
   seller.chaos('create_media_buy', { rate: scenario.faultRate, faults });
   seller.chaos('tasks/get', { rate: scenario.faultRate, faults });
+  if (scenario.hangRate && scenario.hangRate > 0) {
+    // Hanging sockets on top of the chaos: a request hangs with probability hangRate; half of the hanging creates
+    // after the seller acted (the buy exists, the answer never comes), half before.
+    const rate = scenario.hangRate;
+    seller.hangSockets({ tool: 'create_media_buy', match: () => Math.random() < rate / 2, process: true });
+    seller.hangSockets({ tool: 'create_media_buy', match: () => Math.random() < rate / 2 });
+    seller.hangSockets({ tool: 'tasks/get', match: () => Math.random() < rate });
+  }
 
-  const agentsFile = writeAgentsFile([{ id: 'chaos', url: seller.url, protocol: 'mcp', token_env: 'CHAOS_SELLER_TOKEN' }]);
+  const gateway = webhookSeller ? await listenOnLoopback() : undefined;
+  const agents: AgentConfig[] = [
+    { id: 'chaos', name: 'chaos', url: seller.url, protocol: 'mcp', token_env: 'CHAOS_SELLER_TOKEN' },
+  ];
+  if (webhookSeller) {
+    agents.push({
+      id: 'webhook-first',
+      name: 'webhook-first',
+      url: webhookSeller.url,
+      protocol: 'mcp',
+      token_env: 'WEBHOOK_FIRST_SELLER_TOKEN',
+      webhooks: { scheme: 'rfc9421', jwks: webhookSeller.webhookJwks } as AgentConfig['webhooks'],
+    });
+  }
+  const agentsFile = writeAgentsFile(agents);
   const taskQueue = `faults-${randomUUID()}`;
-  const workerEnv = { CHAOS_SELLER_TOKEN: seller.authToken, ADCP_CALL_TIMEOUT_MS: String(callTimeoutMs), ADCP_RECONCILE_EVERY: 'off' };
+  const tokens = { CHAOS_SELLER_TOKEN: seller.authToken, WEBHOOK_FIRST_SELLER_TOKEN: webhookSeller?.authToken ?? '' };
+  const workerEnv = {
+    ...tokens,
+    ADCP_CALL_TIMEOUT_MS: String(callTimeoutMs),
+    ADCP_RECONCILE_EVERY: 'off',
+    ...(gateway ? { ADCP_PUBLIC_BASE_URL: gateway.base } : {}),
+  };
   const connection = await Connection.connect({ address: scenario.address });
-  const orchestrator = new OrchestratorClient({ client: new Client({ connection }), taskQueue });
+  const client = new Client({ connection, dataConverter: dataConverter() });
+  const orchestrator = new OrchestratorClient({ client, taskQueue });
+  if (gateway) {
+    const webhookRouter = createWebhookRouter({
+      client,
+      agents: new AgentRegistry(agents, 'fault-run agents'),
+      authenticator: createWebhookAuthenticator(),
+      publicBaseUrl: gateway.base,
+      env: tokens,
+      log: () => undefined,
+    });
+    gateway.server.on('request', createGateway({ orchestrator, webhookRouter }));
+  }
   let worker: ManagedProcess | undefined;
   try {
     worker = await startWorkerProcess({ address: scenario.address, taskQueue, agentsFile, env: workerEnv });
-    const operationIds = await Promise.all(
-      Array.from({ length: scenario.operations }, async () => {
-        const started = await orchestrator.start({ agentId: 'chaos', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
-        return started.operationId;
-      }),
-    );
-    log(`${operationIds.length} operations started`);
+    const startOne = async (agentId: string) =>
+      (
+        await orchestrator.start({
+          agentId,
+          task: 'create_media_buy',
+          params: createMediaBuyParams(),
+          idempotencyKey: randomUUID(),
+        })
+      ).operationId;
+    const operationIds = await Promise.all([
+      ...Array.from({ length: scenario.operations }, () => startOne('chaos')),
+      ...Array.from({ length: webhookFirstOperations }, () => startOne('webhook-first')),
+    ]);
+    log(`${operationIds.length} operations started (${webhookFirstOperations} at the webhook-first seller)`);
     const results = Promise.allSettled(operationIds.map((operationId) => orchestrator.result(operationId)));
 
+    // Operations canceled while the others' calls are in flight at the same sellers.
+    const canceledIds = await Promise.all(
+      Array.from({ length: cancels }, (_, i) => startOne(i % 2 === 0 || !webhookSeller ? 'chaos' : 'webhook-first')),
+    );
+    const canceledResults = Promise.allSettled(
+      canceledIds.map(async (operationId, i) => {
+        await new Promise((resolve) => setTimeout(resolve, 50 + ((i * 97) % 400)));
+        // A worker may be SIGKILLed meanwhile: ask again until the operation has taken the cancel.
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            await orchestrator.cancel(operationId, {
+              requestedBy: 'fault-test',
+              reason: 'cancel beside running calls',
+            });
+            break;
+          } catch (error) {
+            if (attempt >= 5) throw error;
+            await new Promise((resolve) => setTimeout(resolve, 2_000));
+          }
+        }
+        return orchestrator.result(operationId);
+      }),
+    );
+    if (cancels > 0) log(`${cancels} operations started to be canceled`);
+
+    const allSellers = [seller, ...(webhookSeller ? [webhookSeller] : [])];
+    const requestCount = () => allSellers.reduce((sum, s) => sum + s.calls.length, 0);
     for (let kill = 1; kill <= scenario.kills; kill += 1) {
       // Kill while calls are in flight: after the seller has seen a share of this round's requests.
-      const seen = seller.calls.length;
-      const target = seen + Math.max(5, Math.floor(scenario.operations / 2));
+      const seen = requestCount();
+      const target = seen + Math.max(5, Math.floor(operationIds.length / 2));
       const deadline = Date.now() + 60_000;
-      while (seller.calls.length < target && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      while (requestCount() < target && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
       await worker.stop('SIGKILL');
-      log(`worker SIGKILLed (${kill}/${scenario.kills}) after ${seller.calls.length} seller requests`);
+      log(`worker SIGKILLed (${kill}/${scenario.kills}) after ${requestCount()} seller requests`);
       worker = await startWorkerProcess({ address: scenario.address, taskQueue, agentsFile, env: workerEnv });
     }
 
@@ -89,29 +217,69 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       if (outcome.status === 'fulfilled') ended[outcome.value.status] = (ended[outcome.value.status] ?? 0) + 1;
       else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
     });
+    const canceledEnded: Record<string, number> = {};
+    const canceledStates = new Map<string, OperationState>();
+    (await canceledResults).forEach((outcome, index) => {
+      if (outcome.status === 'fulfilled') canceledStates.set(canceledIds[index], outcome.value);
+      const status = outcome.status === 'fulfilled' ? outcome.value.status : `not ended (${String(outcome.reason)})`;
+      canceledEnded[status] = (canceledEnded[status] ?? 0) + 1;
+      if (outcome.status === 'rejected') notEnded.push(`${canceledIds[index]} (canceled): ${String(outcome.reason)}`);
+    });
+
     // Attribute each buy to its operation through the keys the operation may have used (first key, one fresh key).
-    const buys = seller.mediaBuys();
-    const operationOfKey = new Map(operationIds.flatMap((operationId) => [idempotencyKeyFor(operationId, 'call'), idempotencyKeyFor(operationId, 'call#1')].map((key) => [key, operationId] as const)));
-    const byKey = new Map<string, number>(operationIds.map((operationId) => [operationId, 0]));
+    const buys = allSellers.flatMap((s) => s.mediaBuys());
+    const owners = [...operationIds, ...canceledIds];
+    const operationOfKey = new Map(
+      owners.flatMap((operationId) =>
+        [idempotencyKeyFor(operationId, 'call'), idempotencyKeyFor(operationId, 'call#1')].map(
+          (key) => [key, operationId] as const,
+        ),
+      ),
+    );
+    const byOwner = new Map<string, number>(owners.map((operationId) => [operationId, 0]));
+    let unaccountedBuys = 0;
     for (const buy of buys) {
       const owner = operationOfKey.get(buy.idempotencyKey ?? '') ?? `unattributed:${buy.mediaBuyId}`;
-      byKey.set(owner, (byKey.get(owner) ?? 0) + 1);
+      byOwner.set(owner, (byOwner.get(owner) ?? 0) + 1);
+      const canceledState = canceledStates.get(owner);
+      if (canceledIds.includes(owner) && buy.status !== 'canceled') {
+        // A buy a canceled operation left live must at least be on its record.
+        const resource = canceledState?.cancellation?.resource ?? canceledState?.resource;
+        if (resource?.mediaBuyId !== buy.mediaBuyId || resource.state === 'canceled') unaccountedBuys += 1;
+      }
     }
+    const canceledSet = new Set(canceledIds);
+    const mainCounts = [...byOwner.entries()].filter(([owner]) => !canceledSet.has(owner));
+    const canceledBuys = canceledIds.reduce((sum, operationId) => sum + (byOwner.get(operationId) ?? 0), 0);
+    const deliveries = webhookSeller?.webhookDeliveries ?? [];
     return {
-      operations: scenario.operations,
+      operations: operationIds.length,
       ended,
       notEnded,
-      mediaBuys: buys.length,
-      operationsWithOneBuy: [...byKey.values()].filter((count) => count === 1).length,
-      duplicateBuys: [...byKey.entries()].filter(([owner, count]) => count > 1 || owner.startsWith('unattributed:')).length,
-      faultsInjected: seller.calls.filter((call) => call.fault).length,
-      requests: seller.calls.length,
+      mediaBuys: mainCounts.reduce((sum, [, count]) => sum + count, 0),
+      operationsWithOneBuy: mainCounts.filter(([, count]) => count === 1).length,
+      duplicateBuys: [...byOwner.entries()].filter(([owner, count]) => count > 1 || owner.startsWith('unattributed:'))
+        .length,
+      canceled: { operations: canceledIds.length, ended: canceledEnded, buys: canceledBuys, unaccountedBuys },
+      faultsInjected: allSellers.reduce((sum, s) => sum + s.calls.filter((call) => call.fault).length, 0),
+      hangingRequests: allSellers.reduce((sum, s) => sum + s.calls.filter((call) => call.hanging).length, 0),
+      webhooksFirst: {
+        sent: deliveries.length,
+        accepted: deliveries.filter((delivery) => delivery.finalStatus !== undefined && delivery.finalStatus < 300)
+          .length,
+      },
+      requests: requestCount(),
       kills: scenario.kills,
       seconds: Math.round((Date.now() - started) / 100) / 10,
     };
   } finally {
     await worker?.stop('SIGKILL').catch(() => undefined);
+    if (gateway) {
+      gateway.server.closeAllConnections();
+      await new Promise((resolve) => gateway.server.close(resolve));
+    }
     await connection.close();
     await seller.close();
+    await webhookSeller?.close();
   }
 }

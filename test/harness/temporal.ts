@@ -1,11 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger, type Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  NativeConnection,
+  Runtime,
+  DefaultLogger,
+  type Worker,
+  bundleWorkflowCode,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type AgentConfig, AgentRegistry } from '../../config/agents';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
+import { dataConverter } from '../../client/payload-codec';
+import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 
 let runtimeInstalled = false;
 export function quietRuntime(): void {
@@ -24,7 +33,10 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 
 export function testAddress(): string {
   const address = process.env.TEMPORAL_TEST_ADDRESS;
-  if (!address) throw new Error('TEMPORAL_TEST_ADDRESS is not set: run integration tests through jest (globalSetup starts Temporal).');
+  if (!address)
+    throw new Error(
+      'TEMPORAL_TEST_ADDRESS is not set: run integration tests through jest (globalSetup starts Temporal).',
+    );
   return address;
 }
 
@@ -52,7 +64,7 @@ export async function startTestStack(options: {
   const address = options.address ?? testAddress();
   const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
+  const client = new Client({ connection, dataConverter: dataConverter() });
   const workerConnection = await NativeConnection.connect({ address });
   const worker = await createOperationWorker({
     connection: workerConnection,
@@ -76,6 +88,7 @@ export async function startTestStack(options: {
       await workerConnection.close();
       await connection.close();
       await closeMCPConnections().catch(() => undefined);
+      closeIdleMcpConnections();
     },
   };
 }
@@ -86,7 +99,11 @@ export function demoAgent(overrides: Partial<AgentConfig> = {}): AgentConfig {
   return { id: 'demo', name: 'Demo seller', url, protocol: 'mcp', token_env: 'DEMO_SELLER_TOKEN', ...overrides };
 }
 
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 60_000, intervalMs = 200): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {

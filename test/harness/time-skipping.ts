@@ -10,9 +10,10 @@ import type { Worker } from '@temporalio/worker';
 import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import type { AgentRegistry } from '../../config/agents';
-import { resolveTestServer } from '../../config/temporal-binaries';
+import { resolveTestServer } from '../../scripts/lib/temporal-binaries';
 import { createOperationWorker } from '../../workers/worker';
 import { quietRuntime, workflowBundle } from './temporal';
+import { dataConverter } from '../../client/payload-codec';
 
 export interface TimeSkippingStack {
   env: TestWorkflowEnvironment;
@@ -24,10 +25,14 @@ export interface TimeSkippingStack {
   close(): Promise<void>;
 }
 
-export async function startTimeSkippingStack(options: { agents: AgentRegistry; activities?: Partial<ActivityDependencies> }): Promise<TimeSkippingStack> {
+export async function startTimeSkippingStack(options: {
+  agents: AgentRegistry;
+  activities?: Partial<ActivityDependencies>;
+}): Promise<TimeSkippingStack> {
   quietRuntime();
   const env = await TestWorkflowEnvironment.createTimeSkipping({
     server: { executable: { type: 'existing-path', path: resolveTestServer() } },
+    client: { dataConverter: dataConverter() },
   });
   const taskQueue = `time-skipping-${randomUUID()}`;
   const worker = await createOperationWorker({

@@ -15,16 +15,26 @@ export function writeAgentsFile(agents: AgentConfig[]): string {
 }
 
 /** The real worker entry point (`npm run worker`) as its own OS process, so a test can SIGKILL it. */
-export async function startWorkerProcess(options: { address: string; taskQueue: string; agentsFile: string; env?: NodeJS.ProcessEnv }): Promise<ManagedProcess> {
-  const worker = startProcess('worker', path.join(root, 'node_modules', '.bin', 'tsx'), [path.join(root, 'workers', 'main.ts')], {
-    env: {
-      TEMPORAL_ADDRESS: options.address,
-      TEMPORAL_NAMESPACE: 'default',
-      ADCP_TASK_QUEUE: options.taskQueue,
-      ADCP_AGENTS_FILE: options.agentsFile,
-      ...options.env,
+export async function startWorkerProcess(options: {
+  address: string;
+  taskQueue: string;
+  agentsFile: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<ManagedProcess> {
+  const worker = startProcess(
+    'worker',
+    path.join(root, 'node_modules', '.bin', 'tsx'),
+    [path.join(root, 'workers', 'main.ts')],
+    {
+      env: {
+        TEMPORAL_ADDRESS: options.address,
+        TEMPORAL_NAMESPACE: 'default',
+        ADCP_TASK_QUEUE: options.taskQueue,
+        ADCP_AGENTS_FILE: options.agentsFile,
+        ...options.env,
+      },
     },
-  });
+  );
   const deadline = Date.now() + 90_000;
   while (!worker.output().includes('worker: task queue')) {
     if (worker.child.exitCode !== null) throw new Error(`worker exited at start:\n${worker.output()}`);

@@ -5,7 +5,7 @@
  * after the hand-over is not applied twice).
  */
 import { randomUUID } from 'node:crypto';
-import { freePort, startDevServer, type DevServer } from '../../config/dev-server';
+import { freePort, startDevServer, type DevServer } from '../../scripts/lib/dev-server';
 import { webhookReceivedSignal } from '../../workflows/definitions';
 import { type ScriptStep, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -16,7 +16,11 @@ let seller: ScriptedSeller;
 let stack: TestStack;
 
 beforeAll(async () => {
-  server = await startDevServer({ port: await freePort(), headless: true, dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': 40 } });
+  server = await startDevServer({
+    port: await freePort(),
+    headless: true,
+    dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': 40 },
+  });
   seller = await startScriptedSeller();
   stack = await startTestStack({
     address: server.address,
@@ -32,13 +36,23 @@ afterAll(async () => {
 
 test('an operation continued as new keeps its transitions, poll count and webhook dedupe set', async () => {
   const steps: ScriptStep[] = [{ status: 'submitted' }];
-  for (let percentage = 10; percentage <= 90; percentage += 10) steps.push({ status: 'working', progress: { percentage }, afterPolls: 1 });
+  for (let percentage = 10; percentage <= 90; percentage += 10)
+    steps.push({ status: 'working', progress: { percentage }, afterPolls: 1 });
   steps.push({ status: 'completed', afterMs: 600_000 });
   seller.script('create_media_buy', steps);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const handle = stack.client.workflow.getHandle(operationId);
   const firstRunId = (await handle.describe()).runId;
-  const event = { eventKey: `idem:evt_${randomUUID()}`, snapshot: { status: 'working' as const, progress: { percentage: 5 } }, receivedAt: new Date().toISOString() };
+  const event = {
+    eventKey: `idem:evt_${randomUUID()}`,
+    snapshot: { status: 'working' as const, progress: { percentage: 5 } },
+    receivedAt: new Date().toISOString(),
+  };
   await handle.signal(webhookReceivedSignal, event);
 
   // Wait for the last progress step, by which time the history limit has been passed several times.
@@ -48,7 +62,9 @@ test('an operation continued as new keeps its transitions, poll count and webhoo
   }, 120_000);
   const currentRunId = (await handle.describe()).runId;
   expect(currentRunId).not.toBe(firstRunId);
-  expect((await stack.client.workflow.getHandle(operationId, firstRunId).describe()).status.name).toBe('CONTINUED_AS_NEW');
+  expect((await stack.client.workflow.getHandle(operationId, firstRunId).describe()).status.name).toBe(
+    'CONTINUED_AS_NEW',
+  );
 
   // The same event again, to the new run: still applied once.
   await handle.signal(webhookReceivedSignal, event);

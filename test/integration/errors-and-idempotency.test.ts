@@ -13,7 +13,7 @@ import { buyerRefFor } from '../../activities/idempotency';
 import type { AgentConfig } from '../../config/agents';
 import { operationView } from '../../api/app';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import { type CircuitTransition, CircuitBreakerRegistry } from '../../protocol';
+import { type CircuitTransition, CircuitBreakerRegistry } from '../../activities/circuit-breaker';
 
 interface Rig {
   seller: ScriptedSeller;
@@ -53,14 +53,19 @@ function createKeys(seller: ScriptedSeller): string[] {
 
 test('transient failures are retried with the same idempotency key, then succeed with one media buy', async () => {
   const { seller, stack, agentId } = await rig();
-  // Two activity attempts fail (the SDK's MCP client re-sends each failed request once: 2 requests per attempt).
-  seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 4 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  // Two activity attempts fail (one request each: every call has its own connection, nothing re-sends behind us).
+  seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(seller.mediaBuys()).toHaveLength(1);
   const keys = createKeys(seller);
-  expect(keys.length).toBe(5);
+  expect(keys.length).toBe(3);
   expect(new Set(keys).size).toBe(1);
 });
 
@@ -69,10 +74,21 @@ test('a correctable error fails the operation at once with the seller’s messag
   seller.script('create_media_buy', [
     {
       status: 'failed',
-      adcpError: { code: 'BUDGET_TOO_LOW', message: 'Minimum budget is 10000 USD', recovery: 'correctable', field: 'packages[0].budget', suggestion: 'Raise the package budget to at least 10000' },
+      adcpError: {
+        code: 'BUDGET_TOO_LOW',
+        message: 'Minimum budget is 10000 USD',
+        recovery: 'correctable',
+        field: 'packages[0].budget',
+        suggestion: 'Raise the package budget to at least 10000',
+      },
     },
   ]);
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('failed');
   expect(state.errors?.[0]).toMatchObject({
@@ -88,8 +104,15 @@ test('a correctable error fails the operation at once with the seller’s messag
 
 test('a terminal seller error is not retried either', async () => {
   const { seller, stack, agentId } = await rig();
-  seller.script('get_products', [{ status: 'failed', adcpError: { code: 'ACCOUNT_SUSPENDED', message: 'Account suspended', recovery: 'terminal' } }]);
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'get_products', params: getProductsParams, idempotencyKey: randomUUID() });
+  seller.script('get_products', [
+    { status: 'failed', adcpError: { code: 'ACCOUNT_SUSPENDED', message: 'Account suspended', recovery: 'terminal' } },
+  ]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'get_products',
+    params: getProductsParams,
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('failed');
   expect(state.errors?.[0]).toMatchObject({ code: 'ACCOUNT_SUSPENDED', recovery: 'terminal' });
@@ -98,9 +121,14 @@ test('a terminal seller error is not retried either', async () => {
 
 test('a call that times out after the seller accepted it is retried with the same key and resolves to one media buy', async () => {
   const { seller, stack, agentId } = await rig({ callTimeoutMs: 1_500 });
-  // The seller creates the task at once but holds the answer past the call timeout, twice (the SDK's re-send too).
+  // The seller creates the task at once but holds the answer past the call timeout, on two attempts.
   seller.fault('create_media_buy', { kind: 'slow-response', ms: 5_000 }, { times: 2 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(seller.mediaBuys()).toHaveLength(1);
@@ -111,10 +139,18 @@ test('a call that times out after the seller accepted it is retried with the sam
 
 test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts the task, no second buy', async () => {
   const { seller, stack, agentId } = await rig();
-  // The first request creates the task but its answer is lost (and the SDK's re-send too); the retry is refused.
+  // The first two requests create the task but their answers are lost; the next retry is refused.
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 2 });
-  seller.fault('create_media_buy', { kind: 'adcp-error', error: { code: 'IDEMPOTENCY_CONFLICT', message: 'Key reused with a different payload', recovery: 'correctable' } });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  seller.fault('create_media_buy', {
+    kind: 'adcp-error',
+    error: { code: 'IDEMPOTENCY_CONFLICT', message: 'Key reused with a different payload', recovery: 'correctable' },
+  });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(state.reconciliation?.[0]).toMatchObject({ outcome: 'adopted', taskId: seller.tasks()[0].taskId });
@@ -126,8 +162,16 @@ test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts 
 
 test('IDEMPOTENCY_EXPIRED with no task at the seller: only then is a new key used, once', async () => {
   const { seller, stack, agentId } = await rig();
-  seller.fault('create_media_buy', { kind: 'adcp-error', error: { code: 'IDEMPOTENCY_EXPIRED', message: 'Key past its replay window', recovery: 'correctable' } });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  seller.fault('create_media_buy', {
+    kind: 'adcp-error',
+    error: { code: 'IDEMPOTENCY_EXPIRED', message: 'Key past its replay window', recovery: 'correctable' },
+  });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(state.reconciliation?.[0]).toMatchObject({ outcome: 'not_found' });
@@ -139,7 +183,12 @@ test('every answer lost until retries run out: the operation reconciles and adop
   const { seller, stack, agentId } = await rig();
   // Three attempts, each request processed (the first creates the task, the rest are replays) and its answer dropped.
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 6 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(state.reconciliation?.[0]).toMatchObject({ outcome: 'adopted' });
@@ -149,26 +198,40 @@ test('every answer lost until retries run out: the operation reconciles and adop
 
 test('the status query and the HTTP view carry the classified error of a failed operation', async () => {
   const { seller, stack, agentId } = await rig();
-  seller.fault('get_products', { kind: 'http-status', status: 502 }, { times: 6 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'get_products', params: getProductsParams, idempotencyKey: randomUUID(), retry: { maximumAttempts: 3, initialIntervalMs: 200, maximumIntervalMs: 200 } });
+  seller.fault('get_products', { kind: 'http-status', status: 502 }, { times: 3 });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'get_products',
+    params: getProductsParams,
+    idempotencyKey: randomUUID(),
+    retry: { maximumAttempts: 3, initialIntervalMs: 200, maximumIntervalMs: 200 },
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('failed');
   expect(state.failure?.reason).toBe('call_failed');
   expect(state.failure?.error).toMatchObject({ recovery: 'transient' });
   expect(state.failure?.error?.code).toBe('TRANSPORT_HTTP_502');
   expect(state.failure?.message).toContain('502');
-  expect(seller.callsTo('get_products')).toHaveLength(6);
+  expect(seller.callsTo('get_products')).toHaveLength(3); // one request per attempt
   const view = operationView(await stack.orchestrator.status(operationId), {});
   expect(view).toMatchObject({ status: 'failed', failure: { reason: 'call_failed' } });
-  expect((view.errors as { code: string; recovery: string }[])[0]).toMatchObject({ code: 'TRANSPORT_HTTP_502', recovery: 'transient' });
+  expect((view.errors as { code: string; recovery: string }[])[0]).toMatchObject({
+    code: 'TRANSPORT_HTTP_502',
+    recovery: 'transient',
+  });
 });
 
 test('the circuit breaker opens after repeated failures, fails fast without calling the seller, and closes again', async () => {
   const transitions: (CircuitTransition & { sellerId: string })[] = [];
-  const breakers = new CircuitBreakerRegistry({ failureThreshold: 3, coolOffMs: 3_000, now: Date.now, onTransition: (sellerId, transition) => transitions.push({ sellerId, ...transition }) });
+  const breakers = new CircuitBreakerRegistry({
+    failureThreshold: 3,
+    coolOffMs: 3_000,
+    now: Date.now,
+    onTransition: (sellerId, transition) => transitions.push({ sellerId, ...transition }),
+  });
   const { seller, stack, agentId } = await rig({ breakers });
-  // Three attempts fail (two requests each); the fourth finds the circuit open; after the cool-off a trial succeeds.
-  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 6 });
+  // Three attempts fail (one request each); the fourth finds the circuit open; after the cool-off a trial succeeds.
+  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 3 });
   const { operationId } = await stack.orchestrator.start({
     agentId,
     task: 'get_products',
@@ -178,13 +241,17 @@ test('the circuit breaker opens after repeated failures, fails fast without call
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
-  expect(transitions.map((transition) => `${transition.from}->${transition.to}`)).toEqual(['closed->open', 'open->half-open', 'half-open->closed']);
+  expect(transitions.map((transition) => `${transition.from}->${transition.to}`)).toEqual([
+    'closed->open',
+    'open->half-open',
+    'half-open->closed',
+  ]);
   expect(transitions.every((transition) => transition.sellerId === agentId)).toBe(true);
   const [opened, halfOpen] = transitions;
   expect(halfOpen.at - opened.at).toBeGreaterThanOrEqual(3_000);
-  // While open, no request reached the seller: 6 failed requests before, the successful trial after.
+  // While open, no request reached the seller: 3 failed requests before, the successful trial after.
   const calls = seller.callsTo('get_products');
-  expect(calls).toHaveLength(7);
+  expect(calls).toHaveLength(4);
   expect(calls.filter((call) => Date.parse(call.at) > opened.at && Date.parse(call.at) < halfOpen.at)).toHaveLength(0);
   expect(breakers.get(agentId)?.state).toBe('closed');
 });
@@ -193,7 +260,12 @@ test('rc.2 sellers: create_media_buy carries a buyer_ref derived from the operat
   const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
   seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
   const params = createMediaBuyParams();
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params, idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params,
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   const calls = seller.callsTo('create_media_buy');
@@ -210,7 +282,12 @@ test('rc.2 sellers: a synchronous create whose answers were all lost is found by
   const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
   seller.script('create_media_buy', [{ status: 'completed' }]);
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 6 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(state.reconciliation?.[0]).toMatchObject({ outcome: 'adopted' });
@@ -227,17 +304,32 @@ test("the operator's per-task defaults apply to operations of that task; a calle
     taskQueue: stack.taskQueue,
     taskDefaults: { get_products: { retry: { maximumAttempts: 1 } }, create_media_buy: { budgetMs: 3 * 3_600_000 } },
   });
-  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
-  const once = await orchestrator.result((await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams })).operationId);
+  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 1 });
+  const once = await orchestrator.result(
+    (await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams })).operationId,
+  );
   expect(once.status).toBe('failed');
-  expect(seller.callsTo('get_products')).toHaveLength(2); // one attempt (the SDK re-sends once by itself)
+  expect(seller.callsTo('get_products')).toHaveLength(1); // one attempt, one request
 
-  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
-  const retried = await orchestrator.result((await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams, retry: { maximumAttempts: 2, initialIntervalMs: 100 } })).operationId);
+  seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 1 });
+  const retried = await orchestrator.result(
+    (
+      await orchestrator.start({
+        agentId,
+        task: 'get_products',
+        params: getProductsParams,
+        retry: { maximumAttempts: 2, initialIntervalMs: 100 },
+      })
+    ).operationId,
+  );
   expect(retried.status).toBe('completed');
 
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
-  const { operationId } = await orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams() });
+  const { operationId } = await orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+  });
   const state = (await orchestrator.status(operationId)).state!;
   expect(Date.parse(state.deadline) - Date.parse(state.startedAt)).toBe(3 * 3_600_000);
   await orchestrator.cancel(operationId, { requestedBy: 'test', reason: 'cleanup' });

@@ -16,7 +16,12 @@ beforeAll(async () => {
 afterAll(async () => stack?.close());
 
 test('get_products completes with the seller’s products', async () => {
-  const started = await stack.orchestrator.start({ agentId: 'demo', task: 'get_products', params: getProductsParams, idempotencyKey: randomUUID() });
+  const started = await stack.orchestrator.start({
+    agentId: 'demo',
+    task: 'get_products',
+    params: getProductsParams,
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(started.operationId);
   expect(state.status).toBe('completed');
   const products = state.result?.products as Array<{ product_id: string }>;
@@ -26,7 +31,12 @@ test('get_products completes with the seller’s products', async () => {
 
 test('create_media_buy goes submitted → polled → completed with a media_buy_id, one buy at the seller', async () => {
   const budget = uniqueBudget();
-  const started = await stack.orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: randomUUID() });
+  const started = await stack.orchestrator.start({
+    agentId: 'demo',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(budget),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(started.operationId);
   expect(state.status).toBe('completed');
   expect(state.taskId).toMatch(/^task_/);
@@ -43,7 +53,12 @@ test('create_media_buy goes submitted → polled → completed with a media_buy_
 test('starting the same operation twice gives the same operation back, with no second call', async () => {
   const budget = uniqueBudget();
   const key = randomUUID();
-  const request = { agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: key };
+  const request = {
+    agentId: 'demo',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(budget),
+    idempotencyKey: key,
+  };
   const first = await stack.orchestrator.start(request);
   const second = await stack.orchestrator.start(request);
   expect(first.created).toBe(true);
@@ -60,8 +75,18 @@ test('starting the same operation twice gives the same operation back, with no s
 
 test('the same key with a different request is a conflict, not a second operation', async () => {
   const key = randomUUID();
-  await stack.orchestrator.start({ agentId: 'demo', task: 'get_products', params: getProductsParams, idempotencyKey: key });
+  await stack.orchestrator.start({
+    agentId: 'demo',
+    task: 'get_products',
+    params: getProductsParams,
+    idempotencyKey: key,
+  });
   await expect(
-    stack.orchestrator.start({ agentId: 'demo', task: 'get_products', params: { ...getProductsParams, brief: 'something else' }, idempotencyKey: key }),
+    stack.orchestrator.start({
+      agentId: 'demo',
+      task: 'get_products',
+      params: { ...getProductsParams, brief: 'something else' },
+      idempotencyKey: key,
+    }),
   ).rejects.toThrow(/different request/);
 });

@@ -4,7 +4,8 @@
  * progress visible through the status query.
  */
 import { randomUUID } from 'node:crypto';
-import { OperationRejectedError } from '../../client/orchestrator-client';
+import { OperationRequestError } from '../../client/orchestrator-client';
+import { provideInputUpdate } from '../../workflows/definitions';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
@@ -36,16 +37,41 @@ test('input-required: the question is exposed, a bad answer is refused, a good o
     { status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Budget above 50k needs sign-off' },
     { status: 'completed' },
   ]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const waiting = await waitForStatus(operationId, 'input-required');
-  expect(waiting.inputRequest).toMatchObject({ reason: 'APPROVAL_REQUIRED', message: 'Budget above 50k needs sign-off', round: 1 });
+  expect(waiting.inputRequest).toMatchObject({
+    reason: 'APPROVAL_REQUIRED',
+    message: 'Budget above 50k needs sign-off',
+    round: 1,
+  });
   expect(waiting.pollCount).toBe(0); // input-required is not polled
 
-  await expect(stack.orchestrator.provideInput(operationId, { input: {}, idempotencyKey: 'bad-answer' })).rejects.toThrow(OperationRejectedError);
+  // Refused before it reaches Temporal (the typed client applies the workflow validator's own rule)...
+  await expect(
+    stack.orchestrator.provideInput(operationId, { input: {}, idempotencyKey: 'bad-answer' }),
+  ).rejects.toThrow(OperationRequestError);
+  // ...and by the workflow's validator when a caller sends it straight to the update.
+  const direct = await stack.client.workflow
+    .getHandle(operationId)
+    .executeUpdate(provideInputUpdate, { args: [{ input: {} }], updateId: 'bad-answer-direct' })
+    .then(
+      () => 'accepted',
+      (error: unknown) => String((error as { cause?: unknown }).cause ?? error),
+    );
+  expect(direct).toMatch(/must not be empty/);
   const history = await stack.client.workflow.getHandle(operationId).fetchHistory();
   expect(JSON.stringify(history)).not.toContain('bad-answer');
 
-  await stack.orchestrator.provideInput(operationId, { input: { approved: true }, idempotencyKey: 'approval-1', providedBy: 'trader@buyer' });
+  await stack.orchestrator.provideInput(operationId, {
+    input: { approved: true },
+    idempotencyKey: 'approval-1',
+    providedBy: 'trader@buyer',
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(typeof state.result?.media_buy_id).toBe('string');
@@ -57,22 +83,49 @@ test('input-required: the question is exposed, a bad answer is refused, a good o
 
 test('cancel mid-wait: the operation ends canceled with who asked and why', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   await waitForStatus(operationId, 'submitted');
   await stack.orchestrator.cancel(operationId, { requestedBy: 'ops@buyer', reason: 'campaign pulled' });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('canceled');
-  expect(state.cancellation).toMatchObject({ requestedBy: 'ops@buyer', reason: 'campaign pulled', sellerNotified: false });
+  expect(state.cancellation).toMatchObject({
+    requestedBy: 'ops@buyer',
+    reason: 'campaign pulled',
+    sellerNotified: false,
+  });
   expect(state.cancellation?.sellerNote).toMatch(/not told/);
 });
 
 test('progress from working payloads is visible through the status query', async () => {
   seller.script('sync_creatives', [
     { status: 'working', progress: { percentage: 20, current_step: 'transcoding', total_steps: 4, step_number: 1 } },
-    { status: 'working', progress: { percentage: 60, current_step: 'policy review', total_steps: 4, step_number: 3 } as never, afterPolls: 2 },
-    { status: 'completed', payload: { creatives: [{ creative_id: 'c1', action: 'created' }, { creative_id: 'c2', action: 'failed', errors: [{ code: 'INVALID_FORMAT', message: 'bad size' }] }] }, afterMs: 8_000 },
+    {
+      status: 'working',
+      progress: { percentage: 60, current_step: 'policy review', total_steps: 4, step_number: 3 } as never,
+      afterPolls: 2,
+    },
+    {
+      status: 'completed',
+      payload: {
+        creatives: [
+          { creative_id: 'c1', action: 'created' },
+          { creative_id: 'c2', action: 'failed', errors: [{ code: 'INVALID_FORMAT', message: 'bad size' }] },
+        ],
+      },
+      afterMs: 8_000,
+    },
   ]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'sync_creatives', params: { account: { account_id: 'a1' }, creatives: [] }, idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'sync_creatives',
+    params: { account: { account_id: 'a1' }, creatives: [] },
+    idempotencyKey: randomUUID(),
+  });
   const midway = await eventually(async () => {
     const view = await stack.orchestrator.status(operationId);
     return view.state?.progress?.percentage === 60 ? view.state : undefined;

@@ -26,8 +26,16 @@ afterAll(async () => {
 });
 
 test('a 24-hour approval that completes at hour 23 completes, by polling, with a bounded history', async () => {
-  seller.script('create_media_buy', [{ status: 'submitted', message: 'Pending manual approval' }, { status: 'completed', afterPolls: 1_000_000 }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  seller.script('create_media_buy', [
+    { status: 'submitted', message: 'Pending manual approval' },
+    { status: 'completed', afterPolls: 1_000_000 },
+  ]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   await stack.env.sleep(23 * HOUR);
   const task = seller.tasks().find((t) => t.tool === 'create_media_buy' && t.status === 'submitted');
   expect(task).toBeDefined();
@@ -44,13 +52,23 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
   expect(state.pollCount).toBeGreaterThan(1_000); // about one look a minute for 23 hours
   const history = await stack.env.client.workflow.getHandle(operationId).fetchHistory();
   const events = history.events?.length ?? 0;
-  console.log(`24-hour approval completed at hour ${((tookMs) / HOUR).toFixed(2)} after ${state.pollCount} polls: ${events} history events`);
+  console.log(
+    `24-hour approval completed at hour ${(tookMs / HOUR).toFixed(2)} after ${state.pollCount} polls: ${events} history events`,
+  );
   expect(events).toBeLessThan(50);
 });
 
 test('a 24-hour approval that never comes times out at hour 24 with a clear reason, after a last look', async () => {
-  seller.script('create_media_buy', [{ status: 'submitted', message: 'Pending manual approval' }, { status: 'completed', afterPolls: 1_000_000 }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  seller.script('create_media_buy', [
+    { status: 'submitted', message: 'Pending manual approval' },
+    { status: 'completed', afterPolls: 1_000_000 },
+  ]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
 
@@ -66,7 +84,10 @@ test('a 24-hour approval that never comes times out at hour 24 with a clear reas
 });
 
 test('input-required waits for the configured interaction deadline, then fails with input_timed_out', async () => {
-  seller.script('create_media_buy', [{ status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Sign-off needed' }, { status: 'completed' }]);
+  seller.script('create_media_buy', [
+    { status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Sign-off needed' },
+    { status: 'completed' },
+  ]);
   const { operationId } = await stack.orchestrator.start({
     agentId: 'fixture',
     task: 'create_media_buy',
@@ -102,9 +123,19 @@ test('auth-required waits for refreshed credentials until its deadline, then fai
 });
 
 test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key creates one buy", async () => {
-  seller.script('create_media_buy', [{ status: 'failed', adcpError: { code: 'RATE_LIMITED', message: 'Slow down', recovery: 'transient', retry_after: 600 } }]);
+  seller.script('create_media_buy', [
+    {
+      status: 'failed',
+      adcpError: { code: 'RATE_LIMITED', message: 'Slow down', recovery: 'transient', retry_after: 600 },
+    },
+  ]);
   seller.script('create_media_buy', [{ status: 'completed' }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   const answeredAfterMs = Date.parse(state.transitions[0].at) - Date.parse(state.startedAt);
@@ -117,8 +148,16 @@ test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key 
 });
 
 test('working for longer than about 120 s falls back from 5-second looks to the submitted cadence', async () => {
-  seller.script('sync_creatives', [{ status: 'working', progress: { percentage: 10 } }, { status: 'completed', afterPolls: 1_000_000 }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'sync_creatives', params: { account: { account_id: 'a1' }, creatives: [] }, idempotencyKey: randomUUID() });
+  seller.script('sync_creatives', [
+    { status: 'working', progress: { percentage: 10 } },
+    { status: 'completed', afterPolls: 1_000_000 },
+  ]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'sync_creatives',
+    params: { account: { account_id: 'a1' }, creatives: [] },
+    idempotencyKey: randomUUID(),
+  });
   await stack.env.sleep(HOUR);
   const task = seller.tasks().find((t) => t.tool === 'sync_creatives')!;
   seller.advanceTask(task.taskId);

@@ -34,21 +34,41 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
   // The operation's call creates the task but the answer is lost, and the seller then rate-limits for 10 minutes:
   // without reconciliation the operation would not learn of its task before the next try.
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
-  seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 2 });
-  seller.fault('create_media_buy', { kind: 'rate-limited', retryAfterSeconds: 600 }, { times: 2 });
-  const { operationId } = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
-  await eventually(async () => (seller.callsTo('create_media_buy').filter((call) => call.fault?.kind === 'rate-limited').length === 2 ? true : undefined));
+  // One request per attempt: the first attempt's answer is lost, the second is rate-limited.
+  seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 1 });
+  seller.fault('create_media_buy', { kind: 'rate-limited', retryAfterSeconds: 600 }, { times: 1 });
+  const { operationId } = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
+  await eventually(async () =>
+    seller.callsTo('create_media_buy').filter((call) => call.fault?.kind === 'rate-limited').length === 1
+      ? true
+      : undefined,
+  );
   const orphan = seller.tasks()[0];
 
   // A task at the seller that no operation of ours created (another buyer tool, a crashed script...).
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }]);
-  await ProtocolClient.callTool(seller.agent('mcp') as never, 'create_media_buy', { ...createMediaBuyParams(), idempotency_key: randomUUID() });
+  await ProtocolClient.callTool(seller.agent('mcp') as never, 'create_media_buy', {
+    ...createMediaBuyParams(),
+    idempotency_key: randomUUID(),
+  });
   const stranger = seller.tasks().find((task) => task.taskId !== orphan.taskId)!;
 
   // A second operation, waiting in submitted with its task known: it is told to look now.
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }]);
-  const waiting = await stack.orchestrator.start({ agentId, task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
-  const waitingTaskId = await eventually(async () => (await stack.orchestrator.status(waiting.operationId)).state?.taskId);
+  const waiting = await stack.orchestrator.start({
+    agentId,
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
+  const waitingTaskId = await eventually(
+    async () => (await stack.orchestrator.status(waiting.operationId)).state?.taskId,
+  );
   // Visibility is eventually consistent: wait until the task ID is indexed.
   await eventually(async () => {
     const description = await stack.client.workflow.getHandle(waiting.operationId).describe();
@@ -71,23 +91,35 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
   expect(seller.mediaBuys().filter((buy) => buy.taskId === orphan.taskId)).toHaveLength(1);
   const orphanKey = seller.callsTo('create_media_buy')[0].args.idempotency_key;
   const orphanCalls = seller.callsTo('create_media_buy').filter((call) => call.args.idempotency_key === orphanKey);
-  expect(orphanCalls.map((call) => call.fault?.kind)).toEqual(['drop-after-processing', 'drop-after-processing', 'rate-limited', 'rate-limited']);
+  expect(orphanCalls.map((call) => call.fault?.kind)).toEqual(['drop-after-processing', 'rate-limited']);
   await eventually(async () => (seller.task(waitingTaskId)!.polls > pollsBefore ? true : undefined));
 
   await stack.orchestrator.cancel(waiting.operationId, { requestedBy: 'test', reason: 'cleanup' });
 });
 
 test('a Schedule per seller runs reconciliation', async () => {
-  const [scheduleId] = await ensureReconciliationSchedules({ client: stack.client, agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]), taskQueue: stack.taskQueue, intervalMs: 3_600_000 });
+  const [scheduleId] = await ensureReconciliationSchedules({
+    client: stack.client,
+    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    taskQueue: stack.taskQueue,
+    intervalMs: 3_600_000,
+  });
   expect(scheduleId).toBe(reconciliationScheduleId(stack.taskQueue, agentId));
   // Idempotent: a second worker starting up updates instead of failing.
-  await ensureReconciliationSchedules({ client: stack.client, agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]), taskQueue: stack.taskQueue, intervalMs: 1_800_000 });
+  await ensureReconciliationSchedules({
+    client: stack.client,
+    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    taskQueue: stack.taskQueue,
+    intervalMs: 1_800_000,
+  });
   const handle = stack.client.schedule.getHandle(scheduleId);
   try {
     const description = await handle.describe();
     expect(description.spec.intervals?.[0]?.every).toBe(1_800_000);
     await handle.trigger();
-    const run = await eventually(async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId);
+    const run = await eventually(
+      async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId,
+    );
     const report = await stack.client.workflow.getHandle(run).result();
     expect(report).toMatchObject({ agentId, requestedBy: 'schedule', sellerListsTasks: true });
   } finally {

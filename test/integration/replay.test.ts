@@ -11,11 +11,14 @@ import { workflowBundle } from '../harness/temporal';
 const dir = path.resolve(__dirname, '..', 'histories');
 const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
-test('there are committed histories to replay', () => {
-  expect(files.length).toBeGreaterThanOrEqual(4);
+test('there are committed histories of both workflow generations to replay (v1: before the convergence rewrite)', () => {
+  expect(files.filter((file) => file.startsWith('v1-')).length).toBeGreaterThanOrEqual(4);
+  expect(files.filter((file) => file.startsWith('v2-')).length).toBeGreaterThanOrEqual(4);
 });
 
 test.each(files)('replays %s', async (file) => {
   const history: unknown = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
-  await expect(Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file)).resolves.toBeUndefined();
+  await expect(
+    Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file),
+  ).resolves.toBeUndefined();
 });

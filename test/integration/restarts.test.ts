@@ -9,12 +9,13 @@ import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import { freePort, startDevServer } from '../../config/dev-server';
+import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import { createMediaBuyParams, uniqueBudget } from '../harness/demo-requests';
 import { demoAgent, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { dataConverter } from '../../client/payload-codec';
 
 const upstream = () => process.env.DEMO_UPSTREAM_URL!;
 const workerEnv = { DEMO_SELLER_TOKEN };
@@ -29,20 +30,29 @@ test('a worker SIGKILLed during an operation: the restarted worker completes it 
   const taskQueue = `kill-${randomUUID()}`;
   const agentsFile = writeAgentsFile([demoAgent()]);
   const connection = await Connection.connect({ address: testAddress() });
-  const client = new Client({ connection });
+  const client = new Client({ connection, dataConverter: dataConverter() });
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   try {
     const first = await startWorkerProcess({ address: testAddress(), taskQueue, agentsFile, env: workerEnv });
     running.push(first);
     const budget = uniqueBudget();
-    const { operationId } = await orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: randomUUID() });
+    const { operationId } = await orchestrator.start({
+      agentId: 'demo',
+      task: 'create_media_buy',
+      params: createMediaBuyParams(budget),
+      idempotencyKey: randomUUID(),
+    });
 
     // Kill the worker the moment the seller call has been handed to it.
     const handle = client.workflow.getHandle(operationId);
-    await eventually(async () => {
-      const history = await handle.fetchHistory();
-      return history.events?.some((event) => event.activityTaskStartedEventAttributes) ? true : undefined;
-    }, 60_000, 20);
+    await eventually(
+      async () => {
+        const history = await handle.fetchHistory();
+        return history.events?.some((event) => event.activityTaskStartedEventAttributes) ? true : undefined;
+      },
+      60_000,
+      20,
+    );
     await first.stop('SIGKILL');
     expect((await handle.describe()).status.name).toBe('RUNNING');
 
@@ -70,14 +80,22 @@ test('the dev server stopped and restarted on its SQLite file during an operatio
   let connection = await Connection.connect({ address: server.address });
   try {
     const budget = uniqueBudget();
-    const orchestrator = new OrchestratorClient({ client: new Client({ connection }), taskQueue });
-    const { operationId } = await orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params: createMediaBuyParams(budget), idempotencyKey: randomUUID() });
+    const orchestrator = new OrchestratorClient({
+      client: new Client({ connection, dataConverter: dataConverter() }),
+      taskQueue,
+    });
+    const { operationId } = await orchestrator.start({
+      agentId: 'demo',
+      task: 'create_media_buy',
+      params: createMediaBuyParams(budget),
+      idempotencyKey: randomUUID(),
+    });
     await server.stop();
     await connection.close();
 
     server = await startDevServer({ port, headless: true, dbFilename });
     connection = await Connection.connect({ address: server.address });
-    const client = new Client({ connection });
+    const client = new Client({ connection, dataConverter: dataConverter() });
     expect((await client.workflow.getHandle(operationId).describe()).status.name).not.toBe('TERMINATED');
     const state = await new OrchestratorClient({ client, taskQueue }).result(operationId);
     expect(state.status).toBe('completed');

@@ -29,7 +29,10 @@ afterAll(async () => {
 
 let sdkA2aSeller: ScriptedSeller | undefined;
 
-async function run(steps: ScriptStep[], options: { agentId?: string; interaction?: { deadlineMs?: number; maxRounds?: number } } = {}) {
+async function run(
+  steps: ScriptStep[],
+  options: { agentId?: string; interaction?: { deadlineMs?: number; maxRounds?: number } } = {},
+) {
   seller.script('create_media_buy', steps);
   const { operationId } = await stack.orchestrator.start({
     agentId: options.agentId ?? 'fixture',
@@ -41,47 +44,117 @@ async function run(steps: ScriptStep[], options: { agentId?: string; interaction
   return operationId;
 }
 
-const path = (transitions: { from: string; to: string; source: string }[]) => transitions.map((t) => `${t.from}>${t.to}:${t.source}`);
+const path = (transitions: { from: string; to: string; source: string }[]) =>
+  transitions.map((t) => `${t.from}>${t.to}:${t.source}`);
 
 test.each<[string, ScriptStep[], string, string[]]>([
   ['completed at once', [{ status: 'completed' }], 'completed', ['pending>completed:call']],
-  ['completed at once, as an SDK handler answers (media buy status pending_creatives)', [{ status: 'completed', bare: true }], 'completed', ['pending>completed:call']],
-  ['submitted, working, completed', [{ status: 'submitted' }, { status: 'working', afterPolls: 1 }, { status: 'completed', afterPolls: 1 }], 'completed', ['pending>submitted:call', 'submitted>working:poll', 'working>completed:poll']],
-  ['failed by the seller', [{ status: 'submitted' }, { status: 'failed', afterPolls: 1, errors: [{ code: 'PRODUCT_UNAVAILABLE', message: 'Sold out', recovery: 'correctable' }] }], 'failed', ['pending>submitted:call', 'submitted>failed:poll']],
-  ['rejected by the seller', [{ status: 'submitted' }, { status: 'rejected', afterPolls: 1, message: 'Policy review rejected the creative theme' }], 'rejected', ['pending>submitted:call', 'submitted>rejected:poll']],
-  ['canceled by the seller', [{ status: 'working' }, { status: 'canceled', afterPolls: 1, message: 'Canceled by the sales team' }], 'canceled', ['pending>working:call', 'working>canceled:poll']],
-  ['pending_approval is submitted', [{ status: 'pending_approval' }, { status: 'completed', afterPolls: 1 }], 'completed', ['pending>submitted:call', 'submitted>completed:poll']],
-  ['unknown: an immediate tasks/get learns the truth', [{ status: 'unknown' }, { status: 'completed', afterPolls: 1 }], 'completed', ['pending>unknown:call', 'unknown>completed:poll']],
+  [
+    'completed at once, as an SDK handler answers (media buy status pending_creatives)',
+    [{ status: 'completed', bare: true }],
+    'completed',
+    ['pending>completed:call'],
+  ],
+  [
+    'submitted, working, completed',
+    [{ status: 'submitted' }, { status: 'working', afterPolls: 1 }, { status: 'completed', afterPolls: 1 }],
+    'completed',
+    ['pending>submitted:call', 'submitted>working:poll', 'working>completed:poll'],
+  ],
+  [
+    'failed by the seller',
+    [
+      { status: 'submitted' },
+      {
+        status: 'failed',
+        afterPolls: 1,
+        errors: [{ code: 'PRODUCT_UNAVAILABLE', message: 'Sold out', recovery: 'correctable' }],
+      },
+    ],
+    'failed',
+    ['pending>submitted:call', 'submitted>failed:poll'],
+  ],
+  [
+    'rejected by the seller',
+    [
+      { status: 'submitted' },
+      { status: 'rejected', afterPolls: 1, message: 'Policy review rejected the creative theme' },
+    ],
+    'rejected',
+    ['pending>submitted:call', 'submitted>rejected:poll'],
+  ],
+  [
+    'canceled by the seller',
+    [{ status: 'working' }, { status: 'canceled', afterPolls: 1, message: 'Canceled by the sales team' }],
+    'canceled',
+    ['pending>working:call', 'working>canceled:poll'],
+  ],
+  [
+    'pending_approval is submitted',
+    [{ status: 'pending_approval' }, { status: 'completed', afterPolls: 1 }],
+    'completed',
+    ['pending>submitted:call', 'submitted>completed:poll'],
+  ],
+  [
+    'unknown: an immediate tasks/get learns the truth',
+    [{ status: 'unknown' }, { status: 'completed', afterPolls: 1 }],
+    'completed',
+    ['pending>unknown:call', 'unknown>completed:poll'],
+  ],
 ])('%s', async (_name, steps, finalStatus, transitions) => {
   const state = await stack.orchestrator.result(await run(steps));
   expect(state.status).toBe(finalStatus);
   expect(path(state.transitions)).toEqual(transitions);
-  if (finalStatus === 'failed') expect(state.errors?.[0]).toMatchObject({ code: 'PRODUCT_UNAVAILABLE', message: 'Sold out', recovery: 'correctable' });
+  if (finalStatus === 'failed')
+    expect(state.errors?.[0]).toMatchObject({
+      code: 'PRODUCT_UNAVAILABLE',
+      message: 'Sold out',
+      recovery: 'correctable',
+    });
   if (finalStatus === 'rejected') expect(state.message).toContain('Policy review');
 });
 
-test.each([['input-required'], ['input_required']] as const)('%s pauses for an answer, then resumes', async (spelling) => {
-  const operationId = await run([{ status: spelling, reason: 'CLARIFICATION_NEEDED', message: 'Which flight dates?' }, { status: 'completed' }]);
-  const waiting = await eventually(async () => {
-    const view = await stack.orchestrator.status(operationId);
-    return view.state?.status === 'input-required' ? view.state : undefined;
-  });
-  expect(waiting.inputRequest).toMatchObject({ reason: 'CLARIFICATION_NEEDED', round: 1 });
-  const description = await stack.client.workflow.getHandle(operationId).describe();
-  expect(description.searchAttributes.AdcpInputReason).toEqual(['CLARIFICATION_NEEDED']);
-  expect(description.searchAttributes.AdcpStatus).toEqual(['input-required']);
-  await stack.orchestrator.provideInput(operationId, { input: { flight: 'March' }, idempotencyKey: randomUUID() });
-  const state = await stack.orchestrator.result(operationId);
-  expect(state.status).toBe('completed');
-  expect(path(state.transitions)).toEqual(['pending>input-required:call', 'input-required>input-required:orchestrator', 'input-required>completed:call']);
-});
+test.each([['input-required'], ['input_required']] as const)(
+  '%s pauses for an answer, then resumes',
+  async (spelling) => {
+    const operationId = await run([
+      { status: spelling, reason: 'CLARIFICATION_NEEDED', message: 'Which flight dates?' },
+      { status: 'completed' },
+    ]);
+    const waiting = await eventually(async () => {
+      const view = await stack.orchestrator.status(operationId);
+      return view.state?.status === 'input-required' ? view.state : undefined;
+    });
+    expect(waiting.inputRequest).toMatchObject({ reason: 'CLARIFICATION_NEEDED', round: 1 });
+    const description = await stack.client.workflow.getHandle(operationId).describe();
+    expect(description.searchAttributes.AdcpInputReason).toEqual(['CLARIFICATION_NEEDED']);
+    expect(description.searchAttributes.AdcpStatus).toEqual(['input-required']);
+    await stack.orchestrator.provideInput(operationId, { input: { flight: 'March' }, idempotencyKey: randomUUID() });
+    const state = await stack.orchestrator.result(operationId);
+    expect(state.status).toBe('completed');
+    expect(path(state.transitions)).toEqual([
+      'pending>input-required:call',
+      'input-required>input-required:orchestrator',
+      'input-required>completed:call',
+    ]);
+  },
+);
 
 test('input-required more often than the round limit ends the operation with input_rounds_exhausted', async () => {
-  const ask = (round: number): ScriptStep => ({ status: 'input-required', reason: 'BUDGET_EXCEEDS_LIMIT', message: `Round ${round}: lower the budget` });
+  const ask = (round: number): ScriptStep => ({
+    status: 'input-required',
+    reason: 'BUDGET_EXCEEDS_LIMIT',
+    message: `Round ${round}: lower the budget`,
+  });
   const operationId = await run([ask(1), ask(2), ask(3), { status: 'completed' }], { interaction: { maxRounds: 2 } });
   for (const round of [1, 2]) {
-    await eventually(async () => ((await stack.orchestrator.status(operationId)).state?.inputRequest?.round === round ? true : undefined));
-    await stack.orchestrator.provideInput(operationId, { input: { budget: 10_000 - round }, idempotencyKey: `answer-${round}-${operationId}` });
+    await eventually(async () =>
+      (await stack.orchestrator.status(operationId)).state?.inputRequest?.round === round ? true : undefined,
+    );
+    await stack.orchestrator.provideInput(operationId, {
+      input: { budget: 10_000 - round },
+      idempotencyKey: `answer-${round}-${operationId}`,
+    });
   }
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('failed');
@@ -91,7 +164,11 @@ test('input-required more often than the round limit ends the operation with inp
 });
 
 test('auth-required pauses until the credentials are refreshed, then the task is looked up again', async () => {
-  const operationId = await run([{ status: 'submitted' }, { status: 'auth-required', afterPolls: 1, message: 'Token expired' }, { status: 'completed', afterPolls: 1 }]);
+  const operationId = await run([
+    { status: 'submitted' },
+    { status: 'auth-required', afterPolls: 1, message: 'Token expired' },
+    { status: 'completed', afterPolls: 1 },
+  ]);
   const paused = await eventually(async () => {
     const view = await stack.orchestrator.status(operationId);
     return view.state?.status === 'auth-required' ? view.state : undefined;
@@ -102,16 +179,24 @@ test('auth-required pauses until the credentials are refreshed, then the task is
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(seller.task(paused.taskId!)!.polls).toBe(pollsWhilePaused + 1);
-  expect(path(state.transitions)).toEqual(['pending>submitted:call', 'submitted>auth-required:poll', 'auth-required>completed:poll']);
+  expect(path(state.transitions)).toEqual([
+    'pending>submitted:call',
+    'submitted>auth-required:poll',
+    'auth-required>completed:poll',
+  ]);
 });
 
 test('A2A: create_media_buy goes submitted → completed over A2A, and a cancel reaches the seller through tasks/cancel', async () => {
-  const completed = await stack.orchestrator.result(await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }], { agentId: 'fixture-a2a' }));
+  const completed = await stack.orchestrator.result(
+    await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }], { agentId: 'fixture-a2a' }),
+  );
   expect(completed.status).toBe('completed');
   expect(typeof completed.result?.media_buy_id).toBe('string');
   expect(seller.callsTo('create_media_buy').at(-1)?.transport).toBe('a2a');
 
-  const operationId = await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }], { agentId: 'fixture-a2a' });
+  const operationId = await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }], {
+    agentId: 'fixture-a2a',
+  });
   const submitted = await eventually(async () => {
     const view = await stack.orchestrator.status(operationId);
     return view.state?.status === 'submitted' ? view.state : undefined;
@@ -123,19 +208,32 @@ test('A2A: create_media_buy goes submitted → completed over A2A, and a cancel 
   expect(seller.task(submitted.taskId!)?.status).toBe('canceled');
 });
 
-test('A2A through @adcp/sdk\'s own adapter (a transport Task carrying the AdCP envelope): submitted → completed', async () => {
+test("A2A through @adcp/sdk's own adapter (a transport Task carrying the AdCP envelope): submitted → completed", async () => {
   sdkA2aSeller = await startScriptedSeller({ a2a: 'sdk-adapter' });
   const sdkStack = await startTestStack({
     agents: registry([{ id: 'sdk-a2a', url: sdkA2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: sdkA2aSeller.authToken } },
   });
   try {
-    sdkA2aSeller.script('create_media_buy', [{ status: 'submitted' }, { status: 'working', afterPolls: 1 }, { status: 'completed', afterPolls: 1 }]);
-    const { operationId } = await sdkStack.orchestrator.start({ agentId: 'sdk-a2a', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+    sdkA2aSeller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'working', afterPolls: 1 },
+      { status: 'completed', afterPolls: 1 },
+    ]);
+    const { operationId } = await sdkStack.orchestrator.start({
+      agentId: 'sdk-a2a',
+      task: 'create_media_buy',
+      params: createMediaBuyParams(),
+      idempotencyKey: randomUUID(),
+    });
     const state = await sdkStack.orchestrator.result(operationId);
     expect(state.status).toBe('completed');
     expect(state.taskId).toBe(sdkA2aSeller.tasks()[0].taskId);
-    expect(path(state.transitions)).toEqual(['pending>submitted:call', 'submitted>working:poll', 'working>completed:poll']);
+    expect(path(state.transitions)).toEqual([
+      'pending>submitted:call',
+      'submitted>working:poll',
+      'working>completed:poll',
+    ]);
     expect(state.result?.media_buy_id).toBe(sdkA2aSeller.mediaBuys()[0].mediaBuyId);
   } finally {
     await sdkStack.close();

@@ -19,7 +19,7 @@ import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { type AgentRegistry, agentSchema } from '../../config/agents';
-import { freePort, startDevServer } from '../../config/dev-server';
+import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import type { OrchestratorClient } from '../../client/orchestrator-client';
 import type { OperationState } from '../../workflows/definitions';
 import { type ScriptStep, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
@@ -443,10 +443,12 @@ test('a legacy-HMAC seller end to end: its HMAC-signed webhook completes the ope
     { status: 'submitted' },
     { status: 'completed', afterMs: MANUAL, tasksGet: HIDDEN_FROM_POLLS },
   ]);
-  // The secret reaches the seller in push_notification_config (rc.2 §3.1), read from the variable secret_env names.
+  // The secret reaches the seller in push_notification_config (rc.2 §3.1), read from the variable secret_env names
+  // at send time (the call plan in history names the variable only); operation_id is the 3.1 correlation id.
   const call = hmacSeller.callsTo('create_media_buy')[0];
   expect(call.args.push_notification_config).toEqual({
     url,
+    operation_id: operationId,
     authentication: { schemes: ['HMAC-SHA256'], credentials: legacySecret },
   });
 

@@ -24,10 +24,25 @@ beforeAll(async () => {
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const agents = registry([
-    { id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN', webhooks: { scheme: 'rfc9421', jwks: seller.webhookJwks } as never },
+    {
+      id: 'fixture',
+      url: seller.url,
+      protocol: 'mcp',
+      token_env: 'FIXTURE_TOKEN',
+      webhooks: { scheme: 'rfc9421', jwks: seller.webhookJwks } as never,
+    },
   ]);
-  stack = await startTestStack({ agents, activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base } });
-  const webhookRouter = createWebhookRouter({ client: stack.client, agents, authenticator: createWebhookAuthenticator(), publicBaseUrl: base, log: () => undefined });
+  stack = await startTestStack({
+    agents,
+    activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base },
+  });
+  const webhookRouter = createWebhookRouter({
+    client: stack.client,
+    agents,
+    authenticator: createWebhookAuthenticator(),
+    publicBaseUrl: base,
+    log: () => undefined,
+  });
   server.on('request', createGateway({ orchestrator: stack.orchestrator, webhookRouter }));
 });
 afterAll(async () => {
@@ -44,7 +59,12 @@ async function postWebhook(operationId: string, body: string, headers: Record<st
 test('a signed completion webhook completes a submitted operation long before the next poll', async () => {
   // Submitted, then completed after 4 s by the seller's own timer (between the looks at 2 s and 6 s).
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: true }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
   expect(state.webhookRegistered).toBe(true);
@@ -57,26 +77,45 @@ test('a signed completion webhook completes a submitted operation long before th
 
 test('forged, malformed, unknown-operation and wrong-type webhooks are refused; the operation is unchanged', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const submitted = await eventually(async () => {
     const view = await stack.orchestrator.status(operationId);
     return view.state?.status === 'submitted' ? view.state : undefined;
   });
-  const body = JSON.stringify({ idempotency_key: `evt_${randomUUID()}`, task_id: submitted.taskId, task_type: 'create_media_buy', status: 'completed', timestamp: new Date().toISOString(), result: { media_buy_id: 'forged' } });
+  const body = JSON.stringify({
+    idempotency_key: `evt_${randomUUID()}`,
+    task_id: submitted.taskId,
+    task_type: 'create_media_buy',
+    status: 'completed',
+    timestamp: new Date().toISOString(),
+    result: { media_buy_id: 'forged' },
+  });
 
   const unsigned = await postWebhook(operationId, body, { 'content-type': 'application/json' });
   expect(unsigned.status).toBe(401);
   expect(unsigned.body.error.reason).toMatch(/^webhook_signature/);
   const forged = await postWebhook(operationId, body, {
     'content-type': 'application/json',
-    'signature-input': 'sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1;expires=2;nonce="n";keyid="nope";alg="ed25519";tag="adcp/webhook-signing/v1"',
+    'signature-input':
+      'sig1=("@method" "@target-uri" "@authority" "content-type" "content-digest");created=1;expires=2;nonce="n";keyid="nope";alg="ed25519";tag="adcp/webhook-signing/v1"',
     signature: 'sig1=:AAAA:',
     'content-digest': 'sha-256=:AAAA:',
   });
   expect(forged.status).toBe(401);
   expect((await postWebhook(operationId, body, { 'content-type': 'text/plain' })).status).toBe(415);
-  expect((await postWebhook(`adcp-create_media_buy-${randomUUID()}`, body, { 'content-type': 'application/json' })).status).toBe(404);
-  const oversized = await fetch(`${base}/webhooks/adcp/${operationId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(1_100_000) });
+  expect(
+    (await postWebhook(`adcp-create_media_buy-${randomUUID()}`, body, { 'content-type': 'application/json' })).status,
+  ).toBe(404);
+  const oversized = await fetch(`${base}/webhooks/adcp/${operationId}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: 'x'.repeat(1_100_000),
+  });
   expect(oversized.status).toBe(413);
 
   const view = await stack.orchestrator.status(operationId);
@@ -85,8 +124,16 @@ test('forged, malformed, unknown-operation and wrong-type webhooks are refused; 
 });
 
 test('the same signed webhook delivered ten times concurrently is applied once; after the end it is ignored', async () => {
-  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: { duplicate: 9 } }]);
-  const { operationId } = await stack.orchestrator.start({ agentId: 'fixture', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+  seller.script('create_media_buy', [
+    { status: 'submitted' },
+    { status: 'completed', afterMs: 4_000, webhook: { duplicate: 9 } },
+  ]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
   const state = await stack.orchestrator.result(operationId);
   await seller.webhooksSettled();
   expect(state.status).toBe('completed');
@@ -100,19 +147,42 @@ test('the same signed webhook delivered ten times concurrently is applied once; 
 test('A2A: the push config travels in configuration.pushNotificationConfig, and the seller’s A2A Task webhook completes the operation', async () => {
   const a2aSeller = await startScriptedSeller({ a2a: 'spec', webhookMode: 'rfc9421' });
   const agents = registry([
-    { id: 'fixture-a2a', url: a2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN', webhooks: { scheme: 'rfc9421', jwks: a2aSeller.webhookJwks } as never },
+    {
+      id: 'fixture-a2a',
+      url: a2aSeller.a2aUrl!,
+      protocol: 'a2a',
+      token_env: 'FIXTURE_TOKEN',
+      webhooks: { scheme: 'rfc9421', jwks: a2aSeller.webhookJwks } as never,
+    },
   ]);
   const a2aServer = await new Promise<Server>((resolve) => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   const a2aBase = `http://127.0.0.1:${(a2aServer.address() as AddressInfo).port}`;
-  const a2aStack = await startTestStack({ agents, activities: { env: { FIXTURE_TOKEN: a2aSeller.authToken }, publicBaseUrl: a2aBase } });
-  const router = createWebhookRouter({ client: a2aStack.client, agents, authenticator: createWebhookAuthenticator(), publicBaseUrl: a2aBase, log: () => undefined });
+  const a2aStack = await startTestStack({
+    agents,
+    activities: { env: { FIXTURE_TOKEN: a2aSeller.authToken }, publicBaseUrl: a2aBase },
+  });
+  const router = createWebhookRouter({
+    client: a2aStack.client,
+    agents,
+    authenticator: createWebhookAuthenticator(),
+    publicBaseUrl: a2aBase,
+    log: () => undefined,
+  });
   a2aServer.on('request', createGateway({ orchestrator: a2aStack.orchestrator, webhookRouter: router }));
   try {
     // Completed by the seller's timer at 4 s, between the looks at 2 s and 6 s; polls see `submitted` until then.
-    a2aSeller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: true }]);
-    const { operationId } = await a2aStack.orchestrator.start({ agentId: 'fixture-a2a', task: 'create_media_buy', params: createMediaBuyParams(), idempotencyKey: randomUUID() });
+    a2aSeller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterMs: 4_000, webhook: true },
+    ]);
+    const { operationId } = await a2aStack.orchestrator.start({
+      agentId: 'fixture-a2a',
+      task: 'create_media_buy',
+      params: createMediaBuyParams(),
+      idempotencyKey: randomUUID(),
+    });
     const state = await a2aStack.orchestrator.result(operationId);
     expect(state.status).toBe('completed');
     expect(state.transitions.at(-1)).toMatchObject({ to: 'completed', source: 'webhook' });
@@ -120,6 +190,8 @@ test('A2A: the push config travels in configuration.pushNotificationConfig, and 
     const call = a2aSeller.callsTo('create_media_buy')[0];
     expect(call.transport).toBe('a2a');
     expect(call.a2a?.pushNotificationConfig).toMatchObject({ url: `${a2aBase}/webhooks/adcp/${operationId}` });
+    // An RFC 9421 seller gets no legacy `authentication` block (its presence would switch it to HMAC).
+    expect(call.a2a?.pushNotificationConfig?.authentication).toBeUndefined();
     expect(call.args.push_notification_config).toBeUndefined();
   } finally {
     await new Promise((resolve) => a2aServer.close(resolve));

@@ -34,7 +34,11 @@ describe('status', () => {
 
 describe('task catalog', () => {
   test('mutations carry idempotency keys; reads do not', () => {
-    expect(taskSpec('create_media_buy')).toMatchObject({ mutating: true, pushNotifications: true, defaultBudgetMs: 24 * 3600_000 });
+    expect(taskSpec('create_media_buy')).toMatchObject({
+      mutating: true,
+      pushNotifications: true,
+      defaultBudgetMs: 24 * 3600_000,
+    });
     expect(taskSpec('update_media_buy').defaultBudgetMs).toBe(12 * 3600_000);
     expect(taskSpec('sync_creatives').defaultBudgetMs).toBe(48 * 3600_000);
     expect(taskSpec('get_products').mutating).toBe(false);
@@ -57,17 +61,29 @@ describe('idempotency keys', () => {
 
 describe('progress spellings', () => {
   test.each([
-    [{ percentage: 40, current_step: 'review', total_steps: 5, step_number: 2 }, { percentage: 40, currentStep: 'review', totalSteps: 5, stepNumber: 2 }],
-    [{ progress: 75, step: 'trafficking' }, { percentage: 75, currentStep: 'trafficking' }],
+    [
+      { percentage: 40, current_step: 'review', total_steps: 5, step_number: 2 },
+      { percentage: 40, currentStep: 'review', totalSteps: 5, stepNumber: 2 },
+    ],
+    [
+      { progress: 75, step: 'trafficking' },
+      { percentage: 75, currentStep: 'trafficking' },
+    ],
     [{ progress: { percentage: 10 } }, { percentage: 10 }],
-    [{ total_steps: 4, step_number: 1 }, { percentage: 25, totalSteps: 4, stepNumber: 1 }],
+    [
+      { total_steps: 4, step_number: 1 },
+      { percentage: 25, totalSteps: 4, stepNumber: 1 },
+    ],
   ])('%j', (payload, expected) => expect(normaliseProgress(payload)).toEqual(expected));
   test('nothing to read gives undefined', () => expect(normaliseProgress({ media_buy_id: 'x' })).toBeUndefined());
 });
 
 describe('snapshots', () => {
   test('MCP submitted answer', () => {
-    const snapshot = snapshotFromMcpToolResult({ content: [{ type: 'text', text: 'Task t submitted' }], structuredContent: { status: 'submitted', task_id: 'task_1', replayed: true } });
+    const snapshot = snapshotFromMcpToolResult({
+      content: [{ type: 'text', text: 'Task t submitted' }],
+      structuredContent: { status: 'submitted', task_id: 'task_1', replayed: true },
+    });
     expect(snapshot).toEqual({ status: 'submitted', taskId: 'task_1', message: 'Task t submitted', replayed: true });
   });
   test('MCP synchronous payload without status is completed, payload kept', () => {
@@ -76,7 +92,10 @@ describe('snapshots', () => {
     expect(snapshot.result).toEqual({ products: [{ product_id: 'p' }] });
   });
   test('a synchronous 3.x create_media_buy answers the media buy status: the task is completed, that status kept', () => {
-    const snapshot = snapshotFromMcpToolResult({ content: [], structuredContent: { media_buy_id: 'mb_1', status: 'pending_creatives', packages: [] } });
+    const snapshot = snapshotFromMcpToolResult({
+      content: [],
+      structuredContent: { media_buy_id: 'mb_1', status: 'pending_creatives', packages: [] },
+    });
     expect(snapshot.status).toBe('completed');
     expect(snapshot.rawStatus).toBeUndefined();
     expect(snapshot.result).toEqual({ media_buy_id: 'mb_1', status: 'pending_creatives', packages: [] });
@@ -86,57 +105,134 @@ describe('snapshots', () => {
     expect(snapshot).toMatchObject({ status: 'unknown', rawStatus: 'queued', taskId: 't1' });
   });
   test('MCP isError with adcp_error keeps code, field and suggestion', () => {
-    const text = JSON.stringify({ adcp_error: { code: 'VALIDATION_ERROR', message: 'bad', recovery: 'correctable', field: '/packages/0/budget', suggestion: 'raise it' } });
+    const text = JSON.stringify({
+      adcp_error: {
+        code: 'VALIDATION_ERROR',
+        message: 'bad',
+        recovery: 'correctable',
+        field: '/packages/0/budget',
+        suggestion: 'raise it',
+      },
+    });
     const snapshot = snapshotFromMcpToolResult({ isError: true, content: [{ type: 'text', text }] });
     expect(snapshot.status).toBe('failed');
-    expect(snapshot.errors?.[0]).toMatchObject({ code: 'VALIDATION_ERROR', recovery: 'correctable', field: '/packages/0/budget', suggestion: 'raise it' });
+    expect(snapshot.errors?.[0]).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      recovery: 'correctable',
+      field: '/packages/0/budget',
+      suggestion: 'raise it',
+    });
   });
   test('an answer with neither structured content nor JSON breaks the protocol', () => {
     expect(() => snapshotFromMcpToolResult({ content: [{ type: 'text', text: 'hello' }] })).toThrow(ProtocolViolation);
     expect(() => snapshotFromMcpToolResult('nope')).toThrow(ProtocolViolation);
   });
   test('an unrecognised status is unknown, with the raw value kept', () => {
-    expect(snapshotFromMcpToolResult({ structuredContent: { status: 'pondering', task_id: 't' } })).toMatchObject({ status: 'unknown', rawStatus: 'pondering' });
+    expect(snapshotFromMcpToolResult({ structuredContent: { status: 'pondering', task_id: 't' } })).toMatchObject({
+      status: 'unknown',
+      rawStatus: 'pondering',
+    });
   });
   test('tasks/get with result (3.0.6 peers)', () => {
-    const snapshot = snapshotFromTasksGet({ task_id: 't', status: 'completed', updated_at: '2026-01-01T00:00:00Z', result: { media_buy_id: 'ord_1' } });
-    expect(snapshot).toMatchObject({ status: 'completed', taskId: 't', result: { media_buy_id: 'ord_1' }, updatedAt: '2026-01-01T00:00:00Z' });
+    const snapshot = snapshotFromTasksGet({
+      task_id: 't',
+      status: 'completed',
+      updated_at: '2026-01-01T00:00:00Z',
+      result: { media_buy_id: 'ord_1' },
+    });
+    expect(snapshot).toMatchObject({
+      status: 'completed',
+      taskId: 't',
+      result: { media_buy_id: 'ord_1' },
+      updatedAt: '2026-01-01T00:00:00Z',
+    });
   });
   test('tasks/get with progress and an error object', () => {
-    const working = snapshotFromTasksGet({ task_id: 't', status: 'working', progress: { percentage: 30, current_step: 'x' } });
+    const working = snapshotFromTasksGet({
+      task_id: 't',
+      status: 'working',
+      progress: { percentage: 30, current_step: 'x' },
+    });
     expect(working.progress).toEqual({ percentage: 30, currentStep: 'x' });
-    const failed = snapshotFromTasksGet({ task_id: 't', status: 'failed', error: { code: 'POLICY_VIOLATION', message: 'no' } });
+    const failed = snapshotFromTasksGet({
+      task_id: 't',
+      status: 'failed',
+      error: { code: 'POLICY_VIOLATION', message: 'no' },
+    });
     expect(failed.errors?.[0]).toMatchObject({ code: 'POLICY_VIOLATION', recovery: 'correctable' });
   });
   test('A2A Task: the last DataPart of the artifacts wins', () => {
     const snapshot = snapshotFromA2A({
-      kind: 'task', id: 'a2a-1', contextId: 'ctx',
+      kind: 'task',
+      id: 'a2a-1',
+      contextId: 'ctx',
       status: { state: 'completed', timestamp: '2026-01-01T00:00:00Z' },
-      artifacts: [{ parts: [{ kind: 'data', data: { media_buy_id: 'old' } }, { kind: 'text', text: 'done' }, { kind: 'data', data: { media_buy_id: 'new' } }] }],
+      artifacts: [
+        {
+          parts: [
+            { kind: 'data', data: { media_buy_id: 'old' } },
+            { kind: 'text', text: 'done' },
+            { kind: 'data', data: { media_buy_id: 'new' } },
+          ],
+        },
+      ],
     });
-    expect(snapshot).toMatchObject({ status: 'completed', taskId: 'a2a-1', contextId: 'ctx', result: { media_buy_id: 'new' } });
+    expect(snapshot).toMatchObject({
+      status: 'completed',
+      taskId: 'a2a-1',
+      contextId: 'ctx',
+      result: { media_buy_id: 'new' },
+    });
   });
   test('A2A status update: data from status.message.parts', () => {
-    const snapshot = snapshotFromA2A({ taskId: 'a2a-1', contextId: 'ctx', status: { state: 'input-required', message: { role: 'agent', parts: [{ kind: 'text', text: 'Approve?' }, { kind: 'data', data: { reason: 'APPROVAL_REQUIRED' } }] } } });
-    expect(snapshot).toMatchObject({ status: 'input-required', message: 'Approve?', result: { reason: 'APPROVAL_REQUIRED' } });
+    const snapshot = snapshotFromA2A({
+      taskId: 'a2a-1',
+      contextId: 'ctx',
+      status: {
+        state: 'input-required',
+        message: {
+          role: 'agent',
+          parts: [
+            { kind: 'text', text: 'Approve?' },
+            { kind: 'data', data: { reason: 'APPROVAL_REQUIRED' } },
+          ],
+        },
+      },
+    });
+    expect(snapshot).toMatchObject({
+      status: 'input-required',
+      message: 'Approve?',
+      result: { reason: 'APPROVAL_REQUIRED' },
+    });
   });
 });
 
 describe('completed is not always success', () => {
   test('warnings and failed creatives are partial', () => {
-    const result = assessCompletion({ creatives: [{ creative_id: 'c1', action: 'created' }, { creative_id: 'c2', action: 'failed', errors: [{ code: 'INVALID_FORMAT', message: 'no' }] }] });
+    const result = assessCompletion({
+      creatives: [
+        { creative_id: 'c1', action: 'created' },
+        { creative_id: 'c2', action: 'failed', errors: [{ code: 'INVALID_FORMAT', message: 'no' }] },
+      ],
+    });
     expect(result.outcome).toBe('partial');
     expect(result.notes.join(' ')).toContain('c2');
   });
   test('not-yet-live deployments and pending approval are pending', () => {
-    expect(assessCompletion({ deployments: [{ platform: 'dsp', is_live: false, estimated_activation_duration_minutes: 30 }] }).outcome).toBe('pending');
+    expect(
+      assessCompletion({
+        deployments: [{ platform: 'dsp', is_live: false, estimated_activation_duration_minutes: 30 }],
+      }).outcome,
+    ).toBe('pending');
     expect(assessCompletion({ media_buy_id: 'm', implementation_date: null }).outcome).toBe('pending');
   });
-  test('a clean result is success', () => expect(assessCompletion({ media_buy_id: 'm', packages: [] })).toEqual({ outcome: 'success', notes: [] }));
+  test('a clean result is success', () =>
+    expect(assessCompletion({ media_buy_id: 'm', packages: [] })).toEqual({ outcome: 'success', notes: [] }));
 });
 
 describe('polling cadence', () => {
-  const offsetsSeconds = (plan: ReturnType<typeof planWait>, horizonMs: number) => lookOffsets(plan, horizonMs).map((ms) => ms / 1000);
+  const offsetsSeconds = (plan: ReturnType<typeof planWait>, horizonMs: number) =>
+    lookOffsets(plan, horizonMs).map((ms) => ms / 1000);
 
   test('submitted: quick looks doubling up to one a minute', () => {
     const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false });
@@ -159,7 +255,10 @@ describe('polling cadence', () => {
     );
   });
   test('a 24-hour submitted wait is about 1,440 looks', () => {
-    const looks = lookOffsets(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }), 24 * 3_600_000).length;
+    const looks = lookOffsets(
+      planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
+      24 * 3_600_000,
+    ).length;
     expect(looks).toBeGreaterThan(1_430);
     expect(looks).toBeLessThan(1_445);
   });

@@ -50,6 +50,41 @@ describe('parseWebhookPayload: MCP webhook payloads', () => {
     });
   });
 
+  test('3.1: operation_id and notification_id are read, and a notification_id is the dedupe key across re-emissions', () => {
+    const fire = (idempotencyKey: string) =>
+      parseWebhookPayload({
+        idempotency_key: idempotencyKey,
+        notification_id: 'ntf_media_buy_created_1',
+        operation_id: 'adcp-create_media_buy-po-4711',
+        task_id: 'task_7d1c',
+        task_type: 'create_media_buy',
+        status: 'completed',
+        timestamp: '2026-04-22T10:30:00.000Z',
+        result: { media_buy_id: 'ord_123' },
+      });
+    const first = fire('evt_first_fire_000000000001');
+    const reEmitted = fire('evt_second_fire_00000000002');
+    expect(first).toMatchObject({
+      operationId: 'adcp-create_media_buy-po-4711',
+      notificationId: 'ntf_media_buy_created_1',
+      sellerIdempotencyKey: 'evt_first_fire_000000000001',
+      eventKey: 'notification:ntf_media_buy_created_1',
+    });
+    // Same logical event under a new transport key: the same event for the workflow's dedupe set.
+    expect(reEmitted.eventKey).toBe(first.eventKey);
+  });
+
+  test('3.1: a non-string operation_id or notification_id is refused, naming the field', () => {
+    const base = {
+      idempotency_key: 'evt_x_0000000000000001',
+      task_id: 't',
+      status: 'working',
+      timestamp: '2026-04-22T10:30:00Z',
+    };
+    expect(payloadError({ ...base, operation_id: 42 }).field).toBe('operation_id');
+    expect(payloadError({ ...base, notification_id: '' }).field).toBe('notification_id');
+  });
+
   test('working with progress and a message', () => {
     const event = parseWebhookPayload({
       idempotency_key: 'evt_progress_0000000001',

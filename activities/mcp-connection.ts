@@ -1,0 +1,271 @@
+/**
+ * MCP connections that belong to one call at a time.
+ *
+ * @adcp/sdk 6.11 shares one cached MCP Client per (agent URL, token) across every call of the process, closes it on
+ * any error (failing every other call in flight on it) and evicts it LRU while it may be in use; with an
+ * AsyncLocalStorage abort signal, one call's cancellation could reach the shared connection too. Observed: cancelling
+ * operation C failed operation D's call at the same seller at once ("CancelledFailure: NOT_FOUND").
+ *
+ * Here a call leases a connection (our own Client over our own StreamableHTTPClientTransport) for itself alone: every
+ * request on it carries that call's AbortSignal and timeout, bound explicitly (no AsyncLocalStorage). A connection that
+ * served a call without error goes back to a small idle pool (at most MAX_IDLE_PER_SELLER per seller and token, for
+ * IDLE_TTL_MS) and the next call takes it over, which saves the `initialize` round trips; one that saw any error, an
+ * abort or a timeout is closed, never reused. Nothing one call does reaches a connection another call is using.
+ */
+import { createHash } from 'node:crypto';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+export interface McpCallTarget {
+  url: string;
+  token?: string;
+  /** The call's own signal: cancellation of the activity, or its hard timeout. */
+  signal: AbortSignal;
+  /** Upper bound for each MCP request of the call (the MCP SDK's own default is 60 s). */
+  requestTimeoutMs: number;
+}
+
+/** Idle connections kept per (seller URL, token), and for how long. */
+export const MAX_IDLE_PER_SELLER = 8;
+export const IDLE_TTL_MS = 30_000;
+
+/** The headers @adcp/sdk sends (createMCPAuthHeaders): sellers accept either. */
+export function mcpAuthHeaders(token: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = { Accept: 'application/json, text/event-stream' };
+  if (token) {
+    headers.Authorization = `Bearer ${token}`;
+    headers['x-adcp-auth'] = token;
+  }
+  return headers;
+}
+
+/** Which call a connection works for right now: its requests carry this signal and timeout. */
+interface Binding {
+  signal: AbortSignal;
+  timeoutMs: number;
+}
+
+interface Connection {
+  key: string;
+  url: URL;
+  headers: Record<string, string>;
+  client: Client;
+  /** Absent for a legacy SSE connection, which is never pooled. */
+  transport?: StreamableHTTPClientTransport;
+  binding: Binding;
+  idleSince: number;
+}
+
+/** While idle, a connection's requests (none are expected) carry a signal that never fires. */
+const IDLE_BINDING: Binding = { signal: new AbortController().signal, timeoutMs: 60_000 };
+
+function headerOf(init: RequestInit | undefined, name: string): string | null {
+  return new Headers(init?.headers).get(name);
+}
+
+/**
+ * The transport's fetch, reading the binding at request time. The standalone GET event stream the transport opens
+ * after `initialize` (server-initiated messages, which the orchestrator never uses) is answered 405 locally, which the
+ * transport reads as "not offered": no stream outlives a call, and none reconnects for ever (resumption GETs, with a
+ * Last-Event-ID, still go out).
+ */
+function boundFetch(binding: () => Binding): typeof fetch {
+  return (input, init) => {
+    if ((init?.method ?? 'GET').toUpperCase() === 'GET' && !headerOf(init, 'last-event-id')) {
+      const accept = headerOf(init, 'accept') ?? '';
+      if (accept.includes('text/event-stream')) {
+        return Promise.resolve(new Response(null, { status: 405, statusText: 'No standalone event stream needed' }));
+      }
+    }
+    const { signal } = binding();
+    return fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+  };
+}
+
+function newClient(binding: () => Binding): Client {
+  const client = new Client({ name: 'adcp-orchestrator', version: '1.0.0' });
+  // Every request of this client carries the call's signal and timeout, including those @adcp/sdk makes on it.
+  const request = client.request.bind(client);
+  client.request = ((
+    req: Parameters<Client['request']>[0],
+    schema: Parameters<Client['request']>[1],
+    options?: Parameters<Client['request']>[2],
+  ) => {
+    const { signal, timeoutMs } = binding();
+    return request(req, schema, {
+      timeout: timeoutMs,
+      ...options,
+      signal: options?.signal ? AbortSignal.any([options.signal, signal]) : signal,
+    });
+  }) as Client['request'];
+  return client;
+}
+
+/** Legacy HTTP+SSE servers refuse the Streamable HTTP POST with 404/405: only then try SSE. */
+function wantsSseFallback(error: unknown): boolean {
+  return error instanceof StreamableHTTPError && (error.code === 404 || error.code === 405);
+}
+
+/** A pooled connection whose session the server no longer knows: nothing was processed, a fresh one may retry. */
+function staleSession(error: unknown): boolean {
+  return error instanceof StreamableHTTPError && error.code === 404;
+}
+
+function keyOf(target: McpCallTarget): string {
+  const token = target.token ? createHash('sha256').update(target.token).digest('hex').slice(0, 32) : '';
+  return `${target.url}\u0000${token}`;
+}
+
+const idle = new Map<string, Connection[]>();
+let sweeper: NodeJS.Timeout | undefined;
+
+async function open(target: McpCallTarget, key: string): Promise<Connection> {
+  const url = new URL(target.url);
+  const requestInit = { headers: mcpAuthHeaders(target.token) };
+  const connection = {
+    key,
+    url,
+    headers: requestInit.headers,
+    binding: { signal: target.signal, timeoutMs: target.requestTimeoutMs },
+    idleSince: 0,
+  } as Connection;
+  const binding = () => connection.binding;
+  const fetchImpl = boundFetch(binding);
+  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
+  connection.client = newClient(binding);
+  try {
+    await connection.client.connect(transport);
+    connection.transport = transport;
+    return connection;
+  } catch (error) {
+    await connection.client.close().catch(() => undefined);
+    if (!wantsSseFallback(error) || target.signal.aborted) throw error;
+  }
+  connection.client = newClient(binding);
+  // Closed when the call ends (never pooled), so its EventSource never outlives the call.
+  await connection.client.connect(
+    new SSEClientTransport(url, { requestInit, eventSourceInit: { fetch: fetchImpl }, fetch: fetchImpl }),
+  );
+  return connection;
+}
+
+function close(connection: Connection): void {
+  const sessionId = connection.transport?.sessionId;
+  const protocolVersion = connection.transport?.protocolVersion;
+  void connection.client.close().catch(() => undefined);
+  // Stateful servers keep a session per connection: end ours (best effort, awaited by no call).
+  if (sessionId) {
+    const headers: Record<string, string> = {
+      ...connection.headers,
+      'mcp-session-id': sessionId,
+      ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
+    };
+    void fetch(connection.url, { method: 'DELETE', headers, signal: AbortSignal.timeout(5_000) })
+      .then((response) => response.body?.cancel())
+      .catch(() => undefined);
+  }
+}
+
+function sweep(now = Date.now()): void {
+  for (const [key, connections] of idle) {
+    const fresh = connections.filter((connection) => {
+      if (now - connection.idleSince < IDLE_TTL_MS) return true;
+      close(connection);
+      return false;
+    });
+    if (fresh.length > 0) idle.set(key, fresh);
+    else idle.delete(key);
+  }
+  if (idle.size === 0 && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+}
+
+/** An idle connection of this seller and token, taken out of the pool: from now on it is this call's alone. */
+function take(key: string): Connection | undefined {
+  sweep();
+  const connection = idle.get(key)?.pop();
+  if (idle.get(key)?.length === 0) idle.delete(key);
+  return connection;
+}
+
+function giveBack(connection: Connection): void {
+  connection.binding = IDLE_BINDING;
+  connection.idleSince = Date.now();
+  const connections = idle.get(connection.key) ?? [];
+  if (connections.length >= MAX_IDLE_PER_SELLER) {
+    close(connection);
+    return;
+  }
+  connections.push(connection);
+  idle.set(connection.key, connections);
+  sweeper ??= setInterval(() => sweep(), IDLE_TTL_MS).unref();
+}
+
+/** Closes every idle connection (worker shutdown, tests). Connections in use close when their call ends. */
+export function closeIdleMcpConnections(): void {
+  for (const connections of idle.values()) for (const connection of connections) close(connection);
+  idle.clear();
+  if (sweeper) clearInterval(sweeper);
+  sweeper = undefined;
+}
+
+/**
+ * Runs `work` on a connection leased to this call alone, bound to its signal and timeout. The connection goes back
+ * to the pool only when the call succeeded and was neither aborted nor timed out; otherwise it is closed.
+ */
+export async function withMcpConnection<T>(target: McpCallTarget, work: (client: Client) => Promise<T>): Promise<T> {
+  target.signal.throwIfAborted();
+  const key = keyOf(target);
+  const pooled = take(key);
+  if (pooled) {
+    pooled.binding = { signal: target.signal, timeoutMs: target.requestTimeoutMs };
+    try {
+      const result = await work(pooled.client);
+      release(pooled, target);
+      return result;
+    } catch (error) {
+      close(pooled);
+      if (!staleSession(error) || target.signal.aborted) throw error;
+      // The server forgot the pooled session (restarted, expired): it processed nothing, so a fresh connection may try.
+    }
+  }
+  const connection = await open(target, key);
+  try {
+    const result = await work(connection.client);
+    release(connection, target);
+    return result;
+  } catch (error) {
+    close(connection);
+    throw error;
+  }
+}
+
+function release(connection: Connection, target: McpCallTarget): void {
+  if (connection.transport && !target.signal.aborted) giveBack(connection);
+  else close(connection);
+}
+
+/**
+ * Races `work` against the call's signal: the attempt ends when the signal fires, even if a library under it does
+ * not honour the signal. The abort reason is thrown (a TimeoutError for a timeout, the cancellation otherwise).
+ */
+export function raceSignal<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work().then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,202 @@
+/**
+ * How to read a seller's task, learned per seller (#9 item 6). Sellers differ: AdCP 3.0 has the `tasks/get` tool,
+ * 3.1 renamed it `get_task_status`, some sellers name it `get_task` or only offer a list, some serve MCP's own Tasks,
+ * and for a create_media_buy whose buy is known the resource itself (`get_media_buys`) tells whether the create
+ * completed. A seller without `tasks/get` used to fail every polled operation ("Unknown tool: tasks/get").
+ *
+ * Order: the method that worked last time, then the AdCP names, the list, MCP Tasks, the resource read; a method the
+ * seller's tools/list (cached per seller per process) does not offer is skipped. A missing method is never a failed
+ * task: when nothing works the outcome is `unreadable`, and the operation keeps its deadline, webhooks and
+ * reconciliation. Free of Temporal so it is tested with a fake SellerClient.
+ */
+import { type AdcpError, describeError } from '../protocol';
+import type { ReadMethod, ReadTaskOutcome } from './contract';
+import { type CallContext, type SellerClient, type SellerDescription, isUnknownToolError } from './seller-client';
+
+export const MCP_READ_ORDER: readonly Exclude<ReadMethod, 'none'>[] = [
+  'tasks/get',
+  'get_task_status',
+  'get_task',
+  'list_tasks',
+  'mcp-tasks',
+  'get_media_buys',
+];
+export const A2A_READ_ORDER: readonly Exclude<ReadMethod, 'none'>[] = ['a2a-native', 'a2a-skill', 'get_media_buys'];
+
+/** Codes meaning "the seller cannot see this task now" (account scoping, expiry, another tenant): not a failure. */
+const NOT_FOUND_CODES = new Set([
+  'REFERENCE_NOT_FOUND',
+  'TASK_NOT_FOUND',
+  'MEDIA_BUY_NOT_FOUND',
+  'RESOURCE_NOT_FOUND',
+  'NOT_FOUND',
+]);
+/** Codes meaning "this read method does not exist here". */
+const MISSING_METHOD_CODES = new Set([
+  'UNSUPPORTED_FEATURE',
+  'TRANSPORT_RPC_METHOD_NOT_FOUND',
+  'METHOD_NOT_FOUND',
+  'TOOL_NOT_FOUND',
+]);
+
+/** The seller refused the read for now (rate limit, overload, IDEMPOTENCY_IN_FLIGHT): retry as it asked. */
+export class SellerRefusedReadForNow extends Error {
+  override readonly name = 'SellerRefusedReadForNow';
+  constructor(readonly error: AdcpError) {
+    super(describeError(error));
+  }
+}
+
+export interface ReadRequest {
+  task: string;
+  taskId: string;
+  contextId?: string;
+  account?: unknown;
+  mediaBuyId?: string;
+  readMethod?: ReadMethod;
+}
+
+/** Tool lists per seller URL, kept for a while: one tools/list per seller per 10 minutes, not one per read. */
+export class SellerDescriptionCache {
+  private readonly entries = new Map<string, { at: number; description: SellerDescription | undefined }>();
+  constructor(
+    private readonly ttlMs = 10 * 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async get(seller: SellerClient, context: CallContext): Promise<SellerDescription | undefined> {
+    const key = context.agent.url;
+    const cached = this.entries.get(key);
+    if (cached && this.now() - cached.at < this.ttlMs) return cached.description;
+    let description: SellerDescription | undefined;
+    try {
+      description = await seller.describe(context);
+    } catch (error) {
+      if (context.signal.aborted) throw error;
+      description = undefined; // a seller that will not list its tools is read by trying
+    }
+    this.entries.set(key, { at: this.now(), description });
+    return description;
+  }
+}
+
+function listToolOf(description: SellerDescription | undefined): string | undefined {
+  if (!description) return 'list_tasks';
+  if (description.tools.includes('list_tasks')) return 'list_tasks';
+  if (description.tools.includes('tasks/list')) return 'tasks/list';
+  return undefined;
+}
+
+/** Whether `method` can be tried at this seller for this task, given what it lists (undefined: it did not say). */
+export function methodAvailable(
+  method: ReadMethod,
+  request: ReadRequest,
+  description: SellerDescription | undefined,
+): boolean {
+  switch (method) {
+    case 'tasks/get':
+    case 'get_task_status':
+    case 'get_task':
+      return !description || description.tools.includes(method);
+    case 'list_tasks':
+      return listToolOf(description) !== undefined;
+    case 'mcp-tasks':
+      return description?.mcpTasks === true;
+    case 'get_media_buys':
+      // A buy that exists says its create completed; it says nothing about an update or a cancel.
+      return (
+        !!request.mediaBuyId &&
+        request.task === 'create_media_buy' &&
+        (!description || description.tools.includes('get_media_buys'))
+      );
+    case 'a2a-native':
+    case 'a2a-skill':
+      return true;
+    case 'none':
+      return false;
+  }
+}
+
+function isNotFound(error: AdcpError | undefined): boolean {
+  if (!error) return false;
+  return NOT_FOUND_CODES.has(error.code.toUpperCase()) || /\b(task|reference)\b.*\bnot found\b/i.test(error.message);
+}
+
+function isMissingMethod(error: AdcpError | undefined): boolean {
+  if (!error) return false;
+  return MISSING_METHOD_CODES.has(error.code.toUpperCase()) || isUnknownToolError(`${error.code} ${error.message}`);
+}
+
+/**
+ * One read of a task by the first method that works. Throws only what a retry may fix (transport failures, the
+ * seller refusing for now); a read method that is missing, or a task the seller cannot see, is an `unreadable`.
+ */
+export async function readTaskWithStrategy(
+  seller: SellerClient,
+  context: CallContext,
+  request: ReadRequest,
+  descriptions: SellerDescriptionCache,
+): Promise<ReadTaskOutcome> {
+  const order = context.agent.protocol === 'mcp' ? MCP_READ_ORDER : A2A_READ_ORDER;
+  let description: SellerDescription | undefined;
+  let described = false;
+  const tried: string[] = [];
+  let notFound: { method: ReadMethod; error: AdcpError } | undefined;
+  let refused: { method: ReadMethod; error: AdcpError } | undefined;
+
+  const start =
+    request.readMethod && request.readMethod !== 'none' && order.includes(request.readMethod)
+      ? request.readMethod
+      : undefined;
+  const candidates = start ? [start, ...order.filter((method) => method !== start)] : [...order];
+  for (const method of candidates) {
+    // What worked last time is tried before asking for the tool list: the usual poll costs one call.
+    if ((method !== start || method === 'list_tasks') && !described && context.agent.protocol === 'mcp') {
+      description = await descriptions.get(seller, context);
+      described = true;
+    }
+    const worked = method === start && method !== 'get_media_buys' && method !== 'list_tasks';
+    if (!worked && !methodAvailable(method, request, description)) continue;
+    tried.push(method);
+    let answer;
+    try {
+      answer = await seller.readTask({
+        ...context,
+        method,
+        task: request.task,
+        taskId: request.taskId,
+        ...(request.contextId ? { contextId: request.contextId } : {}),
+        ...(request.account !== undefined ? { account: request.account } : {}),
+        ...(request.mediaBuyId ? { mediaBuyId: request.mediaBuyId } : {}),
+        ...(method === 'list_tasks' ? { listTool: listToolOf(description) } : {}),
+      });
+    } catch (error) {
+      if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+      continue; // the seller has no such method (JSON-RPC -32601 and the like)
+    }
+    if (!answer.callError) return { snapshot: answer.snapshot, readMethod: method };
+    const error = answer.snapshot.errors?.[0] ?? {
+      code: 'READ_REFUSED',
+      message: answer.snapshot.message ?? 'The seller refused the read.',
+      recovery: 'terminal' as const,
+    };
+    if (isMissingMethod(error)) continue;
+    if (isNotFound(error)) {
+      notFound ??= { method, error };
+      continue;
+    }
+    if (error.recovery === 'transient') throw new SellerRefusedReadForNow(error);
+    refused ??= { method, error }; // access, validation of our read: another method may still work
+  }
+  if (notFound) return { readMethod: notFound.method, unreadable: notFound.error };
+  if (refused) return { readMethod: refused.method, unreadable: refused.error };
+  return {
+    readMethod: 'none',
+    unreadable: {
+      code: 'TASK_UNREADABLE',
+      message: `${context.agent.id} offers no way to read task ${request.taskId} (tried: ${tried.join(', ') || 'nothing it lists'}); the operation relies on webhooks, its deadline and reconciliation.`,
+      recovery: 'terminal',
+      details: { tried },
+    },
+  };
+}

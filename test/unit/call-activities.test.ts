@@ -1,0 +1,196 @@
+/**
+ * The call activities of the contract (#9 items 3 and 11): planCall decides the bytes once (no secrets), sendCall
+ * sends exactly them, IDEMPOTENCY_IN_FLIGHT retries the same key as late as the seller asked, the call timeout is
+ * hard, and readTask / awaitTaskMove treat an unreadable task as "no news". A fake SellerClient, Temporal's
+ * MockActivityEnvironment for the activity context.
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { callTimeouts, createActivities } from '../../activities';
+import { idempotencyKeyFor } from '../../activities/idempotency';
+import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
+import { type AgentConfig, AgentRegistry } from '../../config/agents';
+
+function fakeSeller(answer: (request: TaskCallRequest) => Promise<SellerAnswer>) {
+  const calls: TaskCallRequest[] = [];
+  const seller: SellerClient = {
+    callTask: async (request) => {
+      calls.push(request);
+      return answer(request);
+    },
+    getTask: async () => ({ status: 'working' }),
+    cancelTask: async () => ({ notified: false, note: '' }),
+    listTasks: async () => ({ tasks: [], supported: false }),
+    describe: async () => ({ tools: ['get_products', 'create_media_buy'], mcpTasks: false }),
+    readTask: async () => ({
+      snapshot: {
+        status: 'failed',
+        errors: [{ code: 'INVALID_REQUEST', message: 'Unknown tool: tasks/get', recovery: 'correctable' }],
+      },
+      callError: true,
+    }),
+  };
+  return { seller, calls };
+}
+
+const hmacSeller = {
+  id: 'seller',
+  url: 'http://seller.test/mcp',
+  protocol: 'mcp',
+  webhooks: { scheme: 'hmac-sha256', secret_env: 'SELLER_WEBHOOK_SECRET' },
+} as unknown as AgentConfig;
+const agents = new AgentRegistry([hmacSeller], 'test');
+const secret = 'a-webhook-secret-of-at-least-32-characters';
+const createInput = {
+  operationId: 'adcp-create_media_buy-po-1',
+  agentId: 'seller',
+  task: 'create_media_buy',
+  step: 'call',
+  params: { brand: { domain: 'acme.example' } },
+};
+
+/** Runs an activity in a mock activity context, keeping its types. */
+function run<P extends unknown[], R>(
+  fn: (...args: P) => Promise<R>,
+  args: P,
+  info: { attempt?: number } = {},
+): Promise<R> {
+  const environment: { run(fn: unknown, ...args: unknown[]): Promise<unknown> } = new MockActivityEnvironment(info);
+  return environment.run(fn, ...args) as Promise<R>;
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof ApplicationFailure) return error;
+    throw error;
+  }
+  throw new Error('expected the activity to fail');
+}
+
+describe('planCall', () => {
+  test('decides key, push config with operation_id, credential by reference and timeouts; holds no secret', async () => {
+    const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
+    const activities = createActivities({
+      agents,
+      seller,
+      publicBaseUrl: 'https://buyer.example',
+      callTimeoutMs: 90_000,
+      env: { SELLER_WEBHOOK_SECRET: secret },
+    });
+    const plan = await run(activities.planCall, [createInput]);
+    expect(plan.args).toMatchObject({
+      brand: { domain: 'acme.example' },
+      idempotency_key: idempotencyKeyFor(createInput.operationId, 'call'),
+      push_notification_config: {
+        url: 'https://buyer.example/webhooks/adcp/adcp-create_media_buy-po-1',
+        operation_id: createInput.operationId,
+        authentication: { schemes: ['HMAC-SHA256'] },
+      },
+    });
+    expect(plan.webhookCredentialRef).toEqual({ env: 'SELLER_WEBHOOK_SECRET' });
+    expect(plan.timeouts).toEqual({ callMs: 90_000, readMs: 90_000 });
+    expect(JSON.stringify(plan)).not.toContain(secret);
+  });
+
+  test('reads are bounded by the call timeout and by 120 s', () => {
+    expect(callTimeouts(30_000)).toEqual({ callMs: 30_000, readMs: 30_000 });
+    expect(callTimeouts(600_000)).toEqual({ callMs: 600_000, readMs: 120_000 });
+  });
+});
+
+describe('sendCall', () => {
+  test('sends the plan as decided, even from a worker whose environment changed since (no ADCP_PUBLIC_BASE_URL)', async () => {
+    const planner = createActivities({
+      agents,
+      seller: fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false })).seller,
+      publicBaseUrl: 'https://buyer.example',
+      env: {},
+    });
+    const plan = await run(planner.planCall, [createInput]);
+    // A restarted worker without a public base URL sends the same body for the same key.
+    const { seller, calls } = fakeSeller(async () => ({
+      snapshot: { status: 'submitted', taskId: 't-1' },
+      callError: false,
+    }));
+    const sender = createActivities({ agents, seller, env: { SELLER_WEBHOOK_SECRET: secret } });
+    const outcome = await run(sender.sendCall, [{ plan }]);
+    expect(outcome).toMatchObject({ snapshot: { status: 'submitted', taskId: 't-1' }, webhookRegistered: true });
+    expect(calls[0].args).toEqual({
+      ...plan.args,
+      push_notification_config: {
+        ...plan.pushNotificationConfig,
+        authentication: { schemes: ['HMAC-SHA256'], credentials: secret },
+      },
+    });
+  });
+
+  test('IDEMPOTENCY_IN_FLIGHT is retried with the same plan after retry_after, never refused as a key problem', async () => {
+    const { seller } = fakeSeller(async () => ({
+      snapshot: {
+        status: 'failed',
+        errors: [
+          { code: 'IDEMPOTENCY_IN_FLIGHT', message: 'still processing', recovery: 'transient', retryAfterSeconds: 7 },
+        ],
+      },
+      callError: true,
+    }));
+    const activities = createActivities({ agents, seller, env: {} });
+    const plan = await run(activities.planCall, [createInput]);
+    const failure = await failureOf(run(activities.sendCall, [{ plan }]));
+    expect(failure.type).toBe('SellerTransientError');
+    expect(failure.nonRetryable).toBeFalsy();
+    expect(failure.nextRetryDelay).toBe(7_000);
+  });
+
+  test('the call timeout is hard: the attempt ends when the seller client ignores the abort', async () => {
+    const { seller } = fakeSeller(() => new Promise<never>(() => undefined)); // never settles, ignores the signal
+    const activities = createActivities({ agents, seller, callTimeoutMs: 300, env: {} });
+    const plan = await run(activities.planCall, [createInput]);
+    const failure = await failureOf(run(activities.sendCall, [{ plan }]));
+    expect(failure.type).toBe('TransportError');
+    expect((failure.details?.[0] as { code: string }).code).toBe('TRANSPORT_TIMEOUT');
+  });
+
+  test('an answer too large to keep even compressed fails for good with ANSWER_TOO_LARGE', async () => {
+    const noise = Array.from({ length: 120_000 }, (_, i) => Math.random().toString(36).slice(2) + i).join('');
+    const { seller } = fakeSeller(async () => ({
+      snapshot: { status: 'completed', result: { products: [{ description: noise }] } },
+      callError: false,
+    }));
+    const activities = createActivities({ agents, seller, env: {}, maxAnswerBytes: 500_000 });
+    const plan = await run(activities.planCall, [{ ...createInput, task: 'get_products' }]);
+    const failure = await failureOf(run(activities.sendCall, [{ plan }]));
+    expect(failure.nonRetryable).toBe(true);
+    expect((failure.details?.[0] as { code: string }).code).toBe('ANSWER_TOO_LARGE');
+  });
+});
+
+describe('reads', () => {
+  const readInput = {
+    operationId: 'op',
+    agentId: 'seller',
+    task: 'create_media_buy',
+    taskId: 't-1',
+    timeouts: callTimeouts(5_000),
+  };
+
+  test('a seller without any task read: readTask answers unreadable instead of failing the operation', async () => {
+    const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
+    const activities = createActivities({ agents, seller, env: {} });
+    const outcome = await run(activities.readTask, [readInput]);
+    expect(outcome).toMatchObject({ readMethod: 'none', unreadable: { code: 'TASK_UNREADABLE' } });
+  });
+
+  test('awaitTaskMove counts an unreadable task as no change: a benign failure carrying the poll count', async () => {
+    const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
+    const activities = createActivities({ agents, seller, env: {} });
+    const failure = await failureOf(
+      run(activities.awaitTaskMove, [{ ...readInput, since: { status: 'submitted', progress: null } }], { attempt: 4 }),
+    );
+    expect(failure.type).toBe('TaskUnchanged');
+    expect(failure.category).toBe('BENIGN');
+    expect(failure.details?.[0]).toMatchObject({ polls: 4 });
+  });
+});

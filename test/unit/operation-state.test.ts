@@ -1,0 +1,366 @@
+/**
+ * The operation state machine, without a server: every route a result can take (call answer, webhooks, reads,
+ * reconciliation, cancel) feeds one truth. The last block drives it with thousands of seeded random interleavings.
+ */
+import type { AdcpError, TaskSnapshot, TaskStatus } from '../../protocol';
+import type { OperationState, WebhookDelivery } from '../../workflows/definitions';
+import { OperationMachine, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation-state';
+
+const OPERATION = 'adcp-create_media_buy-k1';
+
+function freshState(task = 'create_media_buy'): OperationState {
+  return {
+    operationId: OPERATION,
+    agentId: 'seller',
+    task,
+    status: 'pending',
+    inputRounds: 0,
+    webhookRegistered: true,
+    pollCount: 0,
+    webhooksApplied: 0,
+    transitions: [],
+    transitionCount: 0,
+    anomalies: [],
+    startedAt: new Date(0).toISOString(),
+    updatedAt: new Date(0).toISOString(),
+    deadline: new Date(86_400_000).toISOString(),
+  };
+}
+
+function machineFor(task = 'create_media_buy', clock = { now: 1_000 }): OperationMachine {
+  return new OperationMachine(freshState(task), {
+    task,
+    deadlineMs: 86_400_000,
+    interactionDeadlineMs: 3_600_000,
+    authDeadlineMs: 3_600_000,
+    now: () => clock.now,
+  });
+}
+
+let keyCounter = 0;
+function webhook(snapshot: TaskSnapshot, extra: Partial<WebhookDelivery> = {}): WebhookDelivery {
+  keyCounter += 1;
+  return { eventKey: `k${keyCounter}`, snapshot, receivedAt: new Date(0).toISOString(), ...extra };
+}
+
+const BUY = { media_buy_id: 'mb_1', status: 'pending_creatives' };
+
+describe('operation state machine: convergence rules', () => {
+  it('holds a final webhook that beats the call answer, then applies it once the answer binds the task', () => {
+    const machine = machineFor();
+    expect(machine.receiveWebhook(webhook({ status: 'completed', taskId: 't1', result: BUY }))).toBe('held');
+    expect(machine.state.status).toBe('pending');
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't1' });
+    expect(machine.state.status).toBe('completed');
+    expect(machine.state.result).toEqual(BUY);
+    expect(machine.state.webhooksApplied).toBe(1);
+    expect(machine.state.heldWebhooks).toBe(0);
+  });
+
+  it('applies a webhook bound by its 3.1 operation_id at once, even before the task is known', () => {
+    const machine = machineFor();
+    expect(
+      machine.receiveWebhook(webhook({ status: 'completed', taskId: 't1', result: BUY }, { operationId: OPERATION })),
+    ).toBe('applied');
+    expect(machine.terminal).toBe(true);
+    // The call's late non-terminal answer is stale and reopens nothing.
+    expect(machine.applyCallAnswer({ status: 'submitted', taskId: 't1' })).toBe('stale');
+    expect(machine.state.status).toBe('completed');
+  });
+
+  it('refuses a webhook naming another operation_id, and one naming another task once the task is bound', () => {
+    const machine = machineFor();
+    expect(
+      machine.receiveWebhook(
+        webhook({ status: 'completed', taskId: 't1', result: BUY }, { operationId: 'adcp-create_media_buy-other' }),
+      ),
+    ).toBe('refused');
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't1' });
+    expect(
+      machine.receiveWebhook(webhook({ status: 'completed', taskId: 't2', result: { media_buy_id: 'mb_B' } })),
+    ).toBe('refused');
+    expect(machine.state.status).toBe('submitted');
+    expect(machine.state.webhooksRefused).toBe(2);
+    expect(machine.state.refusedWebhooks?.map((entry) => entry.reason)).toEqual([
+      'operation_id_mismatch',
+      'task_id_mismatch',
+    ]);
+  });
+
+  it('refuses held webhooks of another task when the call answer binds its own', () => {
+    const machine = machineFor();
+    machine.receiveWebhook(webhook({ status: 'completed', taskId: 'someone-else', result: { media_buy_id: 'mb_B' } }));
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't1' });
+    expect(machine.state.status).toBe('submitted');
+    expect(machine.state.result).toBeUndefined();
+    expect(machine.state.refusedWebhooks?.[0]?.taskId).toBe('someone-else');
+  });
+
+  it('keeps the first terminal result; a different later one is a visible conflict, an identical one a duplicate', () => {
+    const machine = machineFor();
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't1' });
+    machine.receiveWebhook(webhook({ status: 'completed', taskId: 't1', result: BUY }));
+    expect(machine.applyRead({ status: 'completed', taskId: 't1', result: { ...BUY } })).toBe('duplicate');
+    expect(machine.applyRead({ status: 'failed', taskId: 't1' })).toBe('conflict');
+    expect(machine.state.status).toBe('completed');
+    expect(machine.state.result).toEqual(BUY);
+    expect(machine.state.conflicts).toHaveLength(1);
+  });
+
+  it('reads a completed envelope around a submitted task as submitted (no media_buy_id, no success)', () => {
+    const wrapped: TaskSnapshot = { status: 'completed', result: { status: 'submitted', task_id: 't9' } };
+    expect(unwrapNestedEnvelope(wrapped).snapshot).toMatchObject({ status: 'submitted', taskId: 't9' });
+    const machine = machineFor();
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't9' });
+    machine.receiveWebhook(webhook(wrapped));
+    expect(machine.state.status).toBe('submitted');
+    expect(machine.state.outcome).toBeUndefined();
+  });
+
+  it('does not take a create that completes without media_buy_id as success until a read confirms the buy', () => {
+    const machine = machineFor();
+    machine.applyCallAnswer({ status: 'submitted', taskId: 't1' });
+    expect(machine.receiveWebhook(webhook({ status: 'completed', taskId: 't1', result: { note: 'done' } }))).toBe(
+      'needs-confirmation',
+    );
+    expect(machine.terminal).toBe(false);
+    expect(machine.state.provisional?.reason).toMatch(/media_buy_id/);
+    machine.applyRead({ status: 'completed', taskId: 't1', result: BUY });
+    expect(machine.state.status).toBe('completed');
+    expect(machine.state.result).toEqual(BUY);
+    expect(machine.state.outcomeNotes?.join(' ')).toMatch(/a read confirmed it/);
+  });
+
+  it('settles an unconfirmable completion as partial, saying why', () => {
+    const machine = machineFor();
+    machine.applyCallAnswer({ status: 'completed', result: { note: 'done' } });
+    machine.settleProvisional('the seller named no task to read');
+    expect(machine.state.status).toBe('completed');
+    expect(machine.state.outcome).toBe('partial');
+  });
+
+  it('marks schema drift in the outcome without losing the data', () => {
+    const machine = machineFor('get_media_buy_delivery');
+    machine.applyCallAnswer(
+      { status: 'completed', result: { media_buy_deliveries: [{ media_buy_id: 'mb_1' }] } },
+      { schemaWarnings: ['delivery row lacks pricing_model'] },
+    );
+    expect(machine.state.outcome).toBe('partial');
+    expect(machine.state.result).toEqual({ media_buy_deliveries: [{ media_buy_id: 'mb_1' }] });
+  });
+
+  it('after a lost answer: confirms held webhooks, follows a bound task, reconciles a lost mutation, fails a refused read', () => {
+    const lost: AdcpError = { code: 'TIMEOUT', message: 'no answer', recovery: 'transient' };
+    const held = machineFor();
+    held.receiveWebhook(webhook({ status: 'completed', taskId: 't1', result: BUY }));
+    expect(held.decideAfterCallFailure(lost, true, true)).toEqual({ action: 'confirm-held' });
+    held.acceptHeldUnconfirmed('no read');
+    expect(held.state.status).toBe('completed');
+    expect(held.state.result).toEqual(BUY);
+
+    expect(machineFor().decideAfterCallFailure(lost, true, true)).toEqual({ action: 'reconcile' });
+    const read = machineFor('get_products');
+    expect(read.decideAfterCallFailure(lost, false, true).action).toBe('fail');
+  });
+
+  it('uses a new key only after IDEMPOTENCY_* and a reconciliation that found nothing, once', () => {
+    const machine = machineFor();
+    const conflict: AdcpError = { code: 'IDEMPOTENCY_CONFLICT', message: 'x', recovery: 'correctable' };
+    const timeout: AdcpError = { code: 'TIMEOUT', message: 'x', recovery: 'transient' };
+    expect(machine.decideAfterReconciliation(conflict, 'not_found', 0)).toEqual({ action: 'rekey' });
+    expect(machine.decideAfterReconciliation(conflict, 'not_found', 1).action).toBe('fail');
+    expect(machine.decideAfterReconciliation(conflict, 'unsupported', 0).action).toBe('fail');
+    expect(machine.decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('fail');
+    expect(machine.decideAfterReconciliation(conflict, 'adopted', 0).action).toBe('adopted');
+  });
+
+  it('a cancel accepted before the result ends canceled, keeping the buy the call in flight made', () => {
+    const machine = machineFor();
+    machine.requestCancel({ requestedBy: 'ops', reason: 'pulled' });
+    machine.applyCallAnswer({ status: 'completed', result: BUY });
+    expect(machine.terminal).toBe(false);
+    expect(machine.state.resource).toEqual({ mediaBuyId: 'mb_1' });
+    machine.cancel(
+      { requestedBy: 'ops', reason: 'pulled' },
+      { notified: true, note: 'canceled at the seller', resource: { mediaBuyId: 'mb_1', state: 'canceled' } },
+    );
+    expect(machine.state.status).toBe('canceled');
+    expect(machine.state.result).toEqual(BUY);
+    expect(machine.state.cancellation?.resource?.state).toBe('canceled');
+  });
+
+  it('a cancel after the end changes no status and records what became of the buy', () => {
+    const machine = machineFor();
+    machine.applyCallAnswer({ status: 'completed', result: BUY });
+    machine.cancel(
+      { requestedBy: 'ops', reason: 'test' },
+      { notified: true, note: 'canceled at seller', resource: { mediaBuyId: 'mb_1', state: 'canceled' } },
+    );
+    expect(machine.state.status).toBe('completed');
+    expect(machine.state.cancellation?.resource).toEqual({ mediaBuyId: 'mb_1', state: 'canceled' });
+  });
+
+  it('canonical JSON ignores key order', () => {
+    expect(canonicalJson({ b: 1, a: [{ y: 2, x: 1 }] })).toBe(canonicalJson({ a: [{ x: 1, y: 2 }], b: 1 }));
+  });
+});
+
+// ---- randomized interleavings --------------------------------------------------------------------------------
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const FINALS: TaskStatus[] = ['completed', 'failed', 'rejected', 'canceled'];
+const PROGRESS: TaskStatus[] = ['submitted', 'working', 'input-required', 'unknown'];
+
+interface World {
+  taskId: string;
+  final: TaskStatus;
+  result: Record<string, unknown>;
+}
+
+/** One random event from the routes an operation's results take, true to the world or hostile to it. */
+function randomEvent(
+  random: () => number,
+  world: World,
+): { apply: (machine: OperationMachine) => void; label: string } {
+  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
+  const truth = (): TaskSnapshot =>
+    random() < 0.5
+      ? { status: world.final, taskId: world.taskId, ...(world.final === 'completed' ? { result: world.result } : {}) }
+      : { status: pick(PROGRESS), taskId: world.taskId };
+  const hostile = (): TaskSnapshot => ({
+    status: 'completed',
+    taskId: `other-${Math.floor(random() * 3)}`,
+    result: { media_buy_id: 'mb_stolen' },
+  });
+  const roll = random();
+  if (roll < 0.15)
+    return {
+      label: 'call answer',
+      apply: (machine) =>
+        machine.applyCallAnswer(random() < 0.7 ? { status: 'submitted', taskId: world.taskId } : truth()),
+    };
+  if (roll < 0.45)
+    return {
+      label: 'webhook',
+      apply: (machine) => machine.receiveWebhook(webhook(truth(), random() < 0.3 ? { operationId: OPERATION } : {})),
+    };
+  // A misroute can be told apart only by a fact: a 3.1 operation_id, or the task this operation is bound to. Before
+  // either exists (no answer, no read, no operation_id) an authenticated webhook to our URL cannot be refuted.
+  if (roll < 0.55) {
+    return {
+      label: 'misrouted webhook',
+      apply: (machine) =>
+        machine.receiveWebhook(
+          webhook(
+            hostile(),
+            machine.state.taskId && random() < 0.5 ? {} : { operationId: 'adcp-create_media_buy-other' },
+          ),
+        ),
+    };
+  }
+  if (roll < 0.75) return { label: 'read', apply: (machine) => machine.applyRead(truth()) };
+  if (roll < 0.8) return { label: 'unconfirmed held', apply: (machine) => machine.acceptHeldUnconfirmed('no read') };
+  if (roll < 0.85) return { label: 'settle provisional', apply: (machine) => machine.settleProvisional('no read') };
+  if (roll < 0.88) return { label: 'adopt', apply: (machine) => machine.adopt(world.taskId, 'reconciliation') };
+  if (roll < 0.9)
+    return {
+      label: 'cancel requested',
+      apply: (machine) => machine.requestCancel({ requestedBy: 'ops', reason: 'r' }),
+    };
+  if (roll < 0.95)
+    return {
+      label: 'cancel',
+      apply: (machine) => machine.cancel({ requestedBy: 'ops', reason: 'r' }, { notified: false, note: 'n' }),
+    };
+  return { label: 'timeout', apply: (machine) => machine.fail('timed_out', 'deadline') };
+}
+
+describe('operation state machine: randomized interleavings', () => {
+  const RUNS = 3_000;
+
+  it(`keeps its invariants over ${RUNS} seeded random interleavings of answers, webhooks, reads and cancels`, () => {
+    for (let seed = 1; seed <= RUNS; seed += 1) {
+      const random = mulberry32(seed);
+      const world: World = {
+        taskId: `t-${seed}`,
+        final: FINALS[seed % FINALS.length]!,
+        result: { media_buy_id: `mb-${seed}`, packages: [{ package_id: 'p1' }] },
+      };
+      const clock = { now: 1_000 };
+      const machine = machineFor('create_media_buy', clock);
+      let settled: { status: string; result: string } | undefined;
+      const trail: string[] = [];
+      const steps = 5 + Math.floor(random() * 25);
+      for (let step = 0; step < steps; step += 1) {
+        const event = randomEvent(random, world);
+        trail.push(event.label);
+        clock.now += 1 + Math.floor(random() * 1_000);
+        event.apply(machine);
+        const state = machine.state;
+        const context = `seed ${seed}: ${trail.join(' → ')}`;
+        // At most one terminal status, and it is never left.
+        const terminalTransitions = state.transitions.filter(
+          (t) => ['completed', 'failed', 'rejected', 'canceled'].includes(t.to) && t.from !== t.to,
+        );
+        if (terminalTransitions.length > 1) throw new Error(`two terminal transitions: ${context}`);
+        if (settled) {
+          if (state.status !== settled.status)
+            throw new Error(`left terminal ${settled.status} for ${state.status}: ${context}`);
+          if (canonicalJson(state.result ?? null) !== settled.result)
+            throw new Error(`accepted terminal result changed: ${context}`);
+        } else if (machine.terminal) {
+          settled = { status: state.status, result: canonicalJson(state.result ?? null) };
+        }
+        // Nothing from another task or operation is ever applied.
+        if (state.taskId !== undefined && state.taskId.startsWith('other-'))
+          throw new Error(`bound a misrouted task: ${context}`);
+        if (state.result?.media_buy_id === 'mb_stolen') throw new Error(`applied a misrouted result: ${context}`);
+        // A completion of a create carries its buy, or says it is unconfirmed.
+        if (state.status === 'completed' && state.result?.media_buy_id === undefined && state.outcome !== 'partial') {
+          throw new Error(`completed create without media_buy_id marked ${state.outcome}: ${context}`);
+        }
+      }
+    }
+  });
+
+  it('never chooses a new idempotency key unless the seller said IDEMPOTENCY_* and reconciliation found nothing', () => {
+    const random = mulberry32(42);
+    const codes = [
+      'IDEMPOTENCY_CONFLICT',
+      'IDEMPOTENCY_EXPIRED',
+      'IDEMPOTENCY_IN_FLIGHT',
+      'TIMEOUT',
+      'SERVICE_UNAVAILABLE',
+      'INVALID_REQUEST',
+    ];
+    const found = ['adopted', 'not_found', 'unsupported'] as const;
+    for (let run = 0; run < 2_000; run += 1) {
+      const machine = machineFor();
+      if (random() < 0.3) machine.applyCallAnswer({ status: 'submitted', taskId: 't' });
+      const error: AdcpError = {
+        code: codes[Math.floor(random() * codes.length)]!,
+        message: 'x',
+        recovery: random() < 0.5 ? 'transient' : 'correctable',
+      };
+      const outcome = found[Math.floor(random() * found.length)]!;
+      const generation = random() < 0.5 ? 0 : 1;
+      const decision = machine.decideAfterReconciliation(error, outcome, generation);
+      if (decision.action === 'rekey') {
+        expect(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']).toContain(error.code);
+        expect(outcome).toBe('not_found');
+        expect(generation).toBe(0);
+        expect(machine.state.taskId).toBeUndefined();
+      }
+    }
+  });
+});

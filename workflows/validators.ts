@@ -1,0 +1,35 @@
+/**
+ * Update validators' checks, without zod. Every module the workflow bundle imports is instantiated once per workflow
+ * execution (Temporal isolates module state per workflow), so a schema library costs memory in every parked
+ * operation. These plain checks apply exactly the rules of protocol/requests.ts (`providedInputSchema`,
+ * `actorSchema`), which the API and the typed client use; test/unit/validators.test.ts holds the two equal.
+ */
+const ACTOR_MAX = 200;
+
+/** Why `value` is not a valid answer to an input-required question, or undefined when it is. */
+export function providedInputProblem(value: unknown): string | undefined {
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return 'input: must be an object with an input field';
+  const provided = value as Record<string, unknown>;
+  for (const key of Object.keys(provided)) {
+    if (key !== 'input' && key !== 'providedBy' && key !== 'requestId') return `${key}: is not a field of an answer`;
+  }
+  const input = provided.input;
+  if (!input || typeof input !== 'object' || Array.isArray(input))
+    return 'input: must be a JSON object of the fields to send to the seller';
+  if (Object.keys(input).length === 0) return 'input: must not be empty: send the fields the seller asked for';
+  if (provided.providedBy !== undefined) {
+    const problem = actorProblem(provided.providedBy);
+    if (problem) return `providedBy: ${problem}`;
+  }
+  if (provided.requestId !== undefined && typeof provided.requestId !== 'string') return 'requestId: must be a string';
+  return undefined;
+}
+
+/** Why `value` does not name who did something (a person or a system), or undefined when it does. */
+export function actorProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string') return 'must be a string';
+  if (value.length < 1) return 'must not be empty';
+  if (value.length > ACTOR_MAX) return `must be at most ${ACTOR_MAX} characters`;
+  return undefined;
+}
