@@ -1,3 +1,4 @@
 /** Workflow entry points registered with the worker (the bundle is built from this file). */
 export { adcpOperation } from './operation';
 export { reconcileSeller } from './reconciliation';
+export { adcpMediaBuy } from './media-buy';

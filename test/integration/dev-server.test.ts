@@ -8,10 +8,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { type DevServer, ensureSearchAttributes, freePort, startDevServer } from '../../config/dev-server';
+import { type DevServer, ensureSearchAttributes, freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { SA_AGENT, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
 
-const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+const INDEXED = temporal.api.enums.v1.IndexedValueType;
+/** The server's type for each of our attribute type names. */
+const SERVER_TYPE: Record<string, number> = {
+  Keyword: INDEXED.INDEXED_VALUE_TYPE_KEYWORD,
+  Text: INDEXED.INDEXED_VALUE_TYPE_TEXT,
+  Int: INDEXED.INDEXED_VALUE_TYPE_INT,
+  Double: INDEXED.INDEXED_VALUE_TYPE_DOUBLE,
+  Bool: INDEXED.INDEXED_VALUE_TYPE_BOOL,
+  Datetime: INDEXED.INDEXED_VALUE_TYPE_DATETIME,
+  KeywordList: INDEXED.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+};
 
 let scratch: string;
 const servers: DevServer[] = [];
@@ -52,7 +62,7 @@ describe('startDevServer', () => {
     const first = await start({ port, dbFilename });
     const firstConnection = await connect(first);
     const registered = await customSearchAttributes(firstConnection);
-    for (const { name } of SEARCH_ATTRIBUTES) expect(registered[name]).toBe(KEYWORD);
+    for (const { name, type } of SEARCH_ATTRIBUTES) expect(registered[name]).toBe(SERVER_TYPE[type]);
 
     // No worker polls this task queue, so the workflow just stays open; that is all a restart must keep.
     await new Client({ connection: firstConnection }).workflow.start('neverPolled', {
@@ -144,6 +154,6 @@ describe('ensureSearchAttributes', () => {
     );
     await expect(ensureSearchAttributes(connection, 'default', others)).resolves.toEqual([]);
     const registered = await customSearchAttributes(connection);
-    for (const { name } of others) expect(registered[name]).toBe(KEYWORD);
+    for (const { name, type } of others) expect(registered[name]).toBe(SERVER_TYPE[type]);
   });
 });

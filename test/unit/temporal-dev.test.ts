@@ -5,14 +5,19 @@ import { SearchAttributeType } from '@temporalio/common';
 import { parse } from 'yaml';
 import {
   SA_AGENT,
+  SA_CREATIVE_DEADLINE,
+  SA_CREATIVES_MISSING,
+  SA_FLIGHT_END,
   SA_INPUT_REASON,
+  SA_MEDIA_BUY_ID,
+  SA_MEDIA_BUY_STATUS,
   SA_STATUS,
   SA_TASK,
   SA_TASK_ID,
   SDK_SEARCH_ATTRIBUTE_TYPES,
   SEARCH_ATTRIBUTES,
 } from '../../config/search-attributes';
-import { findProjectRoot } from '../../config/temporal-binaries';
+import { findProjectRoot } from '../../scripts/lib/temporal-binaries';
 
 interface ComposeService {
   image?: string;
@@ -76,10 +81,23 @@ describe('temporal-dev.yml', () => {
 
 describe('config/search-attributes.ts', () => {
   it('has one typed key per registered attribute, with the same name and type', () => {
-    const keys = [SA_TASK, SA_AGENT, SA_STATUS, SA_TASK_ID, SA_INPUT_REASON];
+    const keys = [
+      SA_TASK,
+      SA_AGENT,
+      SA_STATUS,
+      SA_TASK_ID,
+      SA_INPUT_REASON,
+      SA_MEDIA_BUY_ID,
+      SA_MEDIA_BUY_STATUS,
+      SA_FLIGHT_END,
+      SA_CREATIVE_DEADLINE,
+      SA_CREATIVES_MISSING,
+    ];
     expect(keys.map(({ name, type }) => ({ name, type }))).toEqual(
       SEARCH_ATTRIBUTES.map(({ name, type }) => ({ name, type: SDK_SEARCH_ATTRIBUTE_TYPES[type] })),
     );
-    expect(new Set(keys.map((key) => key.type))).toEqual(new Set([SearchAttributeType.KEYWORD]));
+    // Operations are filtered by exact values; the media buy's dates are ranges and its flag a yes/no.
+    expect(SA_FLIGHT_END.type).toBe(SearchAttributeType.DATETIME);
+    expect(SA_CREATIVES_MISSING.type).toBe(SearchAttributeType.BOOL);
   });
 });

@@ -1,0 +1,162 @@
+/**
+ * The media buy's reads: `get_media_buys` (the buy's status, revision, actions, health, packages) and windowed or
+ * lifetime `get_media_buy_delivery` pulls. Mutations (create, update, sync_creatives) are not here: they run as
+ * operations (child workflows) so every guarantee of an operation holds for them.
+ *
+ * Each activity makes one read through the project's SellerClient (activities/seller-client.ts) and returns the
+ * parsed, bounded result (never the raw answer), so a 90-day flight's pulls stay small in history.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { type AgentRegistry, ConfigError } from '../config/agents';
+import { type AdcpError, ProtocolViolation } from '../protocol';
+import { type DeliveryPull, type MediaBuySnapshot, mediaBuyFromList, parseDeliveryPull } from '../protocol/media-buy';
+import { raceSignal } from './mcp-connection';
+import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
+import { classifyTransportFailure, retryDelayMs } from './transport-errors';
+
+export interface MediaBuyActivityDependencies {
+  agents: AgentRegistry;
+  seller?: SellerClient;
+  env?: NodeJS.ProcessEnv;
+  /** Hard bound of one read (default 60 s). */
+  readTimeoutMs?: number;
+  random?: () => number;
+}
+
+export interface ReadMediaBuyInput {
+  agentId: string;
+  mediaBuyId: string;
+  account?: unknown;
+}
+
+export interface ReadMediaBuyOutcome {
+  found: boolean;
+  snapshot?: MediaBuySnapshot;
+  note?: string;
+}
+
+export interface PullDeliveryInput {
+  agentId: string;
+  mediaBuyId: string;
+  account?: unknown;
+  /** YYYY-MM-DD, inclusive; absent with endDate for lifetime numbers. */
+  startDate?: string;
+  /** YYYY-MM-DD, exclusive. */
+  endDate?: string;
+  /** Per-window slices shaped like the webhook fires at this frequency. */
+  timeGranularity?: 'hourly' | 'daily' | 'monthly';
+}
+
+export interface PullDeliveryOutcome {
+  found: boolean;
+  pull?: DeliveryPull;
+  /** The seller refused the windowed pull at this granularity (UNSUPPORTED_GRANULARITY). */
+  unsupportedGranularity?: boolean;
+  note?: string;
+}
+
+const HEARTBEAT_EVERY_MS = 2_000;
+const BACKOFF = { initialMs: 1_000, maxMs: 30_000, coefficient: 2, jitter: 0.25 };
+
+export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
+  const seller = deps.seller ?? createSdkSellerClient();
+  const env = deps.env ?? process.env;
+  const timeoutMs = deps.readTimeoutMs ?? 60_000;
+  const random = deps.random ?? Math.random;
+
+  async function guarded<T>(agentId: string, work: (context: CallContext) => Promise<T>): Promise<T> {
+    const activity = Context.current();
+    let context: Omit<CallContext, 'signal'>;
+    try {
+      context = { agent: deps.agents.get(agentId), token: deps.agents.token(agentId, env), timeoutMs };
+    } catch (error) {
+      throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
+    }
+    const signal = AbortSignal.any([activity.cancellationSignal, AbortSignal.timeout(timeoutMs)]);
+    const ticker = setInterval(() => activity.heartbeat(), HEARTBEAT_EVERY_MS);
+    try {
+      return await raceSignal(signal, () => work({ ...context, signal }));
+    } catch (error) {
+      if (error instanceof ApplicationFailure) throw error;
+      if (error instanceof ConfigError)
+        throw ApplicationFailure.create({ type: 'ConfigError', message: error.message, nonRetryable: true });
+      if (error instanceof ProtocolViolation) {
+        throw ApplicationFailure.create({ type: 'ProtocolViolation', message: error.message, nonRetryable: true });
+      }
+      if (activity.cancellationSignal.aborted) throw error;
+      const classified = classifyTransportFailure(error, Date.now());
+      throw sellerFailure(classified, activity.info.attempt);
+    } finally {
+      clearInterval(ticker);
+    }
+  }
+
+  function sellerFailure(error: AdcpError, attempt: number): ApplicationFailure {
+    const message = `${error.code}: ${error.message}`;
+    if (error.recovery !== 'transient')
+      return ApplicationFailure.create({ type: 'SellerError', message, nonRetryable: true, details: [error] });
+    return ApplicationFailure.create({
+      type: 'SellerTransientError',
+      message,
+      details: [error],
+      nextRetryDelay: retryDelayMs(error, attempt, BACKOFF, random),
+    });
+  }
+
+  return {
+    /** get_media_buys for one buy: what the seller says about it now. */
+    async readMediaBuy(input: ReadMediaBuyInput): Promise<ReadMediaBuyOutcome> {
+      return guarded(input.agentId, async (context) => {
+        const answer = await seller.callTask({
+          ...context,
+          task: 'get_media_buys',
+          args: {
+            media_buy_ids: [input.mediaBuyId],
+            ...(input.account !== undefined ? { account: input.account } : {}),
+          },
+        });
+        const error = answer.snapshot.errors?.[0];
+        if (answer.callError && error) {
+          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message };
+          throw sellerFailure(error, Context.current().info.attempt);
+        }
+        const snapshot = mediaBuyFromList(answer.snapshot.result, input.mediaBuyId);
+        if (!snapshot)
+          return { found: false, note: `get_media_buys at ${input.agentId} does not list ${input.mediaBuyId}` };
+        return { found: true, snapshot };
+      });
+    },
+
+    /** get_media_buy_delivery for one buy: lifetime numbers, or a date range with per-window slices. */
+    async pullDelivery(input: PullDeliveryInput): Promise<PullDeliveryOutcome> {
+      return guarded(input.agentId, async (context) => {
+        const args: Record<string, unknown> = {
+          media_buy_ids: [input.mediaBuyId],
+          // The default filter is ["active"]: a paused or completed buy's delivery is wanted too.
+          status_filter: ['pending_creatives', 'pending_start', 'active', 'paused', 'completed'],
+          ...(input.account !== undefined ? { account: input.account } : {}),
+          ...(input.startDate ? { start_date: input.startDate } : {}),
+          ...(input.endDate ? { end_date: input.endDate } : {}),
+          ...(input.timeGranularity ? { time_granularity: input.timeGranularity, include_window_breakdown: true } : {}),
+        };
+        const answer = await seller.callTask({ ...context, task: 'get_media_buy_delivery', args });
+        const error = answer.snapshot.errors?.[0];
+        if (answer.callError && error) {
+          if (error.code === 'UNSUPPORTED_GRANULARITY')
+            return { found: false, unsupportedGranularity: true, note: error.message };
+          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message };
+          throw sellerFailure(error, Context.current().info.attempt);
+        }
+        const pull = parseDeliveryPull(answer.snapshot.result, input.mediaBuyId);
+        if (!pull)
+          return {
+            found: false,
+            note: `get_media_buy_delivery at ${input.agentId} has no delivery for ${input.mediaBuyId}`,
+          };
+        return { found: true, pull };
+      });
+    },
+  };
+}
+
+export type MediaBuyActivities = ReturnType<typeof createMediaBuyActivities>;

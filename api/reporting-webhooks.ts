@@ -1,0 +1,198 @@
+/**
+ * POST /webhooks/adcp-reporting/:mediaBuyWorkflowId — where sellers push delivery reports for a buy (the URL the
+ * media-buy workflow registered as `reporting_webhook.url`). Verified exactly like task webhooks (the same
+ * WebhookAuthenticator, the seller's configured scheme, the raw body), parsed (protocol/media-buy.ts) and signalled
+ * to the buy's workflow, which deduplicates, tracks sequence numbers and fills gaps. 2xx means Temporal has it.
+ */
+import express, { type Request, type Response } from 'express';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { isTemporalUnavailable } from '../client/temporal-errors';
+import type { AgentRegistry } from '../config/agents';
+import { SA_AGENT, SA_MEDIA_BUY_ID } from '../config/search-attributes';
+import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
+import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
+import type { WebhookAuthenticator } from './webhook-verification';
+import { WEBHOOK_BODY_LIMIT } from './webhooks';
+
+export interface ReportingWebhookRouterOptions {
+  client: Client;
+  agents: AgentRegistry;
+  authenticator: WebhookAuthenticator;
+  /** The base URL sellers were given; the signed target URI is rebuilt from it. */
+  publicBaseUrl?: string;
+  env?: NodeJS.ProcessEnv;
+  log?: (line: string) => void;
+}
+
+const TEMPORAL_DEADLINE_MS = 4_000;
+const RETRY_AFTER_SECONDS = 5;
+const CACHE_SIZE = 10_000;
+
+function answer(
+  res: Response,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, unknown> = {},
+): void {
+  res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
+}
+
+/** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
+interface KnownBuy {
+  agentId: string;
+  mediaBuyId?: string;
+}
+
+export function createReportingWebhookRouter(options: ReportingWebhookRouterOptions): express.Router {
+  const router = express.Router();
+  const log = options.log ?? ((line: string) => console.warn(line));
+  const env = options.env ?? process.env;
+  const known = new Map<string, KnownBuy>();
+  const remember = (id: string, entry: KnownBuy) => {
+    known.set(id, entry);
+    if (known.size > CACHE_SIZE) known.delete(known.keys().next().value!);
+  };
+  const unavailable = (res: Response) => {
+    res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+    answer(res, 503, 'TEMPORAL_UNAVAILABLE', `Not accepting reports right now; retry in ${RETRY_AFTER_SECONDS} s.`);
+  };
+
+  /** The buy's seller and media_buy_id: from its search attributes, or (unindexed servers) from its state query. */
+  async function lookUp(id: string): Promise<KnownBuy | undefined> {
+    const cached = known.get(id);
+    if (cached?.mediaBuyId) return cached;
+    const handle = options.client.workflow.getHandle(id);
+    const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
+    let agentId = description.typedSearchAttributes.get(SA_AGENT);
+    let mediaBuyId = description.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
+    if (!agentId || !mediaBuyId) {
+      const state = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
+        handle.query(mediaBuyStateQuery),
+      );
+      agentId ??= state.agentId;
+      mediaBuyId ??= state.mediaBuyId;
+    }
+    if (!agentId) return undefined;
+    const entry = { agentId, ...(mediaBuyId ? { mediaBuyId } : {}) };
+    remember(id, entry);
+    return entry;
+  }
+
+  router.post(
+    '/webhooks/adcp-reporting/:mediaBuyWorkflowId',
+    (req, res, next) => {
+      if (!req.is('application/json')) {
+        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Reports must be sent as application/json.');
+        return;
+      }
+      next();
+    },
+    express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT }),
+    async (req: Request, res: Response) => {
+      const id = String(req.params.mediaBuyWorkflowId);
+      const rawBody: Buffer = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      if (!MEDIA_BUY_ID_PATTERN.test(id)) {
+        answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
+        return;
+      }
+      let buy: KnownBuy | undefined;
+      try {
+        buy = await lookUp(id);
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
+        else if (isTemporalUnavailable(error)) unavailable(res);
+        else {
+          log(`reporting webhook for ${id}: cannot look the buy up: ${(error as Error).message}`);
+          unavailable(res);
+        }
+        return;
+      }
+      const agent = buy && options.agents.has(buy.agentId) ? options.agents.get(buy.agentId) : undefined;
+      if (!agent?.webhooks) {
+        log(
+          `reporting webhook rejected for ${id}: seller ${buy?.agentId ?? '?'} has no webhook verification configured`,
+        );
+        answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        return;
+      }
+      const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
+      const verification = await options.authenticator.verify(
+        { method: req.method, url: `${base}${req.originalUrl}`, headers: req.headers, rawBody },
+        agent.id,
+        agent.webhooks,
+        env,
+      );
+      if (!verification.ok) {
+        log(
+          `reporting webhook rejected for ${id} from ${agent.id}: ${verification.reason} (${verification.logDetail})`,
+        );
+        if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
+        answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
+        return;
+      }
+      let parsed: ReturnType<typeof parseReportingWebhook>;
+      try {
+        parsed = parseReportingWebhook(JSON.parse(rawBody.toString('utf8')));
+      } catch (error) {
+        if (error instanceof ReportingPayloadError)
+          answer(res, 400, 'INVALID_WEBHOOK', error.message, { field: error.field });
+        else answer(res, 400, 'MALFORMED_JSON', 'The body is not valid JSON.');
+        return;
+      }
+      if (!parsed.eventKey) {
+        answer(
+          res,
+          400,
+          'INVALID_WEBHOOK',
+          'idempotency_key: a reporting webhook carries the idempotency_key receivers dedupe by.',
+          { field: 'idempotency_key' },
+        );
+        return;
+      }
+      // A seller may aggregate several buys in one fire; this URL names one buy, and only its rows are taken here.
+      const mine = parsed.notifications.filter(
+        (notification) => !buy!.mediaBuyId || notification.mediaBuyId === buy!.mediaBuyId,
+      );
+      const others = parsed.notifications
+        .filter((notification) => !mine.includes(notification))
+        .map((notification) => notification.mediaBuyId);
+      if (mine.length === 0) {
+        answer(
+          res,
+          409,
+          'WEBHOOK_MEDIA_BUY_MISMATCH',
+          `The report is for ${others.join(', ')}, not for this buy (${buy!.mediaBuyId}); post it to that buy's reporting URL.`,
+        );
+        return;
+      }
+      const handle = options.client.workflow.getHandle(id);
+      try {
+        for (const notification of mine) {
+          await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
+            handle.signal(reportReceivedSignal, {
+              eventKey:
+                parsed.notifications.length > 1 ? `${parsed.eventKey}:${notification.mediaBuyId}` : parsed.eventKey!,
+              notification,
+              receivedAt: new Date().toISOString(),
+              verifiedBy: verification.scheme,
+            }),
+          );
+        }
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) {
+          known.delete(id);
+          answer(res, 200, 'ignored', 'The media buy is no longer followed.');
+          return;
+        }
+        if (isTemporalUnavailable(error)) {
+          unavailable(res);
+          return;
+        }
+        throw error;
+      }
+      answer(res, 200, 'accepted', 'Report recorded.', others.length > 0 ? { ignored_media_buy_ids: others } : {});
+    },
+  );
+  return router;
+}

@@ -1,0 +1,236 @@
+/**
+ * The typed client for media buys: start a buy's workflow (one per buyer key), read its state and delivery, change
+ * it (pause, resume, budget, dates, packages, cancel) and attach creatives. Changes are Temporal Updates: the
+ * workflow's validator refuses a change the buy's state does not allow before it enters history, and the caller's
+ * idempotency key is the update ID, so a retried change runs once.
+ *
+ *   const buys = new MediaBuyClient({ client, taskQueue: 'adcp-operations', reportingBaseUrl: 'https://gw.example' });
+ *   const { mediaBuyWorkflowId } = await buys.create({ buyKey: 'po-4711', agentId: 'seller', params, reporting: { frequency: 'daily' } });
+ *   await buys.change(mediaBuyWorkflowId, { kind: 'pause', requestedBy: 'ops@buyer' }, { idempotencyKey: 'pause-1' });
+ */
+import {
+  type Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
+import { SA_AGENT, SA_MEDIA_BUY_STATUS } from '../config/search-attributes';
+import { CALLER_KEY_PATTERN } from '../protocol';
+import type { adcpMediaBuy } from '../workflows/media-buy';
+import {
+  type ChangeAnswer,
+  type ChangeRequest,
+  type CreativeAttachment,
+  MEDIA_BUY_ID_PATTERN,
+  MEDIA_BUY_WORKFLOW_TYPE,
+  type MediaBuyInput,
+  type MediaBuyState,
+  type ReportingSettings,
+  attachCreativesUpdate,
+  changeMediaBuyUpdate,
+  mediaBuyStateQuery,
+  mediaBuyWorkflowId,
+  refreshMediaBuySignal,
+} from '../workflows/media-buy-definitions';
+import { checkChangeShape } from '../workflows/media-buy-state';
+
+export interface MediaBuyClientOptions {
+  client: Client;
+  taskQueue: string;
+  /** The gateway's public base URL: reports are registered at <base>/webhooks/adcp-reporting/<buy workflow id>. */
+  reportingBaseUrl?: string;
+  /** false on servers without the AdCP search attributes (the time-skipping test server). */
+  searchAttributes?: boolean;
+  knownAgent?: (agentId: string) => boolean;
+}
+
+export interface CreateMediaBuyRequest {
+  /** The buyer's key for the buy (PO number, plan line id): the workflow ID comes from it. */
+  buyKey: string;
+  agentId: string;
+  /** create_media_buy arguments (packages, start_time, end_time, account, brand, ...). */
+  params: Record<string, unknown>;
+  reporting?: Omit<ReportingSettings, 'url'>;
+  creativeAlertLeadMs?: number;
+  requestedBy?: string;
+}
+
+export class MediaBuyRequestError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'MediaBuyRequestError';
+  }
+}
+
+export class MediaBuyNotFoundError extends Error {
+  constructor(readonly mediaBuyWorkflowId: string) {
+    super(`No media buy ${mediaBuyWorkflowId}.`);
+    this.name = 'MediaBuyNotFoundError';
+  }
+}
+
+/** The workflow refused the change or attachment (validator): `code` is INVALID_STATE, NOT_CANCELLABLE, ... */
+export class MediaBuyChangeRefusedError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'MediaBuyChangeRefusedError';
+  }
+}
+
+export interface MediaBuyView {
+  mediaBuyWorkflowId: string;
+  running: boolean;
+  state: MediaBuyState;
+}
+
+const RESERVED = ['idempotency_key', 'push_notification_config', 'reporting_webhook', 'context_id'];
+
+function refusal(error: unknown): MediaBuyChangeRefusedError | undefined {
+  if (!(error instanceof WorkflowUpdateFailedError)) return undefined;
+  const message = error.cause instanceof Error ? error.cause.message : error.message;
+  const match = /^([A-Z_]+): (.*)$/s.exec(message);
+  return new MediaBuyChangeRefusedError(match?.[1] ?? 'REFUSED', match?.[2] ?? message);
+}
+
+export class MediaBuyClient {
+  constructor(private readonly options: MediaBuyClientOptions) {}
+
+  private handle(id: string) {
+    if (!MEDIA_BUY_ID_PATTERN.test(id)) throw new MediaBuyNotFoundError(id);
+    return this.options.client.workflow.getHandle<typeof adcpMediaBuy>(id);
+  }
+
+  /** Starts the buy's workflow, or finds the one already running or finished for the same key. */
+  async create(request: CreateMediaBuyRequest): Promise<{ mediaBuyWorkflowId: string; created: boolean }> {
+    if (!CALLER_KEY_PATTERN.test(request.buyKey)) {
+      throw new MediaBuyRequestError(
+        'buy_key',
+        'buy_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+      );
+    }
+    if (this.options.knownAgent && !this.options.knownAgent(request.agentId))
+      throw new MediaBuyRequestError('agent_id', `No seller "${request.agentId}" is configured.`);
+    for (const reserved of RESERVED) {
+      if (reserved in request.params)
+        throw new MediaBuyRequestError(
+          `params.${reserved}`,
+          `params must not set ${reserved}: the orchestrator owns it.`,
+        );
+    }
+    if (!Array.isArray(request.params.packages) || request.params.packages.length === 0) {
+      throw new MediaBuyRequestError('params.packages', 'params.packages must list at least one package.');
+    }
+    if (typeof request.params.end_time !== 'string' || Number.isNaN(Date.parse(request.params.end_time))) {
+      throw new MediaBuyRequestError('params.end_time', 'params.end_time must be an ISO 8601 time.');
+    }
+    const workflowId = mediaBuyWorkflowId(request.buyKey);
+    const indexed = this.options.searchAttributes !== false;
+    const input: MediaBuyInput = {
+      buyKey: request.buyKey,
+      agentId: request.agentId,
+      params: request.params,
+      indexed,
+      ...(request.reporting || this.options.reportingBaseUrl
+        ? {
+            reporting: {
+              ...request.reporting,
+              ...(this.options.reportingBaseUrl
+                ? { url: `${this.options.reportingBaseUrl}/webhooks/adcp-reporting/${encodeURIComponent(workflowId)}` }
+                : {}),
+            },
+          }
+        : {}),
+      ...(request.creativeAlertLeadMs !== undefined ? { creativeAlertLeadMs: request.creativeAlertLeadMs } : {}),
+      ...(request.requestedBy ? { requestedBy: request.requestedBy } : {}),
+    };
+    try {
+      await this.options.client.workflow.start<typeof adcpMediaBuy>(MEDIA_BUY_WORKFLOW_TYPE, {
+        workflowId,
+        taskQueue: this.options.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        staticSummary: `media buy ${request.buyKey} at ${request.agentId}`,
+        ...(indexed
+          ? {
+              typedSearchAttributes: [
+                { key: SA_AGENT, value: request.agentId },
+                { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
+              ],
+            }
+          : {}),
+      });
+      return { mediaBuyWorkflowId: workflowId, created: true };
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError)
+        return { mediaBuyWorkflowId: workflowId, created: false };
+      throw error;
+    }
+  }
+
+  /** The buy's state: live while the workflow runs, its result once it has finished. */
+  async view(id: string): Promise<MediaBuyView> {
+    const handle = this.handle(id);
+    try {
+      const description = await handle.describe();
+      if (description.status.name === 'RUNNING')
+        return { mediaBuyWorkflowId: id, running: true, state: await handle.query(mediaBuyStateQuery) };
+      if (description.status.name === 'COMPLETED')
+        return { mediaBuyWorkflowId: id, running: false, state: await handle.result() };
+      return { mediaBuyWorkflowId: id, running: false, state: await handle.query(mediaBuyStateQuery) };
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+      throw error;
+    }
+  }
+
+  async state(id: string): Promise<MediaBuyState> {
+    return (await this.view(id)).state;
+  }
+
+  /** Waits for the workflow to finish following the buy (after the flight, the final report and reconciliation). */
+  async result(id: string): Promise<MediaBuyState> {
+    return this.handle(id).result();
+  }
+
+  async change(id: string, request: ChangeRequest, options: { idempotencyKey?: string } = {}): Promise<ChangeAnswer> {
+    const shape = checkChangeShape(request);
+    if (!shape.ok) throw new MediaBuyRequestError('change', shape.message);
+    try {
+      return await this.handle(id).executeUpdate(changeMediaBuyUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      });
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+      throw refusal(error) ?? error;
+    }
+  }
+
+  async attachCreatives(
+    id: string,
+    attachment: CreativeAttachment,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<ChangeAnswer> {
+    try {
+      return await this.handle(id).executeUpdate(attachCreativesUpdate, {
+        args: [attachment],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      });
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+      throw refusal(error) ?? error;
+    }
+  }
+
+  /** Ask the buy to read the seller now (get_media_buys). */
+  async refresh(id: string, requestedBy: string): Promise<void> {
+    await this.handle(id).signal(refreshMediaBuySignal, { requestedBy });
+  }
+}

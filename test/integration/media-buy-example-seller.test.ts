@@ -1,0 +1,136 @@
+/**
+ * The media-buy workflow against a seller nobody here wrote: @adcp/sdk's guaranteed example seller (unmodified, from
+ * node_modules, behind its mock upstream). Its guaranteed flow as far as it goes: create (pending_creatives),
+ * sync_creatives with the package assignment, a read of the buy, a pause and a cancel, each through the workflow and
+ * its child operations; the workflow then settles with a lifetime delivery pull and ends.
+ */
+import { randomUUID } from 'node:crypto';
+import { MediaBuyClient } from '../../client/media-buy-client';
+import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
+import {
+  EXAMPLE_SELLER_TOKEN,
+  EXAMPLE_SELLER_TOKEN_ENV,
+  type ExampleSeller,
+  startExampleSeller,
+} from '../harness/example-sellers';
+import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+
+type Row = Record<string, any>;
+
+let seller: ExampleSeller;
+let stack: TestStack;
+let buys: MediaBuyClient;
+
+beforeAll(async () => {
+  seller = await startExampleSeller('guaranteed');
+  stack = await startTestStack({
+    agents: registry([seller.agent]),
+    activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } },
+  });
+  buys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue });
+}, 300_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await seller?.stop();
+});
+
+test('the guaranteed example seller: created pending_creatives, creatives synced and assigned, paused, canceled, settled', async () => {
+  const products = await stack.orchestrator.result(
+    (
+      await stack.orchestrator.start({
+        agentId: 'guaranteed',
+        task: 'get_products',
+        params: {
+          buying_mode: 'brief',
+          brief: 'Outdoor video for a spring campaign',
+          account: DEMO_ACCOUNT,
+          brand: DEMO_BRAND,
+        },
+        idempotencyKey: randomUUID(),
+      })
+    ).operationId,
+  );
+  expect(products.status).toBe('completed');
+  const product = (products.result?.products as Row[])[0];
+  const pricing = product.pricing_options[0] as Row;
+  const start = new Date(Date.now() + 3 * 86_400_000);
+  const { mediaBuyWorkflowId: id } = await buys.create({
+    buyKey: `example-${randomUUID()}`,
+    agentId: 'guaranteed',
+    params: {
+      account: DEMO_ACCOUNT,
+      brand: DEMO_BRAND,
+      start_time: start.toISOString(),
+      end_time: new Date(start.getTime() + 30 * 86_400_000).toISOString(),
+      packages: [
+        {
+          product_id: product.product_id,
+          pricing_option_id: pricing.pricing_option_id,
+          budget: Math.max(Number(pricing.min_spend ?? 0) * 2, 10_000),
+        },
+      ],
+    },
+    requestedBy: 'planner@buyer',
+  });
+  const created = await eventually(async () => {
+    const state = await buys.state(id);
+    return state.status !== 'creating' ? state : undefined;
+  }, 120_000);
+  expect(created.failure).toBeUndefined();
+  expect(created.status).toBe('pending_creatives');
+  expect(typeof created.mediaBuyId).toBe('string');
+  const packageId = Object.keys(created.packages)[0];
+  expect(packageId).toBeDefined();
+
+  const creativeId = `cr_example_${randomUUID().slice(0, 8)}`;
+  const formatId = (product.format_ids as Row[])[0];
+  const attached = await buys.attachCreatives(id, {
+    creatives: [
+      {
+        creative_id: creativeId,
+        name: 'Spring video',
+        format_id: formatId,
+        assets: {
+          video: {
+            asset_type: 'video',
+            url: 'https://cdn.example/spring-15s.mp4',
+            width: 1920,
+            height: 1080,
+            duration_ms: 15_000,
+          },
+          image: { asset_type: 'image', url: 'https://cdn.example/spring-1080.png', width: 1080, height: 1080 },
+          headline: { asset_type: 'text', content: 'Spring into the outdoors' },
+          click_url: { asset_type: 'url', url: 'https://acmeoutdoor.example/spring' },
+        },
+      },
+    ],
+    assignments: { [creativeId]: [packageId] },
+    requestedBy: 'trafficker@buyer',
+  });
+  expect(attached.outcome).toBe('applied');
+  const synced = await eventually(async () => {
+    const state = await buys.state(id);
+    return state.reads >= 1 ? state : undefined; // the read that follows a sync
+  }, 60_000);
+  expect(synced.creatives[creativeId]).toMatchObject({
+    action: expect.stringMatching(/^(created|updated|unchanged)$/),
+    packageIds: [packageId],
+  });
+
+  // Onward as far as the seller goes: what it answers to a pause is recorded either way; a cancel ends the buy.
+  const paused = await buys
+    .change(id, { kind: 'pause', requestedBy: 'ops@buyer' })
+    .catch((error: Error) => ({ outcome: `refused: ${error.message}` }));
+  const canceled = await buys.change(id, { kind: 'cancel', requestedBy: 'ops@buyer', reason: 'interop run over' });
+  expect(canceled).toMatchObject({ outcome: 'applied', status: 'canceled' });
+  const final = await buys.result(id);
+  expect(final.status).toBe('canceled');
+  expect(final.done).toBe(true);
+  // No reporting webhook was registered: the lifetime pull is the record, not a discrepancy.
+  expect(final.reporting.reconciliation).toMatchObject({ outcome: 'reconciled', replaced: true });
+  console.info(
+    `guaranteed example seller: ${final.statusHistory.map((move) => `${move.to} (${move.source})`).join(' → ')}; pause: ${paused.outcome}; ` +
+      `revision ${final.revision ?? 'n/a'}; available_actions ${JSON.stringify(final.availableActions ?? null)}; reconciliation ${final.reporting.reconciliation?.outcome ?? 'none'}; anomalies ${final.anomalies.map((anomaly) => anomaly.note).join(' | ') || 'none'}`,
+  );
+}, 300_000);

@@ -1,0 +1,24 @@
+/**
+ * Determinism of the media-buy workflow: today's code replays the committed histories of real buys
+ * (test/fixtures/media-buy-seller/histories/, recorded by media-buy-api.test.ts with RECORD_MEDIA_BUY_HISTORIES=1:
+ * create, creatives, a signed report, the storyboard's changes and refusals, the final report and the settle). A
+ * change that running buys would replay differently fails here; ship it behind `patched()` instead.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { workflowBundle } from '../harness/temporal';
+
+const dir = path.resolve(__dirname, '..', 'fixtures', 'media-buy-seller', 'histories');
+const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
+
+test('there is a committed media-buy history to replay', () => {
+  expect(files.length).toBeGreaterThanOrEqual(1);
+});
+
+test.each(files)('replays %s', async (file) => {
+  const history: unknown = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
+  await expect(
+    Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file),
+  ).resolves.toBeUndefined();
+});
