@@ -1,0 +1,10 @@
+export * from './principal';
+export * from './api-keys';
+export * from './jwt';
+export * from './middleware';
+export * from './access-control';
+export * from './config';
+export * from './safe-bind';
+export * from './dev-key';
+export { upsertKeyEntry, writeKeysFile } from './keys-file';
+export * from './secure-gateway';
