@@ -42,12 +42,20 @@ export function cpuTimes(stack: BenchStack): CpuTimes {
     'worker (webhooks)': processCpuMs(stack.webhookWorker.process.child.pid),
     'worker (polling)': processCpuMs(stack.pollingWorker.process.child.pid),
     'bench (seller, clients)': (own.user + own.system) / 1000,
+    ...Object.fromEntries(
+      [...stack.extraWorkers].map((worker) => [`worker (${worker.name})`, processCpuMs(worker.process.child.pid)]),
+    ),
   };
 }
 
 export function cpuSince(stack: BenchStack, before: CpuTimes): CpuTimes {
   const now = cpuTimes(stack);
-  return Object.fromEntries(Object.entries(now).map(([name, ms]) => [name, ms - before[name]]));
+  // A process that started or ended in between counts from zero or is left out.
+  return Object.fromEntries(
+    Object.entries(now)
+      .filter(([name]) => name in before || Number.isFinite(now[name]))
+      .map(([name, ms]) => [name, ms - (before[name] ?? 0)]),
+  );
 }
 
 export function addCpu(total: CpuTimes, more: CpuTimes): CpuTimes {

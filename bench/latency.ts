@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OperationState } from '../workflows/definitions';
 import { FIRST_LOOK_MS, lookOffsets, planWait } from '../workflows/cadence';
+import { describeTypes, historiesOf } from './history';
 import type { BenchmarkResult } from './report';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
 import type { BenchStack, BenchWorker } from './stack';
@@ -95,6 +96,15 @@ export async function webhookLatency(stack: BenchStack, options: LatencyOptions)
   }
   const deliveries = seller.webhookDeliveries.filter((delivery) => delivery.status === 'completed');
   const acceptedDeliveries = deliveries.filter((delivery) => delivery.delivered && delivery.finalStatus === 200).length;
+  // B3: the history of a create_media_buy that a webhook completed, read back from the server.
+  const hookHistory = await historiesOf(
+    stack.client,
+    webhooks.filter((sample) => sample.source === 'webhook').map((sample) => sample.operationId),
+  );
+  const pollHistory = await historiesOf(
+    stack.client,
+    polling.map((sample) => sample.operationId),
+  );
   const looks = lookOffsets(
     planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
     options.lastChangeMs + 10_000,
@@ -127,12 +137,22 @@ export async function webhookLatency(stack: BenchStack, options: LatencyOptions)
         baseline: poll.result.median,
         ratio: ratio(hook.result.median, poll.result.median),
       },
+      {
+        metric: 'B3 history events, webhook-completed create_media_buy (max)',
+        unit: 'events',
+        measured: hookHistory.maxEvents,
+        baseline: pollHistory.maxEvents,
+        ratio: ratio(hookHistory.maxEvents, pollHistory.maxEvents),
+        goal: '<= 25 events',
+        met: hookHistory.maxEvents <= 25,
+      },
     ],
     notes: [
       `${options.perMode} create_media_buy operations per mode, all ${options.perMode * 2} at once; the seller completes each ${options.firstChangeMs / 1000}-${options.lastChangeMs / 1000} s after submission (evenly spread), while the worker looks at ${looks.map((ms) => `${ms / 1000}`).join(', ')} s`,
       '"change -> workflow state" = the workflow\'s own transition time (state.transitions[].at, workflow time) minus the seller\'s state-change time; "result()" adds completing the workflow and the client seeing it',
       `webhook mode: ${completedByWebhook}/${webhooks.length} completed by the webhook${completedByWebhook < webhooks.length ? ' (the others by a poll that came first)' : ''}; ${acceptedDeliveries}/${deliveries.length} completion webhooks answered 200 by the gateway`,
       `polling mode: ${completedByPoll}/${polling.length} completed by a poll`,
+      `B3 history (fetchHistory of every operation): webhook-completed median ${hookHistory.medianEvents}, max ${hookHistory.maxEvents} (${describeTypes(hookHistory.sample.byType)}); poll-completed median ${pollHistory.medianEvents}, max ${pollHistory.maxEvents}`,
       `target "well under a poll interval": webhook p95 ${Math.round(hook.workflow.p95)} ms vs the shortest poll interval ${FIRST_LOOK_MS / 1000} s (${((hook.workflow.p95 / FIRST_LOOK_MS) * 100).toFixed(1)}% of it)`,
     ],
     details: {
@@ -142,6 +162,7 @@ export async function webhookLatency(stack: BenchStack, options: LatencyOptions)
       webhooks: { toWorkflowMs: hook.workflow, toResultMs: hook.result, completedByWebhook },
       polling: { toWorkflowMs: poll.workflow, toResultMs: poll.result, completedByPoll },
       completionWebhooks: { sent: deliveries.length, acceptedWith200: acceptedDeliveries },
+      histories: { webhookCompleted: hookHistory, pollCompleted: pollHistory },
       samples: samples.map((sample) => ({
         mode: sample.mode,
         changeOffsetMs: sample.changeOffsetMs,

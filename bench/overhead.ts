@@ -1,13 +1,18 @@
 /**
- * Benchmark 3: what running a call as a durable operation costs. Measured: N concurrent get_products operations
- * through the orchestrator (OrchestratorClient.start, then result(): workflow start, the call activity in the
- * worker process, completion). Baseline: the same N calls made directly with @adcp/sdk's ProtocolClient (what the
- * activity itself uses) from the bench process, against the same seller. Rounds alternate which mode goes first.
+ * Benchmark 3 (B1): what running a call as a durable operation costs. Measured: N concurrent get_products operations
+ * through the orchestrator (OrchestratorClient.start, then result(): workflow start, the call in the worker process,
+ * completion), on the product's own worker process (workers/main.ts). Baseline, the floor of this design: the same
+ * N calls as a bare Temporal workflow with one ordinary activity making the same @adcp/sdk call
+ * (bench/bare/workflow.ts), on a worker process of its own, same server, same seller. Ceiling: the same N calls
+ * made directly with @adcp/sdk's ProtocolClient from the bench process. Rounds rotate which mode goes first.
+ * Also reads real histories back (B3: a synchronous read).
  */
 import { randomUUID } from 'node:crypto';
 import { ProtocolClient } from '@adcp/sdk/advanced';
 import { getProductsParams } from '../test/harness/demo-requests';
+import { productCount } from './bare/activities';
 import { describeCpuPer } from './cpu';
+import { describeTypes, historiesOf } from './history';
 import { type Phase, timedPhase, totalOf } from './phases';
 import type { BenchmarkResult } from './report';
 import { AGENT_ID, type BenchStack } from './stack';
@@ -21,21 +26,21 @@ export interface OverheadOptions {
   warmup: number;
 }
 
-type Mode = 'orchestrated' | 'direct';
+type Mode = 'orchestrated' | 'bare' | 'direct';
 
-function productCount(body: unknown): number {
-  const record = body as { products?: unknown; structuredContent?: { products?: unknown } } | undefined;
-  const products = record?.structuredContent?.products ?? record?.products;
-  return Array.isArray(products) ? products.length : 0;
-}
+const B1_GOAL = 1.0;
+const B3_SYNC_READ_GOAL = 12;
 
 export async function orchestrationOverhead(stack: BenchStack, options: OverheadOptions): Promise<BenchmarkResult> {
-  const { seller } = stack;
+  const { seller, client } = stack;
   await seller.reset(); // get_products answers at once with one product (the fixture's built-in behaviour)
   const worker = stack.pollingWorker;
+  const bareWorker = await stack.startWorker({ name: 'bare', kind: 'bare' });
   const agent = seller.agent('mcp', AGENT_ID);
   const run = randomUUID().slice(0, 8);
   let sequence = 0;
+  const orchestratedIds: string[] = [];
+  const bareIds: string[] = [];
 
   const orchestrated = async (): Promise<void> => {
     const { operationId } = await worker.orchestrator.start({
@@ -44,6 +49,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
       params: getProductsParams,
       idempotencyKey: `bench-overhead-${run}-${++sequence}`,
     });
+    orchestratedIds.push(operationId);
     const state = await worker.orchestrator.result(operationId);
     if (state.status !== 'completed' || productCount(state.result) === 0) {
       throw new Error(
@@ -51,61 +57,104 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
       );
     }
   };
+  const bare = async (): Promise<void> => {
+    const workflowId = `bench-bare-${run}-${++sequence}`;
+    bareIds.push(workflowId);
+    const products = await client.workflow.execute('bareCall', {
+      taskQueue: bareWorker.taskQueue,
+      workflowId,
+      args: [{ tool: 'get_products', params: getProductsParams }],
+    });
+    if (products === 0) throw new Error(`Bare workflow ${workflowId} got no products.`);
+  };
   const direct = async (): Promise<void> => {
     const answer = await ProtocolClient.callTool(agent, 'get_products', getProductsParams);
     if (productCount(answer) === 0)
       throw new Error(`A direct get_products call returned no products: ${JSON.stringify(answer).slice(0, 300)}`);
   };
+  const run1 = { orchestrated, bare, direct };
 
   const round = (mode: Mode, calls: number): Promise<Phase<Mode>> =>
-    timedPhase(stack, mode, Array.from({ length: calls }), calls, mode === 'orchestrated' ? orchestrated : direct);
+    timedPhase(stack, mode, Array.from({ length: calls }), calls, run1[mode]);
 
   const callsBefore = seller.callsTo('get_products').length;
-  await round('direct', options.warmup);
-  await round('orchestrated', options.warmup);
+  for (const mode of ['direct', 'bare', 'orchestrated'] as const) await round(mode, options.warmup);
   const rounds: Phase<Mode>[] = [];
+  const modes: Mode[] = ['orchestrated', 'bare', 'direct'];
   for (let index = 0; index < options.rounds; index++) {
-    const order: Mode[] = index % 2 === 0 ? ['direct', 'orchestrated'] : ['orchestrated', 'direct'];
+    // Rotate the order, so slow drift (history growth, JIT, other engineers' load) hits every mode alike.
+    const order = modes.map((_, offset) => modes[(index + offset) % modes.length]);
     for (const mode of order) rounds.push(await round(mode, options.concurrency));
   }
   const callsSeen = seller.callsTo('get_products').length - callsBefore;
-  const expectedCalls = 2 * (options.warmup + options.rounds * options.concurrency);
+  const expectedCalls = 3 * (options.warmup + options.rounds * options.concurrency);
+  await bareWorker.process.stop(5_000);
+
+  const [orchestratedHistory, bareHistory] = await Promise.all([
+    historiesOf(client, orchestratedIds.slice(-20)),
+    historiesOf(client, bareIds.slice(-20)),
+  ]);
 
   const measured = totalOf(rounds, 'orchestrated');
+  const bareTotal = totalOf(rounds, 'bare');
   const baseline = totalOf(rounds, 'direct');
+  const b1 = ratio(measured.perSecond, bareTotal.perSecond);
   return {
     id: 'orchestration-overhead',
-    title: '3. Orchestration overhead',
-    measured: `get_products as orchestrator operations (start -> result(), worker process "${worker.name}")`,
-    baseline: 'the same get_products calls made directly with @adcp/sdk ProtocolClient.callTool from the bench process',
+    title: '3. Orchestration overhead (B1)',
+    measured: `get_products as orchestrator operations (start -> result(), worker process "${worker.name}", workers/main.ts)`,
+    baseline:
+      'a bare Temporal workflow with one ordinary activity making the same @adcp/sdk call (bench/bare/workflow.ts, its own worker process); ceiling: the same calls made directly with ProtocolClient.callTool from the bench process',
     measurements: [
       {
-        metric: `get_products per second, ${options.concurrency} concurrent`,
+        metric: `B1 get_products/s, ${options.concurrency} concurrent, vs bare`,
+        unit: 'ops/s',
+        measured: measured.perSecond,
+        baseline: bareTotal.perSecond,
+        ratio: b1,
+        goal: `>= ${B1_GOAL.toFixed(1)}x`,
+        met: b1 >= B1_GOAL,
+      },
+      {
+        metric: 'time per call vs bare, median of rounds',
+        unit: 'ms',
+        measured: measured.medianMs,
+        baseline: bareTotal.medianMs,
+        ratio: ratio(measured.medianMs, bareTotal.medianMs),
+      },
+      {
+        metric: 'get_products/s vs direct SDK calls (ceiling)',
         unit: 'ops/s',
         measured: measured.perSecond,
         baseline: baseline.perSecond,
         ratio: ratio(measured.perSecond, baseline.perSecond),
       },
       {
-        metric: 'time per call, median of rounds',
-        unit: 'ms',
-        measured: measured.medianMs,
-        baseline: baseline.medianMs,
-        ratio: ratio(measured.medianMs, baseline.medianMs),
+        metric: 'B3 history events, synchronous read, vs bare',
+        unit: 'events',
+        measured: orchestratedHistory.maxEvents,
+        baseline: bareHistory.maxEvents,
+        ratio: ratio(orchestratedHistory.maxEvents, bareHistory.maxEvents),
+        goal: `<= ${B3_SYNC_READ_GOAL} events`,
+        met: orchestratedHistory.maxEvents <= B3_SYNC_READ_GOAL,
       },
     ],
     notes: [
       `${options.rounds} rounds of ${options.concurrency} concurrent calls per mode after ${options.warmup} warm-up each; every call checked to return products`,
-      `the seller handled ${callsSeen} get_products calls, ${expectedCalls} expected (one per call in both modes: no retries, no duplicates)`,
-      `CPU per call, all processes: orchestrated ${describeCpuPer(measured.cpu, measured.count)}; direct ${describeCpuPer(baseline.cpu, baseline.count)}`,
+      `rates: orchestrated ${measured.perSecond.toFixed(1)}/s, bare workflow ${bareTotal.perSecond.toFixed(1)}/s, direct SDK ${baseline.perSecond.toFixed(1)}/s (bare is ${ratio(bareTotal.perSecond, baseline.perSecond).toFixed(2)}x direct)`,
+      `the seller handled ${callsSeen} get_products calls, ${expectedCalls} expected (one per call in all three modes: no retries, no duplicates)`,
+      `CPU per call, all processes: orchestrated ${describeCpuPer(measured.cpu, measured.count)}; bare ${describeCpuPer(bareTotal.cpu, bareTotal.count)}; direct ${describeCpuPer(baseline.cpu, baseline.count)}`,
+      `history of the last 20 of each (fetchHistory): orchestrated median ${orchestratedHistory.medianEvents}, max ${orchestratedHistory.maxEvents} (${describeTypes(orchestratedHistory.sample.byType)}); bare median ${bareHistory.medianEvents} (${describeTypes(bareHistory.sample.byType)})`,
     ],
     details: {
       ...options,
       orchestrated: measured,
+      bare: bareTotal,
       direct: baseline,
       rounds,
       sellerCalls: callsSeen,
       expectedSellerCalls: expectedCalls,
+      histories: { orchestrated: orchestratedHistory, bare: bareHistory },
     },
   };
 }

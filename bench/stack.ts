@@ -14,14 +14,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { type AgentConfig, parseAgentsFile } from '../config/agents';
-import { type DevServer, freePort, startDevServer } from '../config/dev-server';
+import { type DevServer, freePort, startDevServer } from '../scripts/lib/dev-server';
 import { type ScriptedSeller, startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { type WebhookSigningKey, mintWebhookSigningKey } from '../test/fixtures/webhook-signing';
 import { type MemoryReading, readMemory, writeMemoryProbe } from './memory-probe';
 import { type NodeProcess, childEnv, startNodeScript, waitUntil } from './processes';
+import { dataConverter } from '../client/payload-codec';
+import { WORKFLOWS_PATH } from '../workers/worker';
+import { BARE_WORKFLOWS_PATH } from './bare/paths';
 
 export const AGENT_ID = 'bench-seller';
 const TOKEN_ENV = 'BENCH_SELLER_TOKEN';
@@ -34,6 +38,23 @@ export interface BenchWorker {
   process: NodeProcess;
   orchestrator: OrchestratorClient;
   memory(): Promise<MemoryReading>;
+}
+
+/** A worker the bench builds itself (bench/worker.ts): the bare baseline, or the product's code with other options. */
+export interface ExtraWorkerSpec {
+  name: string;
+  kind: 'orchestrator' | 'bare';
+  /** Default: a fresh queue. Pass an existing one to restart a worker on its queue. */
+  taskQueue?: string;
+  webhooks?: boolean;
+  /** Merged into Worker.create's options (maxCachedWorkflows, workflowThreadPoolSize, reuseV8Context, ...). */
+  workerOptions?: Record<string, unknown>;
+  /** Load the bundle the bench built once (default), or bundle at start as workers/main.ts does. */
+  prebuiltBundle?: boolean;
+  /** Extra environment (ADCP_CALL_TIMEOUT_MS, ...). */
+  env?: Record<string, string>;
+  /** Extra node flags (--max-semi-space-size, ...). */
+  execArgv?: string[];
 }
 
 export interface BenchStack {
@@ -51,6 +72,16 @@ export interface BenchStack {
   benchKey: WebhookSigningKey;
   /** Operation IDs still running that close() terminates before stopping the workers. */
   running: Set<string>;
+  /** Starts a bench-built worker process and waits for its pollers; close() stops it if the benchmark did not. */
+  startWorker(spec: ExtraWorkerSpec): Promise<BenchWorker>;
+  /** Bench-built workers alive now, for CPU accounting. */
+  extraWorkers: Set<BenchWorker>;
+  /** Workflow bundles built once by the bench (paths). */
+  bundles: { orchestrator: string; bare: string };
+  /** Starts another product worker (workers/main.ts, polling only, bundling at start) on a fresh queue, as startWorker. */
+  startProductWorker(name: string): Promise<BenchWorker>;
+  /** Runs a bench script (bench/idle-stages.ts) as a child with the stack's environment; resolves with its output. */
+  runScript(script: string, env: Record<string, string>): Promise<string>;
   /** Rejects if Temporal, the gateway or a worker exits before close(): race benchmarks against it. */
   failure: Promise<never>;
   close(): Promise<void>;
@@ -68,6 +99,15 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       startDevServer({ port: await freePort(), headless: true, dbFilename: path.join(dir, 'temporal.sqlite') }),
       startScriptedSeller({ webhookMode: 'rfc9421', a2a: false, name: 'bench-seller' }),
     ]);
+    // Both bundles once, here: bench-built workers then start in about a second (no webpack in their process).
+    const bundles = { orchestrator: path.join(dir, 'workflows-bundle.js'), bare: path.join(dir, 'bare-bundle.js') };
+    for (const [kind, workflowsPath] of [
+      ['orchestrator', WORKFLOWS_PATH],
+      ['bare', BARE_WORKFLOWS_PATH],
+    ] as const) {
+      const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
+      writeFileSync(bundles[kind], code);
+    }
     cleanups.push(() => temporalServer.stop());
     cleanups.push(() => seller.close());
 
@@ -95,7 +135,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
 
     const connection = await Connection.connect({ address: temporalServer.address });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection, namespace: temporalServer.namespace });
+    const client = new Client({ connection, namespace: temporalServer.namespace, dataConverter: dataConverter() });
 
     const gatewayPort = await freePort();
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -120,7 +160,8 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       }),
     });
     cleanups.push(() => gateway.stop());
-    const startWorker = (name: string, webhooks: boolean): BenchWorker => {
+    const startProductWorker = (name: string, webhooks: boolean): BenchWorker => {
+      // (also used after start-up by startFreshProductWorker, for the memory benchmark's "as shipped" worker)
       const taskQueue = `bench-${name}-${randomUUID().slice(0, 8)}`;
       const child = startNodeScript(`worker (${name})`, 'workers/main.ts', {
         env: childEnv({
@@ -142,8 +183,8 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
         memory: () => readMemory(child.child),
       };
     };
-    const webhookWorker = startWorker('webhooks', true);
-    const pollingWorker = startWorker('polling', false);
+    const webhookWorker = startProductWorker('webhooks', true);
+    const pollingWorker = startProductWorker('polling', false);
 
     await Promise.all([
       waitUntil(gateway, 'healthy /healthz', async () => {
@@ -173,6 +214,61 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       closing = true;
     });
 
+    const extraWorkers = new Set<BenchWorker>();
+    const startWorker = async (spec: ExtraWorkerSpec): Promise<BenchWorker> => {
+      const taskQueue = spec.taskQueue ?? `bench-${spec.name}-${randomUUID().slice(0, 8)}`;
+      const child = startNodeScript(`bench worker (${spec.name})`, 'bench/worker.ts', {
+        env: childEnv({
+          ...common,
+          ...spec.env,
+          ADCP_TASK_QUEUE: taskQueue,
+          ADCP_RECONCILE_EVERY: 'off',
+          BENCH_WORKER_KIND: spec.kind,
+          BENCH_WORKER_OPTIONS: JSON.stringify(spec.workerOptions ?? {}),
+          BENCH_SELLER: JSON.stringify(seller.agent('mcp', AGENT_ID)),
+          ...(spec.prebuiltBundle === false ? {} : { BENCH_WORKFLOW_BUNDLE: bundles[spec.kind] }),
+          ...(spec.webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
+        }),
+        execArgv: ['--expose-gc', '--require', probe, ...(spec.execArgv ?? [])],
+      });
+      const worker: BenchWorker = {
+        name: spec.name,
+        taskQueue,
+        webhooks: spec.webhooks ?? false,
+        process: child,
+        orchestrator: new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID }),
+        memory: () => readMemory(child.child),
+      };
+      extraWorkers.add(worker);
+      void new Promise((resolve) => child.child.once('exit', resolve)).then(() => extraWorkers.delete(worker));
+      await waitUntil(child, `pollers on task queue ${taskQueue}`, async () =>
+        child.output().includes('bench worker: running') ? hasPollers(client, taskQueue) : false,
+      );
+      return worker;
+    };
+    const startFreshProductWorker = async (name: string): Promise<BenchWorker> => {
+      const worker = startProductWorker(name, false);
+      extraWorkers.add(worker);
+      void new Promise((resolve) => worker.process.child.once('exit', resolve)).then(() => extraWorkers.delete(worker));
+      await waitUntil(worker.process, `pollers on task queue ${worker.taskQueue}`, () =>
+        hasPollers(client, worker.taskQueue),
+      );
+      return worker;
+    };
+    const runScript = async (script: string, env: Record<string, string>): Promise<string> => {
+      const child = startNodeScript(script, script, {
+        env: childEnv({ ...common, ADCP_TASK_QUEUE: `bench-script-${randomUUID().slice(0, 8)}`, ...env }),
+        execArgv: ['--expose-gc'],
+      });
+      const code = await new Promise<number | null>((resolve) => child.child.once('exit', resolve));
+      if (code !== 0) throw new Error(`${script} exited with code ${code}:\n${child.output()}`);
+      return child.output();
+    };
+    // Registered before the "terminate running operations" step, so it runs after it (cleanups run in reverse).
+    cleanups.push(async () => {
+      await Promise.all([...extraWorkers].map((worker) => worker.process.stop(5_000)));
+    });
+
     const running = new Set<string>();
     // Parked operations would hold the workers' shutdown for their grace time: end them first. Briefly: after
     // Ctrl-C the server may already be gone, and the client would retry for a long time.
@@ -197,6 +293,11 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       pollingWorker,
       benchKey,
       running,
+      startWorker,
+      extraWorkers,
+      startProductWorker: startFreshProductWorker,
+      bundles,
+      runScript,
       failure,
       close: cleanup,
     };
