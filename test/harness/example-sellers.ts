@@ -1,0 +1,156 @@
+/**
+ * The example sellers @adcp/sdk ships (examples/hello_*), each run unmodified from node_modules as a child process
+ * on loopback, behind its own `adcp mock-server` upstream where it wraps one. Nobody on this team wrote them: they
+ * are how the interop tests learn what real AdCP 3.0.6 sellers answer. Everything comes from node_modules, so CI
+ * runs them offline. Same process handling as the demo seller (scripts/lib/demo-seller.ts).
+ */
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { AgentConfig } from '../../config/agents';
+import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
+import { freePort } from '../../scripts/lib/dev-server';
+import { type ManagedProcess, startProcess, waitForListening } from '../../scripts/lib/processes';
+
+export type ExampleSellerName = 'guaranteed' | 'non_guaranteed' | 'social' | 'multi_tenant' | 'signals_marketplace';
+
+interface ExampleSellerSpec {
+  /** The file under node_modules/@adcp/sdk/examples. */
+  file: string;
+  /** The `adcp mock-server` specialism the example wraps, if it wraps one. */
+  upstream?: string;
+}
+
+export const EXAMPLE_SELLERS: Readonly<Record<ExampleSellerName, ExampleSellerSpec>> = {
+  guaranteed: { file: 'hello_seller_adapter_guaranteed.ts', upstream: 'sales-guaranteed' },
+  non_guaranteed: { file: 'hello_seller_adapter_non_guaranteed.ts', upstream: 'sales-non-guaranteed' },
+  social: { file: 'hello_seller_adapter_social.ts', upstream: 'sales-social' },
+  multi_tenant: { file: 'hello_seller_adapter_multi_tenant.ts' },
+  signals_marketplace: { file: 'hello_signals_adapter_marketplace.ts', upstream: 'signal-marketplace' },
+};
+
+/** Every example accepts the SDK's harness bearer token (its ADCP_AUTH_TOKEN default, set explicitly here). */
+export const EXAMPLE_SELLER_TOKEN = DEMO_SELLER_TOKEN;
+/** The environment variable the agent configs below name; pass `{ [EXAMPLE_SELLER_TOKEN_ENV]: token }` to activities. */
+export const EXAMPLE_SELLER_TOKEN_ENV = 'EXAMPLE_SELLER_TOKEN';
+
+export interface ExampleSeller {
+  name: ExampleSellerName;
+  mcpUrl: string;
+  upstreamUrl?: string;
+  /** The seller as the orchestrator's registry knows it (agent id = the example's name). */
+  agent: AgentConfig;
+  /** The last lines the seller and its upstream printed, for failure messages. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+const root = path.resolve(__dirname, '..', '..');
+const examplesDir = path.join(root, 'node_modules', '@adcp', 'sdk', 'examples');
+const bin = (name: string) => path.join(root, 'node_modules', '.bin', name);
+
+/**
+ * Starts one example seller (and its mock upstream) on free loopback ports. Compiling an example with tsx takes
+ * 10-30 s on a busy 2-core machine, hence the generous start-up limit.
+ */
+export async function startExampleSeller(
+  name: ExampleSellerName,
+  options: { echo?: boolean; startTimeoutMs?: number } = {},
+): Promise<ExampleSeller> {
+  const spec = EXAMPLE_SELLERS[name];
+  const timeoutMs = options.startTimeoutMs ?? 180_000;
+  const started: ManagedProcess[] = [];
+  let upstreamUrl: string | undefined;
+  try {
+    if (spec.upstream) {
+      const upstreamPort = await freePort();
+      const upstream = startProcess(
+        `${name}-upstream`,
+        bin('adcp'),
+        ['mock-server', spec.upstream, '--port', String(upstreamPort)],
+        { echo: options.echo },
+      );
+      started.push(upstream);
+      await waitForListening(upstreamPort, '127.0.0.1', timeoutMs, upstream);
+      upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
+    }
+    const sellerPort = await freePort();
+    const seller = startProcess(name, bin('tsx'), [path.join(examplesDir, spec.file)], {
+      env: {
+        // In-memory state and task stores are refused outside development/test.
+        NODE_ENV: 'development',
+        PORT: String(sellerPort),
+        ADCP_AUTH_TOKEN: EXAMPLE_SELLER_TOKEN,
+        ...(upstreamUrl ? { UPSTREAM_URL: upstreamUrl } : {}),
+      },
+      echo: options.echo,
+    });
+    started.push(seller);
+    await waitForListening(sellerPort, '127.0.0.1', timeoutMs, seller);
+    const mcpUrl = `http://127.0.0.1:${sellerPort}/mcp`;
+    return {
+      name,
+      mcpUrl,
+      ...(upstreamUrl ? { upstreamUrl } : {}),
+      agent: {
+        id: name,
+        name: `@adcp/sdk example ${spec.file}`,
+        url: mcpUrl,
+        protocol: 'mcp',
+        token_env: EXAMPLE_SELLER_TOKEN_ENV,
+      },
+      output: () => started.map((process) => `[${process.name}]\n${process.output()}`).join('\n'),
+      stop: async () => {
+        await Promise.all([...started].reverse().map((process) => process.stop()));
+      },
+    };
+  } catch (error) {
+    await Promise.all(started.map((process) => process.stop()));
+    throw error;
+  }
+}
+
+/** Starts several example sellers side by side; if one fails to start, stops the others and throws. */
+export async function startExampleSellers<N extends ExampleSellerName>(
+  names: readonly N[],
+  options: { echo?: boolean } = {},
+): Promise<Record<N, ExampleSeller>> {
+  const results = await Promise.allSettled(names.map((name) => startExampleSeller(name, options)));
+  const failed = results.filter((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failed.length > 0) {
+    await Promise.all(results.map((result) => (result.status === 'fulfilled' ? result.value.stop() : undefined)));
+    throw failed[0].reason;
+  }
+  return Object.fromEntries(
+    results.map((result, index) => [names[index], (result as PromiseFulfilledResult<ExampleSeller>).value]),
+  ) as Record<N, ExampleSeller>;
+}
+
+export async function stopExampleSellers(
+  sellers: Partial<Record<ExampleSellerName, ExampleSeller>> | undefined,
+): Promise<void> {
+  if (!sellers) return;
+  await Promise.all(Object.values(sellers).map((seller) => seller?.stop()));
+}
+
+/**
+ * The seller's MCP tool list. Not an AdCP task (tools/list is MCP's own discovery), so it is read directly rather
+ * than as an orchestrator operation; tests use it to skip the steps a seller does not offer.
+ */
+export async function listTools(
+  seller: Pick<ExampleSeller, 'mcpUrl'>,
+  token = EXAMPLE_SELLER_TOKEN,
+): Promise<string[]> {
+  const client = new Client({ name: 'adcp-orchestrator-tests', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(seller.mcpUrl), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  try {
+    const { tools } = await client.listTools();
+    return tools.map((tool) => tool.name);
+  } finally {
+    await transport.terminateSession().catch(() => undefined);
+    await client.close();
+  }
+}
