@@ -6,15 +6,29 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { z } from 'zod';
 import {
   IdempotencyConflictError,
+  OperationEndedError,
   OperationNotFoundError,
   OperationRejectedError,
   OperationRequestError,
   type OperationView,
   type OrchestratorClient,
+  SellerNotFoundError,
 } from '../client/orchestrator-client';
+import { listOperations, parseOperationListQuery } from '../client/operation-list';
+import { pendingActivityHttpView } from '../client/pending-activity';
+import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN } from '../protocol';
-import type { OperationState } from '../workflows/definitions';
+import {
+  actorSchema,
+  durationSecondsSchema,
+  inputAnswerSchema,
+  interactionPolicySchema,
+  retryPolicySchema,
+  retrySettingsFrom,
+} from '../protocol/requests';
+import type { OperationResource, OperationState } from '../workflows/definitions';
+import type { ReconciliationReport } from '../workflows/reconciliation';
 
 export interface GatewayOptions {
   orchestrator: OrchestratorClient;
@@ -23,6 +37,10 @@ export interface GatewayOptions {
   namespace?: string;
   /** Mounted before the JSON body parser: webhook verification needs the raw bytes. */
   webhookRouter?: express.Router;
+  /** Reporting webhooks of media buys (api/reporting-webhooks.ts), also before any body parser. */
+  reportingWebhookRouter?: express.Router;
+  /** The media-buy API (api/media-buys.ts): /v1/media-buys... with its own body handling. */
+  mediaBuyRouter?: express.Router;
 }
 
 const JSON_LIMIT = '1mb';
@@ -36,43 +54,32 @@ const startSchema = z
       .string()
       .regex(CALLER_KEY_PATTERN, 'must be 1-200 characters of letters, digits, "_", ".", ":" or "-"')
       .optional(),
-    budget_seconds: z.number().int().positive().max(30 * 24 * 3600).optional(),
-    interaction: z
-      .object({
-        deadline_seconds: z.number().int().positive().max(30 * 24 * 3600).optional(),
-        max_rounds: z.number().int().min(1).max(20).optional(),
-      })
-      .strict()
-      .optional(),
-    retry: z
-      .object({
-        max_attempts: z.number().int().min(1).max(20).optional(),
-        initial_interval_seconds: z.number().positive().max(3600).optional(),
-        maximum_interval_seconds: z.number().positive().max(3600).optional(),
-      })
-      .strict()
-      .optional(),
+    budget_seconds: durationSecondsSchema.optional(),
+    interaction: interactionPolicySchema.optional(),
+    retry: retryPolicySchema.optional(),
   })
   .strict();
 
-const reconcileSchema = z.object({ requested_by: z.string().min(1).max(200) }).strict();
+const reconcileSchema = z.object({ requested_by: actorSchema }).strict();
 
 const inputSchema = z
   .object({
-    input: z.record(z.string(), z.unknown()).refine((value) => Object.keys(value).length > 0, 'must not be empty'),
-    provided_by: z.string().min(1).max(200).optional(),
-    idempotency_key: z.string().regex(CALLER_KEY_PATTERN, 'must be 1-200 characters of letters, digits, "_", ".", ":" or "-"'),
+    input: inputAnswerSchema,
+    provided_by: actorSchema.optional(),
+    idempotency_key: z
+      .string()
+      .regex(CALLER_KEY_PATTERN, 'must be 1-200 characters of letters, digits, "_", ".", ":" or "-"'),
   })
   .strict();
 
 const cancelSchema = z
   .object({
-    requested_by: z.string().min(1).max(200),
+    requested_by: actorSchema,
     reason: z.string().min(1).max(2000),
   })
   .strict();
 
-const credentialsSchema = z.object({ refreshed_by: z.string().min(1).max(200) }).strict();
+const credentialsSchema = z.object({ refreshed_by: actorSchema }).strict();
 
 class HttpError extends Error {
   constructor(
@@ -80,9 +87,62 @@ class HttpError extends Error {
     readonly code: string,
     message: string,
     readonly field?: string,
+    /** More members of the error object (e.g. the final `status` of an ended operation). */
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
+}
+
+/** Whether the request carries body bytes (the same test express's body parsers make). */
+function hasBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** Seconds a client should wait before retrying a 503. */
+const RETRY_AFTER_SECONDS = 5;
+
+/** The routes the gateway serves, for 405 (a known path, another method) versus 404 (no such path). */
+const ROUTES: { pattern: RegExp; methods: string[] }[] = [
+  { pattern: /^\/healthz$/, methods: ['GET'] },
+  { pattern: /^\/v1\/operations$/, methods: ['GET', 'POST'] },
+  { pattern: /^\/v1\/operations\/[^/]+$/, methods: ['GET'] },
+  { pattern: /^\/v1\/operations\/[^/]+\/(input|cancel|credentials-refreshed)$/, methods: ['POST'] },
+  { pattern: /^\/v1\/sellers\/[^/]+\/reconcile$/, methods: ['POST'] },
+  { pattern: /^\/webhooks\/adcp\/[^/]+$/, methods: ['POST'] },
+  { pattern: /^\/v1\/media-buys$/, methods: ['POST'] },
+  { pattern: /^\/v1\/media-buys\/[^/]+$/, methods: ['GET'] },
+  { pattern: /^\/v1\/media-buys\/[^/]+\/delivery$/, methods: ['GET'] },
+  { pattern: /^\/v1\/media-buys\/[^/]+\/(changes|creatives|refresh)$/, methods: ['POST'] },
+  { pattern: /^\/webhooks\/adcp-reporting\/[^/]+$/, methods: ['POST'] },
+];
+
+function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
+  return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;
+}
+
+/** The reconciliation report in the API's naming (snake_case). */
+export function reconciliationReportView(report: ReconciliationReport): Record<string, unknown> {
+  return {
+    agent_id: report.agentId,
+    requested_by: report.requestedBy,
+    at: report.at,
+    open_operations: report.openOperations,
+    seller_lists_tasks: report.sellerListsTasks,
+    ...(report.sellerError !== undefined ? { seller_error: report.sellerError } : {}),
+    seller_open_tasks: report.sellerOpenTasks,
+    seller_list_truncated: report.sellerListTruncated,
+    adopted: report.adopted.map((entry) => ({ operation_id: entry.operationId, task_id: entry.taskId })),
+    unattributed: report.unattributed.map((entry) => ({
+      task_id: entry.taskId,
+      ...(entry.taskType !== undefined ? { task_type: entry.taskType } : {}),
+      status: entry.status,
+    })),
+    missing_from_seller: report.missingFromSeller,
+    poll_requested: report.pollRequested,
+  };
 }
 
 function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -95,6 +155,18 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new HttpError(400, 'INVALID_REQUEST', formatZodIssues(parsed.error.issues), field || undefined);
 }
 
+function errorView(error: NonNullable<OperationState['errors']>[number]): Record<string, unknown> {
+  return {
+    code: error.code,
+    message: error.message,
+    recovery: error.recovery,
+    ...(error.field ? { field: error.field } : {}),
+    ...(error.suggestion ? { suggestion: error.suggestion } : {}),
+    ...(error.retryAfterSeconds !== undefined ? { retry_after: error.retryAfterSeconds } : {}),
+    ...(error.details ? { details: error.details } : {}),
+  };
+}
+
 /** The operation as HTTP callers see it: snake_case, with the seller's payload passed through untouched. */
 export function operationView(view: OperationView, links: { webUi?: string }): Record<string, unknown> {
   const state: OperationState | undefined = view.state;
@@ -102,9 +174,15 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     operation_id: view.operationId,
     execution: view.execution,
     running: view.running,
+    live: view.live,
+    state_source: view.stateSource,
   };
+  if (view.staleReason) body.state_message = view.staleReason;
   if (links.webUi) body.web_ui = links.webUi;
   if (view.executionError) body.execution_error = view.executionError;
+  if (view.pendingActivities && view.pendingActivities.length > 0) {
+    body.pending_activities = view.pendingActivities.map(pendingActivityHttpView);
+  }
   if (!state) return body;
   Object.assign(body, {
     agent_id: state.agentId,
@@ -127,17 +205,24 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     input_request: state.inputRequest ?? null,
     input_rounds: state.inputRounds,
     auth_required: state.authRequired ?? null,
-    errors: (state.errors ?? []).map((error) => ({
-      code: error.code,
-      message: error.message,
-      recovery: error.recovery,
-      ...(error.field ? { field: error.field } : {}),
-      ...(error.suggestion ? { suggestion: error.suggestion } : {}),
-      ...(error.retryAfterSeconds !== undefined ? { retry_after: error.retryAfterSeconds } : {}),
-      ...(error.details ? { details: error.details } : {}),
-    })),
-    failure: state.failure ?? null,
-    cancellation: state.cancellation ?? null,
+    errors: (state.errors ?? []).map(errorView),
+    failure: state.failure
+      ? {
+          reason: state.failure.reason,
+          message: state.failure.message,
+          ...(state.failure.error ? { error: errorView(state.failure.error) } : {}),
+        }
+      : null,
+    cancellation: state.cancellation
+      ? {
+          requested_by: state.cancellation.requestedBy,
+          reason: state.cancellation.reason,
+          at: state.cancellation.at,
+          seller_notified: state.cancellation.sellerNotified,
+          seller_note: state.cancellation.sellerNote,
+          ...(state.cancellation.resource ? { resource: resourceView(state.cancellation.resource) } : {}),
+        }
+      : null,
     reconciliation: (state.reconciliation ?? []).map((entry) => ({
       at: entry.at,
       trigger: entry.trigger,
@@ -151,6 +236,29 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     updated_at: state.updatedAt,
     deadline: state.deadline,
   });
+  // Fields the workflow adds as it learns them (older running operations do not carry them).
+  if ('replayed' in state && state.replayed !== undefined) body.replayed = state.replayed;
+  if (state.resource) body.resource = resourceView(state.resource);
+  if (state.callInFlight) body.call_in_flight = state.callInFlight;
+  if (state.heldWebhooks !== undefined) body.held_webhooks = state.heldWebhooks;
+  if (state.provisional) {
+    const { taskId, ...rest } = state.provisional;
+    body.provisional = { ...rest, ...(taskId ? { task_id: taskId } : {}) };
+  }
+  if (state.conflicts) {
+    body.conflicts = state.conflicts.map(({ taskId, ...rest }) => ({
+      ...rest,
+      ...(taskId ? { task_id: taskId } : {}),
+    }));
+  }
+  if (state.webhooksRefused !== undefined) body.webhooks_refused = state.webhooksRefused;
+  if (state.refusedWebhooks) {
+    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, ...rest }) => ({
+      ...rest,
+      ...(taskId ? { task_id: taskId } : {}),
+      ...(operationId ? { operation_id: operationId } : {}),
+    }));
+  }
   const ended = !view.running;
   if (ended) {
     body.result = state.result ?? null;
@@ -170,28 +278,83 @@ export function createGateway(options: GatewayOptions): express.Express {
       ? `${options.webUiUrl}/namespaces/${encodeURIComponent(options.namespace ?? 'default')}/workflows/${encodeURIComponent(operationId)}`
       : undefined;
 
+  // 200 while Temporal answers (the gateway can take starts and webhooks durably); `workers` says whether anything
+  // polls the task queue, without which operations do not move and reads answer from published state.
   app.get('/healthz', async (_req, res) => {
     try {
       await orchestrator.temporal.withDeadline(Date.now() + 2_000, () =>
         orchestrator.temporal.workflowService.getSystemInfo({}),
       );
-      res.json({ status: 'ok', temporal: 'reachable' });
     } catch (error) {
-      res.status(503).json({ status: 'unavailable', temporal: 'unreachable', message: (error as Error).message });
+      res
+        .status(503)
+        .set('Retry-After', String(RETRY_AFTER_SECONDS))
+        .json({ status: 'unavailable', temporal: 'unreachable', message: (error as Error).message });
+      return;
     }
+    let pollers: number | undefined;
+    try {
+      pollers = (await orchestrator.workerPresence()).pollers;
+    } catch {
+      pollers = undefined;
+    }
+    const workers = pollers === undefined ? 'unknown' : pollers > 0 ? 'polling' : 'none';
+    res.json({
+      status: workers === 'polling' ? 'ok' : 'degraded',
+      temporal: 'reachable',
+      workers,
+      task_queue: orchestrator.taskQueue,
+      ...(pollers !== undefined ? { pollers } : {}),
+      ...(workers === 'polling'
+        ? {}
+        : {
+            message:
+              workers === 'none'
+                ? `No worker polls task queue "${orchestrator.taskQueue}": operations wait, and reads answer from the state each operation last published. Start one with \`npm run worker\`.`
+                : 'Could not ask Temporal whether a worker polls the task queue.',
+          }),
+    });
   });
 
   if (options.webhookRouter) app.use(options.webhookRouter);
+  if (options.reportingWebhookRouter) app.use(options.reportingWebhookRouter);
+  if (options.mediaBuyRouter) app.use(options.mediaBuyRouter);
 
   const api = express.Router();
   api.use((req, _res, next) => {
-    if (req.method === 'POST' && !req.is('application/json')) {
-      next(new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json.'));
+    if (req.method !== 'POST') return next();
+    // No body at all is a missing body (400), not a wrong media type: only a body that is there has a type.
+    if (!hasBody(req)) {
+      next(
+        new HttpError(
+          400,
+          'INVALID_REQUEST',
+          'The request has no body: send a JSON object with Content-Type: application/json.',
+        ),
+      );
+      return;
+    }
+    if (!req.is('application/json')) {
+      next(
+        new HttpError(
+          415,
+          'UNSUPPORTED_MEDIA_TYPE',
+          `The body is ${req.get('content-type') ? `"${req.get('content-type')}"` : 'of no declared type'}; send it as application/json.`,
+        ),
+      );
       return;
     }
     next();
   });
-  api.use(express.json({ limit: JSON_LIMIT, strict: true }));
+  api.use(express.json({ limit: JSON_LIMIT, strict: false }));
+  api.use((req, _res, next) => {
+    if (req.method === 'POST' && (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body))) {
+      const got = req.body === null ? 'null' : Array.isArray(req.body) ? 'an array' : typeof req.body;
+      next(new HttpError(400, 'INVALID_REQUEST', `The body is valid JSON but ${got}; send a JSON object.`));
+      return;
+    }
+    next();
+  });
 
   api.post('/operations', async (req, res) => {
     const body = parseBody(startSchema, req.body);
@@ -209,15 +372,7 @@ export function createGateway(options: GatewayOptions): express.Express {
             },
           }
         : {}),
-      ...(body.retry
-        ? {
-            retry: {
-              ...(body.retry.max_attempts ? { maximumAttempts: body.retry.max_attempts } : {}),
-              ...(body.retry.initial_interval_seconds ? { initialIntervalMs: body.retry.initial_interval_seconds * 1000 } : {}),
-              ...(body.retry.maximum_interval_seconds ? { maximumIntervalMs: body.retry.maximum_interval_seconds * 1000 } : {}),
-            },
-          }
-        : {}),
+      ...(body.retry ? { retry: retrySettingsFrom(body.retry) } : {}),
     });
     res
       .status(started.created ? 202 : 200)
@@ -228,6 +383,11 @@ export function createGateway(options: GatewayOptions): express.Express {
         status: started.state?.status ?? 'pending',
         links: { self: `/v1/operations/${started.operationId}`, web_ui: webUiLink(started.operationId) },
       });
+  });
+
+  // Visibility-backed list with filters and an opaque cursor (client/operation-list.ts).
+  api.get('/operations', async (req, res) => {
+    res.json(await listOperations(orchestrator.temporal, parseOperationListQuery(req.query)));
   });
 
   api.get('/operations/:id', async (req, res) => {
@@ -247,7 +407,10 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.post('/operations/:id/cancel', async (req, res) => {
     const body = parseBody(cancelSchema, req.body);
-    const answer = await orchestrator.cancel(String(req.params.id), { requestedBy: body.requested_by, reason: body.reason });
+    const answer = await orchestrator.cancel(String(req.params.id), {
+      requestedBy: body.requested_by,
+      reason: body.reason,
+    });
     res.status(202).json({ accepted: answer.accepted, status_when_requested: answer.status });
   });
 
@@ -258,19 +421,46 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.post('/sellers/:agentId/reconcile', async (req, res) => {
     const body = parseBody(reconcileSchema, req.body);
-    res.json(await orchestrator.reconcile(String(req.params.agentId), body.requested_by));
+    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.agentId), body.requested_by)));
   });
 
   app.use('/v1', api);
 
-  app.use((_req, _res, next) => next(new HttpError(404, 'NOT_FOUND', 'No such route.')));
+  app.use((req, _res, next) => {
+    const route = ROUTES.find((candidate) => candidate.pattern.test(req.path));
+    if (route) {
+      next(
+        new HttpError(
+          405,
+          'METHOD_NOT_ALLOWED',
+          `${req.method} is not served on ${req.path}; use ${route.methods.join(' or ')}.`,
+          undefined,
+          {},
+          {
+            Allow: route.methods.join(', '),
+          },
+        ),
+      );
+      return;
+    }
+    next(new HttpError(404, 'NOT_FOUND', `No route ${req.method} ${req.path}; see api/openapi.yaml.`));
+  });
 
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const answer = toHttpError(error);
-    if (answer.status >= 500) console.error(`gateway: ${answer.status} ${(error as Error)?.stack ?? String(error)}`);
-    res.status(answer.status).json({
-      error: { code: answer.code, message: answer.message, ...(answer.field ? { field: answer.field } : {}) },
-    });
+    if (answer.status >= 500 && answer.status !== 503)
+      console.error(`gateway: ${answer.status} ${(error as Error)?.stack ?? String(error)}`);
+    res
+      .status(answer.status)
+      .set(answer.headers)
+      .json({
+        error: {
+          code: answer.code,
+          message: answer.message,
+          ...(answer.field ? { field: answer.field } : {}),
+          ...answer.extra,
+        },
+      });
   });
   return app;
 }
@@ -279,22 +469,31 @@ function toHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof OperationRequestError) return new HttpError(400, 'INVALID_REQUEST', error.message, error.field);
   if (error instanceof OperationNotFoundError) return new HttpError(404, 'OPERATION_NOT_FOUND', error.message);
-  if (error instanceof IdempotencyConflictError) return new HttpError(409, 'IDEMPOTENCY_CONFLICT', error.message, 'idempotency_key');
+  if (error instanceof SellerNotFoundError) return new HttpError(404, 'SELLER_NOT_FOUND', error.message);
+  if (error instanceof IdempotencyConflictError)
+    return new HttpError(409, 'IDEMPOTENCY_CONFLICT', error.message, 'idempotency_key');
+  if (error instanceof OperationEndedError) {
+    return new HttpError(409, 'OPERATION_ENDED', error.message, undefined, {
+      execution: error.execution,
+      ...(error.status ? { status: error.status } : {}),
+    });
+  }
   if (error instanceof OperationRejectedError) return new HttpError(409, 'REJECTED_BY_OPERATION', error.message);
   const bodyError = error as { type?: string; status?: number; message?: string };
-  if (bodyError?.type === 'entity.too.large') return new HttpError(413, 'PAYLOAD_TOO_LARGE', `The body is larger than ${JSON_LIMIT}.`);
+  if (bodyError?.type === 'entity.too.large')
+    return new HttpError(413, 'PAYLOAD_TOO_LARGE', `The body is larger than ${JSON_LIMIT}.`);
   if (bodyError?.type === 'entity.parse.failed') {
     return new HttpError(400, 'MALFORMED_JSON', `The body is not valid JSON: ${bodyError.message ?? 'parse error'}.`);
   }
   if (isTemporalUnavailable(error)) {
-    return new HttpError(503, 'TEMPORAL_UNAVAILABLE', 'Temporal is not reachable right now; retry shortly.');
+    return new HttpError(
+      503,
+      'TEMPORAL_UNAVAILABLE',
+      `Temporal (or a worker, for requests an operation must answer) did not answer in time; retry in ${RETRY_AFTER_SECONDS} s.`,
+      undefined,
+      {},
+      { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+    );
   }
   return new HttpError(500, 'INTERNAL', 'Unexpected error; see the gateway log.');
-}
-
-function isTemporalUnavailable(error: unknown): boolean {
-  const grpcCode = (error as { code?: number })?.code;
-  const cause = (error as { cause?: { code?: number } })?.cause?.code;
-  // 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED (gRPC status codes)
-  return grpcCode === 14 || grpcCode === 4 || cause === 14 || cause === 4 || (error as Error)?.name === 'ServiceError';
 }

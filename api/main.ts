@@ -1,12 +1,15 @@
 /**
  * Gateway process: `npm run gateway`. Binds to loopback (ADCP_GATEWAY_HOST) until authentication lands.
  */
+import { MediaBuyClient } from '../client/media-buy-client';
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
 import { loadTaskDefaults } from '../config/tasks';
 import { connectClient } from '../config/temporal-connection';
 import { createGateway } from './app';
+import { createMediaBuyRouter } from './media-buys';
+import { createReportingWebhookRouter } from './reporting-webhooks';
 import { createWebhookAuthenticator } from './webhook-verification';
 import { createWebhookRouter } from './webhooks';
 
@@ -15,14 +18,43 @@ async function main(): Promise<void> {
   const agents = loadAgents();
   const taskDefaults = loadTaskDefaults();
   const client = await connectClient();
-  const orchestrator = new OrchestratorClient({ client, taskQueue: runtime.taskQueue, knownAgent: (id) => agents.has(id), taskDefaults });
+  const orchestrator = new OrchestratorClient({
+    client,
+    taskQueue: runtime.taskQueue,
+    knownAgent: (id) => agents.has(id),
+    taskDefaults,
+  });
+  // One authenticator (one nonce replay store) for task and reporting webhooks alike.
+  const authenticator = createWebhookAuthenticator();
   const webhookRouter = createWebhookRouter({
     client,
     agents,
-    authenticator: createWebhookAuthenticator(),
+    authenticator,
     publicBaseUrl: runtime.publicBaseUrl,
   });
-  const app = createGateway({ orchestrator, webUiUrl: runtime.webUiUrl, namespace: client.options.namespace, webhookRouter });
+  const mediaBuys = new MediaBuyClient({
+    client,
+    taskQueue: runtime.taskQueue,
+    ...(runtime.publicBaseUrl ? { reportingBaseUrl: runtime.publicBaseUrl } : {}),
+    knownAgent: (id) => agents.has(id),
+  });
+  const app = createGateway({
+    orchestrator,
+    webUiUrl: runtime.webUiUrl,
+    namespace: client.options.namespace,
+    webhookRouter,
+    reportingWebhookRouter: createReportingWebhookRouter({
+      client,
+      agents,
+      authenticator,
+      publicBaseUrl: runtime.publicBaseUrl,
+    }),
+    mediaBuyRouter: createMediaBuyRouter({
+      mediaBuys,
+      webUiUrl: runtime.webUiUrl,
+      namespace: client.options.namespace,
+    }),
+  });
   const server = app.listen(runtime.gatewayPort, runtime.gatewayHost, () => {
     console.log(`gateway: http://${runtime.gatewayHost}:${runtime.gatewayPort} (operations API, webhooks, /healthz)`);
   });

@@ -4,24 +4,31 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import {
+  CancelledFailure,
   type Client,
   WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_AGENT, SA_STATUS, SA_TASK } from '../config/search-attributes';
+import { SA_AGENT, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
 import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
+import { providedInputSchema, retrySettingsSchema } from '../protocol/requests';
 import {
   type CancelRequest,
   type OperationInput,
   type OperationState,
   type ProvidedInput,
+  OPERATION_STATE_MEMO,
   cancelOperationUpdate,
+  operationStateFromFailure,
   credentialsRefreshedUpdate,
   provideInputUpdate,
   statusQuery,
 } from '../workflows/definitions';
+import { type PendingActivityView, pendingActivityView } from './pending-activity';
+import { isTemporalUnavailable, isWorkflowClosedRefusal } from './temporal-errors';
 import type { adcpOperation } from '../workflows/operation';
 import type { ReconciliationReport, reconcileSeller } from '../workflows/reconciliation';
 
@@ -44,6 +51,12 @@ export interface StartedOperation {
   state: OperationState | undefined;
 }
 
+/**
+ * Where an OperationView's state came from: the running workflow's `status` query (live), its result (ended), or the
+ * memo it last published (`adcp_state`) when no worker answered the query in time; `none` when there is no state.
+ */
+export type StateSource = 'query' | 'result' | 'memo' | 'none';
+
 export interface OperationView {
   operationId: string;
   /** Whether the workflow is still running. */
@@ -53,10 +66,26 @@ export interface OperationView {
   state?: OperationState;
   /** For executions that ended without an operation state (terminated by an operator, for example). */
   executionError?: string;
+  /** False when the live state could not be read and `state` is the last one the workflow published (or none). */
+  live: boolean;
+  stateSource: StateSource;
+  /** Why the live state could not be read, and what `state` is instead. */
+  staleReason?: string;
+  /** While running: the calls and reads in flight, with their attempt, last failure and next retry. */
+  pendingActivities?: PendingActivityView[];
 }
 
 /** Fields the orchestrator owns in every call; a caller setting them would break idempotency or routing. */
-const RESERVED_PARAMS = ['idempotency_key', 'push_notification_config', 'context_id'];
+const RESERVED_PARAMS = ['idempotency_key', 'push_notification_config', 'context_id'] as const;
+
+const RESERVED_PARAMS_HINT: Record<(typeof RESERVED_PARAMS)[number], string> = {
+  idempotency_key:
+    'params.idempotency_key is set by the orchestrator (derived from the operation and step); pass your key as idempotency_key of the request instead, next to params.',
+  push_notification_config:
+    "params.push_notification_config is set by the orchestrator: every call carries the gateway's webhook URL for this operation when ADCP_PUBLIC_BASE_URL is set. Remove it; configure the seller's webhook signing in agents.json instead.",
+  context_id:
+    "params.context_id is set by the orchestrator: it resumes the seller's task with the context_id the seller returned. Remove it; to answer a question from the seller use POST /v1/operations/:id/input (client.provideInput).",
+};
 
 export class OperationRequestError extends Error {
   override readonly name = 'OperationRequestError';
@@ -75,6 +104,14 @@ export class OperationNotFoundError extends Error {
   }
 }
 
+/** No seller with that id is configured (agents.json). */
+export class SellerNotFoundError extends Error {
+  override readonly name = 'SellerNotFoundError';
+  constructor(readonly agentId: string) {
+    super(`No seller "${agentId}" is configured; the sellers are listed in agents.json (ADCP_AGENTS_FILE).`);
+  }
+}
+
 export class IdempotencyConflictError extends Error {
   override readonly name = 'IdempotencyConflictError';
   constructor(readonly operationId: string) {
@@ -86,7 +123,23 @@ export class IdempotencyConflictError extends Error {
 
 /** The workflow refused a request (its validator said why), e.g. input for an operation that asked for none. */
 export class OperationRejectedError extends Error {
-  override readonly name = 'OperationRejectedError';
+  override readonly name: string = 'OperationRejectedError';
+}
+
+/** The operation has ended, so it takes no more requests (also when it ended while the request was on its way). */
+export class OperationEndedError extends OperationRejectedError {
+  override readonly name = 'OperationEndedError';
+  constructor(
+    readonly operationId: string,
+    /** How the workflow execution closed (COMPLETED, TERMINATED, ...). */
+    readonly execution: string,
+    /** The operation's final AdCP status, when known. */
+    readonly status: string | undefined,
+  ) {
+    super(
+      `Operation ${operationId} has ended${status ? ` ${status}` : ''} (${execution}); it takes no more requests. Read it with GET /v1/operations/${operationId}.`,
+    );
+  }
 }
 
 export interface OrchestratorClientOptions {
@@ -94,8 +147,18 @@ export interface OrchestratorClientOptions {
   taskQueue: string;
   /** Checks agent ids before starting; without it the worker reports an unknown seller as the operation's failure. */
   knownAgent?: (agentId: string) => boolean;
-  /** How long a status query may wait for a worker. */
+  /**
+   * How long a status query may wait for a worker (default 3 s). After that the view answers from the state the
+   * workflow last published in its memo, marked `live: false`.
+   */
   queryTimeoutMs?: number;
+  /**
+   * The deadline of every other call to Temporal (default 4 s): with Temporal down, callers hear so within seconds
+   * instead of waiting out the client's reconnects.
+   */
+  temporalTimeoutMs?: number;
+  /** How long `reconcile` waits for the reconciliation's report (default 60 s). */
+  reconcileTimeoutMs?: number;
   /**
    * Index operations with the AdCP search attributes (default true). Turn it off only against a namespace where
    * they cannot be registered (the time-skipping test server); the workflow then does not upsert them either.
@@ -114,8 +177,30 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-export function requestFingerprint(request: Pick<StartOperationRequest, 'agentId' | 'task' | 'params'>): string {
-  return createHash('sha256').update(stableJson({ agent: request.agentId, task: request.task, params: request.params })).digest('hex');
+/**
+ * What makes two start requests "the same request" for one idempotency key: everything the caller chose (seller,
+ * task, params, budget, interaction limits, auth deadline, retry policy), not the operator's defaults. Fields the
+ * caller left out are left out of the hash, so fingerprints of requests that only set agent, task and params are
+ * unchanged from earlier versions.
+ */
+export function requestFingerprint(
+  request: Pick<
+    StartOperationRequest,
+    'agentId' | 'task' | 'params' | 'budgetMs' | 'interaction' | 'authDeadlineMs' | 'retry'
+  >,
+): string {
+  const chosen: Record<string, unknown> = { agent: request.agentId, task: request.task, params: request.params };
+  if (request.budgetMs !== undefined) chosen.budgetMs = request.budgetMs;
+  if (request.interaction !== undefined) chosen.interaction = request.interaction;
+  if (request.authDeadlineMs !== undefined) chosen.authDeadlineMs = request.authDeadlineMs;
+  if (request.retry !== undefined) chosen.retry = request.retry;
+  return createHash('sha256').update(stableJson(chosen)).digest('hex');
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error
+    ? `${error.message}${error.cause instanceof Error ? `: ${error.cause.message}` : ''}`
+    : String(error);
 }
 
 export class OrchestratorClient {
@@ -125,9 +210,39 @@ export class OrchestratorClient {
     return this.options.client;
   }
 
+  get taskQueue(): string {
+    return this.options.taskQueue;
+  }
+
+  /** Runs Temporal calls under one deadline, so an unreachable Temporal is reported within seconds. */
+  private withDeadline<T>(run: () => Promise<T>, ms = this.options.temporalTimeoutMs ?? 4_000): Promise<T> {
+    return this.options.client.withDeadline(Date.now() + ms, run);
+  }
+
+  /**
+   * Whether any worker polls the operations task queue (workflow tasks) right now, per Temporal's task queue
+   * description; `pollers` is how many Temporal saw recently.
+   */
+  async workerPresence(): Promise<{ pollers: number }> {
+    const description = await this.withDeadline(
+      () =>
+        this.options.client.workflowService.describeTaskQueue({
+          namespace: this.options.client.options.namespace,
+          taskQueue: { name: this.options.taskQueue },
+          // TASK_QUEUE_TYPE_WORKFLOW
+          taskQueueType: 1,
+        }),
+      2_000,
+    );
+    return { pollers: description.pollers?.length ?? 0 };
+  }
+
   private validate(request: StartOperationRequest): void {
     if (!TASK_NAME_PATTERN.test(request.task)) {
-      throw new OperationRequestError('task', `task must be an AdCP task name such as "create_media_buy", got "${request.task}".`);
+      throw new OperationRequestError(
+        'task',
+        `task must be an AdCP task name such as "create_media_buy", got "${request.task}".`,
+      );
     }
     if (this.options.knownAgent && !this.options.knownAgent(request.agentId)) {
       throw new OperationRequestError('agent_id', `No seller "${request.agentId}" is configured.`);
@@ -136,15 +251,24 @@ export class OrchestratorClient {
       throw new OperationRequestError('params', 'params must be a JSON object of the task arguments.');
     }
     for (const reserved of RESERVED_PARAMS) {
-      if (reserved in request.params) {
-        throw new OperationRequestError(
-          `params.${reserved}`,
-          `params.${reserved} is set by the orchestrator (derived from the operation); pass your key as idempotency_key of the request instead.`,
-        );
-      }
+      if (reserved in request.params)
+        throw new OperationRequestError(`params.${reserved}`, RESERVED_PARAMS_HINT[reserved]);
     }
     if (request.idempotencyKey !== undefined && !CALLER_KEY_PATTERN.test(request.idempotencyKey)) {
-      throw new OperationRequestError('idempotency_key', 'idempotency_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".');
+      throw new OperationRequestError(
+        'idempotency_key',
+        'idempotency_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+      );
+    }
+    if (request.retry !== undefined) {
+      const retry = retrySettingsSchema.safeParse(request.retry);
+      if (!retry.success) {
+        const issue = retry.error.issues[0];
+        throw new OperationRequestError(
+          ['retry', ...issue.path].join('.'),
+          `retry.${issue.path.join('.')}: ${issue.message}`,
+        );
+      }
     }
   }
 
@@ -155,7 +279,8 @@ export class OrchestratorClient {
     const fingerprint = requestFingerprint(request);
     const defaults = this.options.taskDefaults?.[request.task] ?? {};
     const budgetMs = request.budgetMs ?? defaults.budgetMs;
-    const interaction = defaults.interaction || request.interaction ? { ...defaults.interaction, ...request.interaction } : undefined;
+    const interaction =
+      defaults.interaction || request.interaction ? { ...defaults.interaction, ...request.interaction } : undefined;
     const authDeadlineMs = request.authDeadlineMs ?? defaults.authDeadlineMs;
     const retry = defaults.retry || request.retry ? { ...defaults.retry, ...request.retry } : undefined;
     const input: OperationInput = {
@@ -169,73 +294,148 @@ export class OrchestratorClient {
       ...(retry ? { retry } : {}),
     };
     try {
-      await this.options.client.workflow.start<typeof adcpOperation>('adcpOperation', {
-        workflowId: operationId,
-        taskQueue: this.options.taskQueue,
-        args: [input],
-        // Same key while running: the running one. Same key after it ended: still that one, never a second call.
-        workflowIdConflictPolicy: 'FAIL',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        memo: { requestFingerprint: fingerprint },
-        ...(this.options.searchAttributes === false
-          ? {}
-          : {
-              typedSearchAttributes: [
-                { key: SA_TASK, value: request.task },
-                { key: SA_AGENT, value: request.agentId },
-                { key: SA_STATUS, value: 'pending' },
-              ],
-            }),
-        staticSummary: `${request.task} at ${request.agentId}`,
-      });
+      await this.withDeadline(() =>
+        this.options.client.workflow.start<typeof adcpOperation>('adcpOperation', {
+          workflowId: operationId,
+          taskQueue: this.options.taskQueue,
+          args: [input],
+          // Same key while running: the running one. Same key after it ended: still that one, never a second call.
+          workflowIdConflictPolicy: 'FAIL',
+          workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          memo: { requestFingerprint: fingerprint },
+          ...(this.options.searchAttributes === false
+            ? {}
+            : {
+                typedSearchAttributes: [
+                  { key: SA_TASK, value: request.task },
+                  { key: SA_AGENT, value: request.agentId },
+                  { key: SA_STATUS, value: 'pending' },
+                ],
+              }),
+          staticSummary: `${request.task} at ${request.agentId}`,
+        }),
+      );
       return { operationId, created: true, state: undefined };
     } catch (error) {
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
     }
-    const description = await this.options.client.workflow.getHandle(operationId).describe();
+    const description = await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).describe());
     if (description.memo?.requestFingerprint !== fingerprint) throw new IdempotencyConflictError(operationId);
     const view = await this.status(operationId);
     return { operationId, created: false, state: view.state };
   }
 
-  /** The operation's state: from its query while it runs, from its result once it has ended. */
+  /**
+   * The operation's state: from its query while it runs, from its result once it has ended. When no worker answers
+   * the query within `queryTimeoutMs`, from the state the workflow last published in its memo (`live: false`).
+   */
   async status(operationId: string): Promise<OperationView> {
     if (!isOperationId(operationId)) throw new OperationNotFoundError(operationId);
     const handle = this.options.client.workflow.getHandle<typeof adcpOperation>(operationId);
-    let execution: string;
+    let description: Awaited<ReturnType<typeof handle.describe>>;
     try {
-      execution = (await handle.describe()).status.name;
+      description = await this.withDeadline(() => handle.describe());
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
       throw error;
     }
+    const execution = description.status.name;
     if (execution === 'RUNNING') {
-      const state = await this.options.client.withDeadline(Date.now() + (this.options.queryTimeoutMs ?? 10_000), () =>
-        handle.query(statusQuery),
-      );
-      return { operationId, running: true, execution, state };
+      try {
+        const state = await this.withDeadline(() => handle.query(statusQuery), this.options.queryTimeoutMs ?? 3_000);
+        return {
+          operationId,
+          running: true,
+          execution,
+          state,
+          live: true,
+          stateSource: 'query',
+          pendingActivities: pendingActivityView(description),
+        };
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
+        const published = publishedState(description.memo);
+        const why = isTemporalUnavailable(error)
+          ? `no worker answered the status query within ${((this.options.queryTimeoutMs ?? 3_000) / 1000).toFixed(0)} s (is a worker polling task queue "${this.options.taskQueue}"?)`
+          : `the status query failed: ${describeError(error)}`;
+        return {
+          operationId,
+          running: true,
+          execution,
+          ...(published ? { state: published } : {}),
+          live: false,
+          stateSource: published ? 'memo' : 'none',
+          pendingActivities: pendingActivityView(description),
+          staleReason: published
+            ? `The live state could not be read: ${why}. This is the state the operation last published (${published.updatedAt}).`
+            : `The live state could not be read: ${why}. The operation has not published a state yet.`,
+        };
+      }
     }
     if (execution === 'COMPLETED') {
-      return { operationId, running: false, execution, state: await handle.result() };
+      const state = await this.withDeadline(() => handle.result());
+      return { operationId, running: false, execution, state, live: true, stateSource: 'result' };
     }
     if (execution === 'CONTINUED_AS_NEW') {
       return this.status(operationId);
     }
     let executionError: string | undefined;
     try {
-      await handle.result();
+      await this.withDeadline(() => handle.result());
     } catch (error) {
-      executionError = error instanceof Error ? `${error.message}${error.cause instanceof Error ? `: ${error.cause.message}` : ''}` : String(error);
+      if (isTemporalUnavailable(error)) throw error;
+      const state = stateFromClosure(error);
+      if (state) return { operationId, running: false, execution, state, live: true, stateSource: 'result' };
+      executionError = describeError(error);
     }
-    return { operationId, running: false, execution, executionError };
+    const published = publishedState(description.memo);
+    return {
+      operationId,
+      running: false,
+      execution,
+      executionError,
+      ...(published ? { state: published } : {}),
+      live: true,
+      stateSource: published ? 'memo' : 'none',
+    };
+  }
+
+  /**
+   * The operation's seller task id, once known: from the search attribute the workflow upserts, else the memo.
+   * Undefined while the seller has not answered with a task.
+   */
+  async knownTaskId(operationId: string): Promise<{ taskId?: string; running: boolean; agentId?: string }> {
+    const description = await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).describe());
+    const taskId = description.typedSearchAttributes.get(SA_TASK_ID) ?? publishedState(description.memo)?.taskId;
+    return {
+      ...(taskId ? { taskId } : {}),
+      running: description.status.name === 'RUNNING',
+      ...(description.typedSearchAttributes.get(SA_AGENT)
+        ? { agentId: description.typedSearchAttributes.get(SA_AGENT) }
+        : {}),
+    };
   }
 
   /** Waits for the operation to end and returns its final state. */
+  /**
+   * The operation's final state, however it ended: a failed or rejected operation ends its workflow Failed and a
+   * canceled one Canceled (so the Web UI tells the truth), with the state in the failure's details.
+   */
   async result(operationId: string): Promise<OperationState> {
     try {
       return await this.options.client.workflow.getHandle<typeof adcpOperation>(operationId).result();
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
+      const state = stateFromClosure(error);
+      if (state) return state;
+      // Temporal records no details with a cancellation: the operation published its final state in its memo.
+      if (error instanceof WorkflowFailedError && error.cause instanceof CancelledFailure) {
+        const description = await this.withDeadline(() =>
+          this.options.client.workflow.getHandle(operationId).describe(),
+        );
+        const published = publishedState(description.memo);
+        if (published) return published;
+      }
       throw error;
     }
   }
@@ -247,27 +447,49 @@ export class OrchestratorClient {
     if (!isOperationId(operationId)) throw new OperationNotFoundError(operationId);
     const handle = this.options.client.workflow.getHandle(operationId);
     try {
-      return await run(handle);
+      return await this.withDeadline(() => run(handle));
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) {
-        // Updates cannot reach a closed workflow: say it ended rather than that it does not exist.
-        const ended = await handle.describe().then(
-          (description) => description.status.name,
-          () => undefined,
-        );
-        if (ended) throw new OperationRejectedError(`Operation ${operationId} has ended (${ended}); it takes no more requests.`);
-        throw new OperationNotFoundError(operationId);
-      }
       if (error instanceof WorkflowUpdateFailedError) {
+        // The validator refused. If that is because the operation has just ended, say so with its final status.
+        await this.throwIfEnded(operationId, handle);
         throw new OperationRejectedError(error.cause instanceof Error ? error.cause.message : error.message);
+      }
+      if (error instanceof WorkflowNotFoundError || isWorkflowClosedRefusal(error)) {
+        // The workflow closed before (or while) the update reached it: a race with its own end, not an outage.
+        await this.throwIfEnded(operationId, handle);
+        if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
       }
       throw error;
     }
   }
 
+  /** Throws OperationEndedError, with the final status, when the workflow has closed. */
+  private async throwIfEnded(operationId: string, handle: ReturnType<Client['workflow']['getHandle']>): Promise<void> {
+    const description = await this.withDeadline(() => handle.describe()).catch(() => undefined);
+    if (!description || description.status.name === 'RUNNING') return;
+    let status = publishedState(description.memo)?.status;
+    if (description.status.name === 'COMPLETED') {
+      const final = (await this.withDeadline(() => handle.result()).catch(() => undefined)) as
+        OperationState | undefined;
+      status = final?.status ?? status;
+    }
+    throw new OperationEndedError(operationId, description.status.name, status);
+  }
+
   /** Answers the seller's input-required question. The idempotency key is the update ID: a retry answers once. */
-  async provideInput(operationId: string, answer: ProvidedInput & { idempotencyKey: string }): Promise<{ accepted: true; round: number }> {
+  async provideInput(
+    operationId: string,
+    answer: ProvidedInput & { idempotencyKey: string },
+  ): Promise<{ accepted: true; round: number }> {
     const { idempotencyKey, ...provided } = answer;
+    const checked = providedInputSchema.safeParse(provided);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw new OperationRequestError(
+        issue.path.join('.') || 'input',
+        `${issue.path.join('.') || 'input'}: ${issue.message}`,
+      );
+    }
     return this.update(operationId, (handle) =>
       handle.executeUpdate(provideInputUpdate, { args: [provided], updateId: `input-${idempotencyKey}` }),
     );
@@ -275,7 +497,9 @@ export class OrchestratorClient {
 
   /** Tells an auth-required operation that the seller's credentials were refreshed. */
   async credentialsRefreshed(operationId: string, refreshedBy: string): Promise<{ accepted: true }> {
-    return this.update(operationId, (handle) => handle.executeUpdate(credentialsRefreshedUpdate, { args: [{ refreshedBy }] }));
+    return this.update(operationId, (handle) =>
+      handle.executeUpdate(credentialsRefreshedUpdate, { args: [{ refreshedBy }] }),
+    );
   }
 
   /**
@@ -283,19 +507,38 @@ export class OrchestratorClient {
    * makes every open operation with that seller look now. Resolves with the run's report.
    */
   async reconcile(agentId: string, requestedBy: string): Promise<ReconciliationReport> {
-    if (this.options.knownAgent && !this.options.knownAgent(agentId)) {
-      throw new OperationRequestError('agent_id', `No seller "${agentId}" is configured.`);
-    }
-    return this.options.client.workflow.execute<typeof reconcileSeller>('reconcileSeller', {
-      workflowId: `reconciliation:${agentId}:${randomUUID()}`,
-      taskQueue: this.options.taskQueue,
-      args: [{ agentId, requestedBy }],
-      staticSummary: `reconcile ${agentId} (requested by ${requestedBy})`,
-    });
+    if (this.options.knownAgent && !this.options.knownAgent(agentId)) throw new SellerNotFoundError(agentId);
+    const handle = await this.withDeadline(() =>
+      this.options.client.workflow.start<typeof reconcileSeller>('reconcileSeller', {
+        workflowId: `reconciliation:${agentId}:${randomUUID()}`,
+        taskQueue: this.options.taskQueue,
+        args: [{ agentId, requestedBy }],
+        staticSummary: `reconcile ${agentId} (requested by ${requestedBy})`,
+      }),
+    );
+    return this.withDeadline(() => handle.result(), this.options.reconcileTimeoutMs ?? 60_000);
   }
 
   /** Cancels the operation: the in-flight call is aborted, the seller told where the protocol allows. */
   async cancel(operationId: string, request: CancelRequest): Promise<{ accepted: true; status: string }> {
-    return this.update(operationId, (handle) => handle.executeUpdate(cancelOperationUpdate, { args: [request] }));
+    const answer = await this.update(operationId, (handle) =>
+      handle.executeUpdate(cancelOperationUpdate, { args: [request] }),
+    );
+    // The update recorded who asked and why; Temporal's own cancel makes the workflow end Canceled, not Completed.
+    await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).cancel()).catch(() => undefined);
+    return answer;
   }
+}
+
+/** The state an operation workflow that ended Failed or Canceled carries in its failure's details. */
+export function stateFromClosure(error: unknown): OperationState | undefined {
+  return error instanceof WorkflowFailedError ? operationStateFromFailure(error) : undefined;
+}
+
+/** The state the workflow last published in its memo (`adcp_state`, the shape of the status query), if any. */
+function publishedState(memo: Record<string, unknown> | undefined): OperationState | undefined {
+  const value = memo?.[OPERATION_STATE_MEMO];
+  return value && typeof value === 'object' && typeof (value as OperationState).status === 'string'
+    ? (value as OperationState)
+    : undefined;
 }
