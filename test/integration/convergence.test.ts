@@ -519,3 +519,57 @@ test("#9.4 one operation's cancel does not fail another's call waiting on the sa
   expect(state.status).toBe('completed');
   expect(buysOf(seller, d)).toHaveLength(1);
 }, 120_000);
+
+/** A follow-up operation on the buy (sync_creatives, update_media_buy, get_media_buy_delivery) at one seller. */
+async function followUp(agentId: string, task: string, params: Record<string, unknown>): Promise<OperationState> {
+  const { operationId } = await stack.orchestrator.start({ agentId, task, params, idempotencyKey: randomUUID() });
+  started.push({ orchestratorOf: () => stack, operationId });
+  return settledState(operationId, 45_000);
+}
+
+describe('the whole flow (create → sync_creatives → update → delivery) against the fixture in each seller profile', () => {
+  const profiles = [
+    'plain',
+    'answerAfterWebhook',
+    'noTasksGet',
+    'getTaskStatus',
+    'listTasks',
+    'mcpTasks',
+    'accountScoped',
+    'wrapping',
+    'adcp31',
+  ];
+  test.each(profiles)(
+    '%s',
+    async (profile) => {
+      const seller = sellers[profile];
+      // Completion by webhook after a moment, readable where the profile lets reads see it: each profile then decides
+      // which route (answer, webhook, which read) carries the result.
+      seller.script('create_media_buy', [
+        { status: 'submitted' },
+        { status: 'completed', afterMs: 1_500, webhook: true },
+      ]);
+      const operationId = await start(profile);
+      const created = await settledState(operationId, 45_000);
+      const [buy] = buysOf(seller, operationId);
+      expect({ status: created.status, failure: created.failure }).toEqual({ status: 'completed', failure: undefined });
+      expect(created.result?.media_buy_id).toBe(buy.mediaBuyId);
+      const mediaBuyId = buy.mediaBuyId;
+      const account = createMediaBuyParams().account;
+
+      const synced = await followUp(profile, 'sync_creatives', { account, creatives: [] });
+      expect(synced.status).toBe('completed');
+
+      const updated = await followUp(profile, 'update_media_buy', { account, media_buy_id: mediaBuyId, paused: true });
+      expect({ status: updated.status, failure: updated.failure }).toEqual({ status: 'completed', failure: undefined });
+      expect(seller.mediaBuys().find((candidate) => candidate.mediaBuyId === mediaBuyId)?.status).toBe('paused');
+
+      const delivery = await followUp(profile, 'get_media_buy_delivery', { account, media_buy_ids: [mediaBuyId] });
+      expect(delivery.status).toBe('completed');
+      const rows = delivery.result?.media_buy_deliveries as { media_buy_id?: string }[] | undefined;
+      expect(rows?.map((row) => row.media_buy_id)).toContain(mediaBuyId);
+      expect(buysOf(seller, operationId)).toHaveLength(1);
+    },
+    180_000,
+  );
+});
