@@ -12,7 +12,7 @@ import { SA_AGENT, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
 import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
 import type { WebhookAuthenticator } from './webhook-verification';
-import { WEBHOOK_BODY_LIMIT } from './webhooks';
+import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, unavailable } from './webhooks';
 
 export interface ReportingWebhookRouterOptions {
   client: Client;
@@ -24,19 +24,7 @@ export interface ReportingWebhookRouterOptions {
   log?: (line: string) => void;
 }
 
-const TEMPORAL_DEADLINE_MS = 4_000;
-const RETRY_AFTER_SECONDS = 5;
 const CACHE_SIZE = 10_000;
-
-function answer(
-  res: Response,
-  status: number,
-  code: string,
-  message: string,
-  extra: Record<string, unknown> = {},
-): void {
-  res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
-}
 
 /** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
 interface KnownBuy {
@@ -52,10 +40,6 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
   const remember = (id: string, entry: KnownBuy) => {
     known.set(id, entry);
     if (known.size > CACHE_SIZE) known.delete(known.keys().next().value!);
-  };
-  const unavailable = (res: Response) => {
-    res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-    answer(res, 503, 'TEMPORAL_UNAVAILABLE', `Not accepting reports right now; retry in ${RETRY_AFTER_SECONDS} s.`);
   };
 
   /** The buy's seller and media_buy_id: from its search attributes, or (unindexed servers) from its state query. */

@@ -54,7 +54,8 @@ export class WebhookRefusalCounter {
 
 export const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 
-function answer(
+/** A webhook answer: `{status, message}` for 2xx, `{error: {code, message}}` otherwise (task and reporting webhooks). */
+export function answer(
   res: Response,
   status: number,
   code: string,
@@ -67,7 +68,7 @@ function answer(
 const OPERATION_CACHE_SIZE = 10_000;
 
 /** How long the gateway waits for Temporal before answering 503: a redelivery is safe, the workflow deduplicates. */
-const TEMPORAL_DEADLINE_MS = 4_000;
+export const TEMPORAL_DEADLINE_MS = 4_000;
 const RETRY_AFTER_SECONDS = 5;
 
 /** What the gateway remembers of an operation: its seller (never changes), and its seller task once known (idem). */
@@ -76,7 +77,8 @@ interface KnownOperation {
   taskId?: string;
 }
 
-function unavailable(res: Response): void {
+/** 503 with Retry-After: Temporal did not take the event in time; a redelivery is safe. */
+export function unavailable(res: Response): void {
   res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   answer(res, 503, 'TEMPORAL_UNAVAILABLE', `Not accepting events right now; retry in ${RETRY_AFTER_SECONDS} s.`);
 }
