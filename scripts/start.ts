@@ -189,7 +189,8 @@ async function main(): Promise<void> {
     env.TEMPORAL_NAMESPACE = namespace;
   }
 
-  children.push(new Supervised('worker', 'workers/main.ts', env, recordPids));
+  // glibc's per-thread malloc arenas hold on to freed memory; two arenas cut a parked worker's RSS (bench/README.md).
+  children.push(new Supervised('worker', 'workers/main.ts', { MALLOC_ARENA_MAX: '2', ...env }, recordPids));
   children.push(new Supervised('gateway', 'api/main.ts', env, recordPids));
   let stopping = false;
   const stopAll = async (code: number) => {

@@ -8,12 +8,17 @@ import { Runtime } from '@temporalio/worker';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
+import { loadWorkerTuning } from '../config/worker-tuning';
 import { ensureReconciliationSchedules } from './schedules';
 import { createOperationWorker } from './worker';
+import { loadWorkflowBundle } from './workflow-bundle';
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const agents = loadAgents();
+  const tuning = loadWorkerTuning();
+  // Bundled in a child process (or prebuilt): webpack's memory never enters the worker.
+  const bundle = await loadWorkflowBundle();
   if (runtime.metricsAddress) {
     // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
     Runtime.install({
@@ -38,7 +43,9 @@ async function main(): Promise<void> {
       circuitBreaker: runtime.circuitBreaker,
     },
     client,
-  });
+    workflowBundle: { codePath: bundle.codePath },
+    maxCachedWorkflows: tuning.maxCachedWorkflows,
+  }).finally(() => bundle.dispose()); // Worker.create has read the code
   if (runtime.reconcileEveryMs !== undefined) {
     const schedules = await ensureReconciliationSchedules({
       client,

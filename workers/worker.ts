@@ -4,8 +4,9 @@ import { createActivities, type ActivityDependencies } from '../activities';
 import { createMediaBuyActivities } from '../activities/media-buy';
 import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
+import { WORKFLOWS_PATH } from './workflow-bundle';
 
-export const WORKFLOWS_PATH = require.resolve('../workflows');
+export { WORKFLOWS_PATH };
 
 export interface OperationWorkerOptions {
   connection: NativeConnection;
@@ -17,6 +18,8 @@ export interface OperationWorkerOptions {
   /** A prebuilt bundle (tests build it once); otherwise the worker bundles workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /** Workflows kept in the sticky cache (config/worker-tuning.ts); Temporal's heap-sized default when unset. */
+  maxCachedWorkflows?: number;
 }
 
 /** The worker that runs operation and reconciliation workflows and their activities; one per process, scaled by adding processes. */
@@ -43,5 +46,6 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
       }),
     },
     shutdownGraceTime: options.shutdownGraceTime ?? '10s',
+    ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
   });
 }

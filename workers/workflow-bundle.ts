@@ -1,0 +1,68 @@
+/**
+ * The workflow bundle a worker loads. Webpack leaves 100+ MiB of heap and allocator arenas behind in the process
+ * that runs it, so a worker never bundles in its own process:
+ *   - ADCP_WORKFLOW_BUNDLE names a bundle built ahead of time (`npm run build:workflows`): the worker loads it;
+ *   - otherwise a short-lived child process bundles into a temporary file, and the worker loads that.
+ *
+ * Run directly (`tsx workers/workflow-bundle.ts <out.js>`) it is that child, and the build script.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { ConfigError } from '../config/errors';
+
+export const WORKFLOWS_PATH = require.resolve('../workflows');
+
+export interface LoadedBundle {
+  codePath: string;
+  /** Where it came from, for the start banner. */
+  source: 'prebuilt' | 'built at start';
+  /** Removes a bundle built at start (a no-op for a prebuilt one). */
+  dispose(): void;
+}
+
+/** Writes the bundle of workflows/ to `outFile` (webpack, through @temporalio/worker). */
+export async function writeWorkflowBundle(outFile: string): Promise<void> {
+  const { bundleWorkflowCode, DefaultLogger } = await import('@temporalio/worker');
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  mkdirSync(path.dirname(outFile), { recursive: true });
+  writeFileSync(outFile, code);
+}
+
+/** The bundle for this worker: the prebuilt one named by ADCP_WORKFLOW_BUNDLE, or one a child process builds now. */
+export async function loadWorkflowBundle(env: NodeJS.ProcessEnv = process.env): Promise<LoadedBundle> {
+  const prebuilt = env.ADCP_WORKFLOW_BUNDLE;
+  if (prebuilt) {
+    const codePath = path.resolve(prebuilt);
+    if (!existsSync(codePath)) {
+      throw new ConfigError(
+        `ADCP_WORKFLOW_BUNDLE names ${codePath}, which does not exist: run \`npm run build:workflows\` or unset it.`,
+      );
+    }
+    return { codePath, source: 'prebuilt', dispose: () => undefined };
+  }
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'adcp-workflow-bundle-'));
+  const codePath = path.join(directory, 'workflow-bundle.js');
+  // The same loader flags as this process (tsx), so the child can read the TypeScript sources.
+  await promisify(execFile)(process.execPath, [...process.execArgv, __filename, codePath], {
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  return { codePath, source: 'built at start', dispose: () => rmSync(directory, { recursive: true, force: true }) };
+}
+
+if (require.main === module) {
+  const outFile = process.argv[2];
+  if (!outFile) {
+    console.error('usage: tsx workers/workflow-bundle.ts <out.js>');
+    process.exit(2);
+  }
+  writeWorkflowBundle(path.resolve(outFile)).then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(`workflow bundle: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    },
+  );
+}
