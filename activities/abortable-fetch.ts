@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { linkSignals } from './linked-signal';
 
 /**
  * @adcp/sdk 6.11 takes no AbortSignal: its A2A transport calls the global `fetch` at request time. (MCP calls no
@@ -15,6 +16,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 interface CallScope {
   signal: AbortSignal;
   ended: boolean;
+  /** Links between a request's own signal and the call's, undone when the call ends. */
+  links: Array<() => void>;
   /** The A2A push notification config this call registers, put in place of the one @adcp/sdk builds. */
   a2aPushNotificationConfig?: Record<string, unknown>;
 }
@@ -78,7 +81,12 @@ export function installAbortableFetch(): void {
       );
     }
     const own = isAgentCardRequest(input) ? AbortSignal.timeout(AGENT_CARD_TIMEOUT_MS) : call.signal;
-    const combined = init?.signal ? AbortSignal.any([init.signal, own]) : own;
+    let combined = own;
+    if (init?.signal && init.signal !== own) {
+      const link = linkSignals([init.signal, own]);
+      call.links.push(link.dispose);
+      combined = link.signal;
+    }
     const body = call.a2aPushNotificationConfig
       ? withOwnPushConfig(init?.body, call.a2aPushNotificationConfig)
       : undefined;
@@ -93,10 +101,11 @@ export async function withAbortSignal<T>(
   options: CallScopeOptions = {},
 ): Promise<T> {
   installAbortableFetch();
-  const call: CallScope = { signal, ended: false, ...options };
+  const call: CallScope = { signal, ended: false, links: [], ...options };
   try {
     return await currentCall.run(call, work);
   } finally {
     call.ended = true;
+    for (const unlink of call.links) unlink();
   }
 }

@@ -51,6 +51,7 @@ import {
   isUnknownToolError,
 } from './seller-client';
 import { classifyTransportFailure, retryDelayMs } from './transport-errors';
+import { deadlineSignal } from './linked-signal';
 
 export interface ActivityDependencies {
   agents: AgentRegistry;
@@ -242,7 +243,8 @@ export function createActivities(deps: ActivityDependencies) {
         nextRetryDelay: permission.retryAfterMs,
       });
     }
-    const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(timeoutMs)]);
+    const deadline = deadlineSignal(context.cancellationSignal, timeoutMs);
+    const { signal } = deadline;
     const ticker = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
     try {
       const result = await raceSignal(signal, () => work({ agent, token, signal, timeoutMs }));
@@ -283,6 +285,7 @@ export function createActivities(deps: ActivityDependencies) {
       );
     } finally {
       clearInterval(ticker);
+      deadline.dispose();
     }
   }
 

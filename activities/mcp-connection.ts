@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { linkSignals } from './linked-signal';
 
 export interface McpCallTarget {
   url: string;
@@ -44,6 +45,8 @@ export function mcpAuthHeaders(token: string | undefined): Record<string, string
 interface Binding {
   signal: AbortSignal;
   timeoutMs: number;
+  /** Links between the call's signal and the transport's own, undone when the call releases the connection. */
+  links: Array<() => void>;
 }
 
 interface Connection {
@@ -58,7 +61,16 @@ interface Connection {
 }
 
 /** While idle, a connection's requests (none are expected) carry a signal that never fires. */
-const IDLE_BINDING: Binding = { signal: new AbortController().signal, timeoutMs: 60_000 };
+const IDLE_BINDING: Binding = { signal: new AbortController().signal, timeoutMs: 60_000, links: [] };
+
+/** The request's own signal (the MCP SDK's, which lives as long as the transport) and the call's, both. */
+function callSignal(binding: Binding, own: AbortSignal | undefined | null): AbortSignal {
+  if (!own || own === binding.signal) return binding.signal;
+  if (binding === IDLE_BINDING) return own;
+  const link = linkSignals([own, binding.signal]);
+  binding.links.push(link.dispose);
+  return link.signal;
+}
 
 function headerOf(init: RequestInit | undefined, name: string): string | null {
   return new Headers(init?.headers).get(name);
@@ -78,8 +90,7 @@ function boundFetch(binding: () => Binding): typeof fetch {
         return Promise.resolve(new Response(null, { status: 405, statusText: 'No standalone event stream needed' }));
       }
     }
-    const { signal } = binding();
-    return fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+    return fetch(input, { ...init, signal: callSignal(binding(), init?.signal) });
   };
 }
 
@@ -92,11 +103,11 @@ function newClient(binding: () => Binding): Client {
     schema: Parameters<Client['request']>[1],
     options?: Parameters<Client['request']>[2],
   ) => {
-    const { signal, timeoutMs } = binding();
+    const current = binding();
     return request(req, schema, {
-      timeout: timeoutMs,
+      timeout: current.timeoutMs,
       ...options,
-      signal: options?.signal ? AbortSignal.any([options.signal, signal]) : signal,
+      signal: callSignal(current, options?.signal),
     });
   }) as Client['request'];
   return client;
@@ -127,7 +138,7 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
     key,
     url,
     headers: requestInit.headers,
-    binding: { signal: target.signal, timeoutMs: target.requestTimeoutMs },
+    binding: { signal: target.signal, timeoutMs: target.requestTimeoutMs, links: [] as Array<() => void> },
     idleSince: 0,
   } as Connection;
   const binding = () => connection.binding;
@@ -192,6 +203,7 @@ function take(key: string): Connection | undefined {
 }
 
 function giveBack(connection: Connection): void {
+  for (const unlink of connection.binding.links) unlink();
   connection.binding = IDLE_BINDING;
   connection.idleSince = Date.now();
   const connections = idle.get(connection.key) ?? [];
@@ -221,7 +233,7 @@ export async function withMcpConnection<T>(target: McpCallTarget, work: (client:
   const key = keyOf(target);
   const pooled = take(key);
   if (pooled) {
-    pooled.binding = { signal: target.signal, timeoutMs: target.requestTimeoutMs };
+    pooled.binding = { signal: target.signal, timeoutMs: target.requestTimeoutMs, links: [] };
     try {
       const result = await work(pooled.client);
       release(pooled, target);

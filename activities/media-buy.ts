@@ -13,6 +13,7 @@ import { type DeliveryPull, type MediaBuySnapshot, mediaBuyFromList, parseDelive
 import { raceSignal } from './mcp-connection';
 import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
 import { classifyTransportFailure, retryDelayMs } from './transport-errors';
+import { deadlineSignal } from './linked-signal';
 
 export interface MediaBuyActivityDependencies {
   agents: AgentRegistry;
@@ -72,7 +73,8 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
-    const signal = AbortSignal.any([activity.cancellationSignal, AbortSignal.timeout(timeoutMs)]);
+    const deadline = deadlineSignal(activity.cancellationSignal, timeoutMs);
+    const { signal } = deadline;
     const ticker = setInterval(() => activity.heartbeat(), HEARTBEAT_EVERY_MS);
     try {
       return await raceSignal(signal, () => work({ ...context, signal }));
@@ -88,6 +90,7 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
       throw sellerFailure(classified, activity.info.attempt);
     } finally {
       clearInterval(ticker);
+      deadline.dispose();
     }
   }
 

@@ -9,6 +9,7 @@ import { type AgentRegistry, ConfigError } from '../config/agents';
 import { SA_AGENT, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
 import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../workflows/definitions';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
+import { deadlineSignal } from './linked-signal';
 
 export interface ReconciliationDependencies {
   agents: AgentRegistry;
@@ -83,13 +84,13 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
       const tasks: SellerTaskSummary[] = [];
       let cursor: string | undefined;
       for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
-        const signal = AbortSignal.any([context.cancellationSignal, AbortSignal.timeout(callTimeoutMs)]);
+        const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
         let answer;
         try {
           answer = await seller.listTasks({
             agent,
             token,
-            signal,
+            signal: deadline.signal,
             filters: { statuses: OPEN_SELLER_STATUSES },
             maxResults: 100,
             ...(cursor ? { cursor } : {}),
@@ -97,6 +98,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         } catch (error) {
           if (isUnknownToolError(error)) return { supported: false, tasks: [], truncated: false };
           throw error;
+        } finally {
+          deadline.dispose();
         }
         if (!answer.supported) return { supported: false, tasks: [], truncated: false };
         tasks.push(...answer.tasks);

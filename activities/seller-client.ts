@@ -15,6 +15,7 @@ import { withAbortSignal } from './abortable-fetch';
 import type { ReadMethod } from './contract';
 import { withMcpConnection } from './mcp-connection';
 import { asRecord } from '../protocol/records';
+import { anySignal } from './linked-signal';
 
 /** One protocol call to one seller; the only place that speaks MCP or A2A. Each method makes exactly one call. */
 export interface SellerClient {
@@ -210,7 +211,7 @@ function a2aTransport(endpoint: string, token: string | undefined, signal: Abort
       headers.set('authorization', `Bearer ${token}`);
       headers.set('x-adcp-auth', token);
     }
-    return fetch(input, { ...init, headers, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal });
+    return fetch(input, { ...init, headers, signal: init?.signal ? anySignal([init.signal, signal]) : signal });
   };
   return new JsonRpcTransport({ endpoint, fetchImpl: authFetch });
 }
