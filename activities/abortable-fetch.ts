@@ -80,6 +80,8 @@ export function installAbortableFetch(): void {
         new Response(null, { status: 204, statusText: 'No Content: the call that opened this stream has ended' }),
       );
     }
+    // A lone timeout signal is let go when it fires (only composites of AbortSignal.any are kept for ever).
+    // eslint-disable-next-line no-restricted-properties
     const own = isAgentCardRequest(input) ? AbortSignal.timeout(AGENT_CARD_TIMEOUT_MS) : call.signal;
     let combined = own;
     if (init?.signal && init.signal !== own) {

@@ -172,6 +172,8 @@ function close(connection: Connection): void {
       'mcp-session-id': sessionId,
       ...(protocolVersion ? { 'mcp-protocol-version': protocolVersion } : {}),
     };
+    // A lone timeout signal is let go when it fires (only composites of AbortSignal.any are kept for ever).
+    // eslint-disable-next-line no-restricted-properties
     void fetch(connection.url, { method: 'DELETE', headers, signal: AbortSignal.timeout(5_000) })
       .then((response) => response.body?.cancel())
       .catch(() => undefined);
