@@ -43,6 +43,8 @@ export interface CallPlan {
   task: string;
   /** The call step ('call', 'input-1', 'call#1' ...): part of the idempotency key. */
   step: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
   protocol: 'mcp' | 'a2a';
   /** The tool arguments as sent, including `idempotency_key`, `push_notification_config` (MCP, without credentials). */
   args: Record<string, unknown>;
@@ -58,6 +60,8 @@ export interface CallPlan {
 export interface PlanCallInput {
   operationId: string;
   agentId: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
   task: string;
   step: string;
   params: Record<string, unknown>;
@@ -80,6 +84,8 @@ export interface SendCallOutcome {
 export interface ReadTaskInput {
   operationId: string;
   agentId: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
   task: string;
   taskId: string;
   contextId?: string;
@@ -113,6 +119,8 @@ export interface AwaitTaskMoveOutcome extends ReadTaskOutcome {
 export interface FindLostTaskInput {
   operationId: string;
   agentId: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
   task: string;
   /** The call step whose idempotency key the seller task would carry. */
   step: string;
@@ -131,6 +139,8 @@ export interface FindLostTaskOutcome {
 export interface CancelAtSellerInput {
   operationId: string;
   agentId: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
   task: string;
   taskId?: string;
   contextId?: string;

@@ -51,6 +51,9 @@ import {
   isUnknownToolError,
 } from './seller-client';
 import { classifyTransportFailure, retryDelayMs } from './transport-errors';
+import type { NotificationSigningKey } from '../config/notification-key';
+import { createNotificationActivities } from './notifications';
+import { tracedSellerClient } from '../observability/seller-spans';
 import { deadlineSignal } from './linked-signal';
 
 export interface ActivityDependencies {
@@ -70,6 +73,8 @@ export interface ActivityDependencies {
   circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
   /** Largest answer (gzip-compressed, as the payload codec stores it) an activity may return. Default 1.9 MB. */
   maxAnswerBytes?: number;
+  /** Our RFC 9421 key for notifications to the buyer's systems (config/notification-key.ts); none: none are sent. */
+  notificationKey?: NotificationSigningKey;
 }
 
 export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
@@ -86,7 +91,7 @@ export function callTimeouts(callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS, readTimeou
 }
 
 /** Breaker transitions go to the worker's log (and, through it, to whatever collects the worker's logs). */
-function logCircuitTransition(sellerId: string, transition: CircuitTransition): void {
+export function logCircuitTransition(sellerId: string, transition: CircuitTransition): void {
   Context.current()
     .metricMeter.createCounter(
       'adcp_seller_circuit_transitions',
@@ -191,7 +196,8 @@ export function answerTooLarge(
 }
 
 export function createActivities(deps: ActivityDependencies) {
-  const seller = deps.seller ?? createSdkSellerClient();
+  // Each seller call in its own client span (a no-op unless tracing is on: observability/tracing.ts).
+  const seller = tracedSellerClient(deps.seller ?? createSdkSellerClient());
   const env = deps.env ?? process.env;
   const timeouts = callTimeouts(deps.callTimeoutMs, deps.readTimeoutMs);
   const random = deps.random ?? Math.random;
@@ -217,13 +223,15 @@ export function createActivities(deps: ActivityDependencies) {
     agentId: string,
     timeoutMs: number,
     work: (context: CallContext) => Promise<T>,
+    /** The operation's tenant: its own credential for this seller is resolved here, never carried in inputs. */
+    tenant?: string,
   ): Promise<T> {
     const context = Context.current();
     let agent: AgentConfig;
     let token: string | undefined;
     try {
       agent = deps.agents.get(agentId);
-      token = deps.agents.token(agentId, env);
+      token = deps.agents.token(agentId, env, tenant);
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
@@ -311,6 +319,11 @@ export function createActivities(deps: ActivityDependencies) {
 
   function plan(input: PlanCallInput): CallPlan {
     const agent = agentOf(input.agentId);
+    try {
+      deps.agents.checkTenantAccess(input.agentId, input.tenant, input.params.account);
+    } catch (error) {
+      throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
+    }
     const spec = taskSpec(input.task);
     let args: Record<string, unknown> = { ...input.params };
     if (agent.adcp_version === 'rc.2' && input.task === 'create_media_buy')
@@ -334,6 +347,7 @@ export function createActivities(deps: ActivityDependencies) {
       agentId: input.agentId,
       task: input.task,
       step: input.step,
+      ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
       protocol: agent.protocol,
       args,
       ...(pushNotificationConfig ? { pushNotificationConfig } : {}),
@@ -359,49 +373,59 @@ export function createActivities(deps: ActivityDependencies) {
   }
 
   async function send(callPlan: CallPlan): Promise<SendCallOutcome> {
-    return guarded(callPlan.agentId, callPlan.timeouts.callMs, async (context) => {
-      const push = pushWithCredential(callPlan);
-      const args =
-        push && callPlan.protocol === 'mcp' ? { ...callPlan.args, push_notification_config: push } : callPlan.args;
-      const answer = await seller.callTask({
-        ...context,
-        task: callPlan.task,
-        args,
-        ...(callPlan.contextId ? { contextId: callPlan.contextId } : {}),
-        ...(callPlan.taskId ? { taskId: callPlan.taskId } : {}),
-        ...(push ? { pushNotificationConfig: push } : {}),
-      });
-      const firstError = answer.snapshot.errors?.[0];
-      if (answer.callError && firstError && IDEMPOTENCY_REFUSALS.has(firstError.code)) {
-        // The seller will not replay this key: the workflow reconciles before it uses another one.
-        throw ApplicationFailure.create({
-          type: 'IdempotencyKeyRefused',
-          message: `${firstError.code}: ${firstError.message}`,
-          nonRetryable: true,
-          details: [firstError],
+    return guarded(
+      callPlan.agentId,
+      callPlan.timeouts.callMs,
+      async (context) => {
+        const push = pushWithCredential(callPlan);
+        const args =
+          push && callPlan.protocol === 'mcp' ? { ...callPlan.args, push_notification_config: push } : callPlan.args;
+        const answer = await seller.callTask({
+          ...context,
+          task: callPlan.task,
+          args,
+          ...(callPlan.contextId ? { contextId: callPlan.contextId } : {}),
+          ...(callPlan.taskId ? { taskId: callPlan.taskId } : {}),
+          ...(push ? { pushNotificationConfig: push } : {}),
         });
-      }
-      if (answer.callError && firstError?.recovery === 'transient') {
-        // The seller refused the call for now (rate limit, overload, IDEMPOTENCY_IN_FLIGHT: the first request with this
-        // key still runs): the same plan, so the same key, again, as late as it asked.
-        throw failureFor(
-          firstError,
-          'SellerTransientError',
-          retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
+        const firstError = answer.snapshot.errors?.[0];
+        if (answer.callError && firstError && IDEMPOTENCY_REFUSALS.has(firstError.code)) {
+          // The seller will not replay this key: the workflow reconciles before it uses another one.
+          throw ApplicationFailure.create({
+            type: 'IdempotencyKeyRefused',
+            message: `${firstError.code}: ${firstError.message}`,
+            nonRetryable: true,
+            details: [firstError],
+          });
+        }
+        if (answer.callError && firstError?.recovery === 'transient') {
+          // The seller refused the call for now (rate limit, overload, IDEMPOTENCY_IN_FLIGHT: the first request with this
+          // key still runs): the same plan, so the same key, again, as late as it asked.
+          throw failureFor(
+            firstError,
+            'SellerTransientError',
+            retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
+          );
+        }
+        return ensureStorable(
+          { snapshot: answer.snapshot, webhookRegistered: push !== undefined },
+          `The ${callPlan.task} answer from ${callPlan.agentId}`,
         );
-      }
-      return ensureStorable(
-        { snapshot: answer.snapshot, webhookRegistered: push !== undefined },
-        `The ${callPlan.task} answer from ${callPlan.agentId}`,
-      );
-    });
+      },
+      callPlan.tenant,
+    );
   }
 
   async function read(input: Omit<ReadTaskInput, 'timeouts'> & { timeouts?: CallTimeouts }): Promise<ReadTaskOutcome> {
-    return guarded(input.agentId, (input.timeouts ?? timeouts).readMs, async (context) => {
-      const outcome = await readWithRetryAfter(context, input);
-      return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.agentId}`);
-    });
+    return guarded(
+      input.agentId,
+      (input.timeouts ?? timeouts).readMs,
+      async (context) => {
+        const outcome = await readWithRetryAfter(context, input);
+        return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.agentId}`);
+      },
+      input.tenant,
+    );
   }
 
   /** The read strategy, with a seller's "not now" (RATE_LIMITED ...) turned into a retry as late as it asked. */
@@ -488,62 +512,67 @@ export function createActivities(deps: ActivityDependencies) {
   ): Promise<FindLostTaskOutcome> {
     const key = idempotencyKeyFor(input.operationId, input.step);
     const bound = input.timeouts ?? timeouts;
-    return guarded(input.agentId, bound.readMs, async (context) => {
-      const { agent } = context;
-      // rc.2 sellers know the buy by its buyer_ref (3.x removed it: there the idempotency key is the reference).
-      const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
-      const reference = rc2Create ? buyerRefFor(input.operationId) : key;
-      const page = await listByKey(context, input.task, reference, input.account);
-      const match = page.tasks
-        .filter((task) => !task.taskType || task.taskType === input.task)
-        .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
-      if (match) {
-        const outcome = await readWithRetryAfter(context, {
-          task: input.task,
-          taskId: match.taskId,
-          ...(match.contextId ? { contextId: match.contextId } : {}),
-          account: input.account,
-        });
-        const row = page.rows?.find((entry) => entry.task_id === match.taskId);
-        const snapshot: TaskSnapshot = outcome.snapshot ?? {
-          status: (row?.status as TaskSnapshot['status']) ?? 'unknown',
-          taskId: match.taskId,
-        };
-        return ensureStorable(
-          {
-            supported: true,
-            snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId },
-            note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}`,
-          },
-          `The lost ${input.task} task at ${input.agentId}`,
-        );
-      }
-      if (rc2Create) {
-        // A create answered synchronously leaves no task: look for the buy itself (get_media_buys by buyer_ref).
-        const answer = await seller.callTask({
-          ...context,
-          task: 'get_media_buys',
-          args: { buyer_refs: [reference], ...(input.account !== undefined ? { account: input.account } : {}) },
-        });
-        const buys = answer.snapshot.result?.media_buys;
-        // Filter again: a seller that ignores the filter must not make us adopt someone else's buy.
-        const buy = Array.isArray(buys)
-          ? buys.find(
-              (entry): entry is Record<string, unknown> =>
-                !!entry && typeof entry === 'object' && (entry as Record<string, unknown>).buyer_ref === reference,
-            )
-          : undefined;
-        if (buy)
-          return {
-            supported: true,
-            snapshot: { status: 'completed', result: buy },
-            note: `found media buy ${String(buy.media_buy_id)} by its buyer_ref`,
+    return guarded(
+      input.agentId,
+      bound.readMs,
+      async (context) => {
+        const { agent } = context;
+        // rc.2 sellers know the buy by its buyer_ref (3.x removed it: there the idempotency key is the reference).
+        const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
+        const reference = rc2Create ? buyerRefFor(input.operationId) : key;
+        const page = await listByKey(context, input.task, reference, input.account);
+        const match = page.tasks
+          .filter((task) => !task.taskType || task.taskType === input.task)
+          .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+        if (match) {
+          const outcome = await readWithRetryAfter(context, {
+            task: input.task,
+            taskId: match.taskId,
+            ...(match.contextId ? { contextId: match.contextId } : {}),
+            account: input.account,
+          });
+          const row = page.rows?.find((entry) => entry.task_id === match.taskId);
+          const snapshot: TaskSnapshot = outcome.snapshot ?? {
+            status: (row?.status as TaskSnapshot['status']) ?? 'unknown',
+            taskId: match.taskId,
           };
-        return { supported: true, note: `no task and no media buy at ${agent.id} carries buyer_ref ${reference}` };
-      }
-      if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list or list_tasks` };
-      return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
-    });
+          return ensureStorable(
+            {
+              supported: true,
+              snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId },
+              note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}`,
+            },
+            `The lost ${input.task} task at ${input.agentId}`,
+          );
+        }
+        if (rc2Create) {
+          // A create answered synchronously leaves no task: look for the buy itself (get_media_buys by buyer_ref).
+          const answer = await seller.callTask({
+            ...context,
+            task: 'get_media_buys',
+            args: { buyer_refs: [reference], ...(input.account !== undefined ? { account: input.account } : {}) },
+          });
+          const buys = answer.snapshot.result?.media_buys;
+          // Filter again: a seller that ignores the filter must not make us adopt someone else's buy.
+          const buy = Array.isArray(buys)
+            ? buys.find(
+                (entry): entry is Record<string, unknown> =>
+                  !!entry && typeof entry === 'object' && (entry as Record<string, unknown>).buyer_ref === reference,
+              )
+            : undefined;
+          if (buy)
+            return {
+              supported: true,
+              snapshot: { status: 'completed', result: buy },
+              note: `found media buy ${String(buy.media_buy_id)} by its buyer_ref`,
+            };
+          return { supported: true, note: `no task and no media buy at ${agent.id} carries buyer_ref ${reference}` };
+        }
+        if (!page.supported) return { supported: false, note: `${agent.id} has no tasks/list or list_tasks` };
+        return { supported: true, note: `no ${input.task} task at ${agent.id} carries key ${key}` };
+      },
+      input.tenant,
+    );
   }
 
   async function cancelAt(
@@ -551,80 +580,85 @@ export function createActivities(deps: ActivityDependencies) {
   ): Promise<CancelAtSellerOutcome> {
     const bound = input.timeouts ?? timeouts;
     // Bounded like a read: the workflow runs it in its read group, after the operation was already canceled.
-    return guarded(input.agentId, bound.readMs, async (context) => {
-      const { agent } = context;
-      if (input.mediaBuyId) {
-        const mediaBuyId = input.mediaBuyId;
-        const description = agent.protocol === 'mcp' ? await descriptions.get(seller, context) : undefined;
-        if (description && !description.tools.includes('update_media_buy')) {
-          return {
-            notified: false,
-            resource: { mediaBuyId, state: 'live' },
-            note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy, so it cannot be canceled from here; cancel it with the seller`,
+    return guarded(
+      input.agentId,
+      bound.readMs,
+      async (context) => {
+        const { agent } = context;
+        if (input.mediaBuyId) {
+          const mediaBuyId = input.mediaBuyId;
+          const description = agent.protocol === 'mcp' ? await descriptions.get(seller, context) : undefined;
+          if (description && !description.tools.includes('update_media_buy')) {
+            return {
+              notified: false,
+              resource: { mediaBuyId, state: 'live' },
+              note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy, so it cannot be canceled from here; cancel it with the seller`,
+            };
+          }
+          // Its own key: a retried cancel replays, and it never collides with the create's key.
+          const args: Record<string, unknown> = {
+            media_buy_id: mediaBuyId,
+            canceled: true,
+            cancellation_reason: 'The buyer canceled the operation.',
+            idempotency_key: idempotencyKeyFor(input.operationId, 'cancel'),
           };
-        }
-        // Its own key: a retried cancel replays, and it never collides with the create's key.
-        const args: Record<string, unknown> = {
-          media_buy_id: mediaBuyId,
-          canceled: true,
-          cancellation_reason: 'The buyer canceled the operation.',
-          idempotency_key: idempotencyKeyFor(input.operationId, 'cancel'),
-        };
-        if (input.account !== undefined) args.account = input.account;
-        let answer;
-        try {
-          answer = await seller.callTask({ ...context, task: 'update_media_buy', args });
-        } catch (error) {
-          if (context.signal.aborted || !isUnknownToolError(error)) throw error;
-          return {
-            notified: false,
-            resource: { mediaBuyId, state: 'live' },
-            note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy; cancel it with the seller`,
-          };
-        }
-        const firstError = answer.snapshot.errors?.[0];
-        if (answer.callError && firstError?.recovery === 'transient') {
-          throw failureFor(
-            firstError,
-            'SellerTransientError',
-            retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
-          );
-        }
-        if (answer.callError || answer.snapshot.status === 'failed' || answer.snapshot.status === 'rejected') {
-          const why = firstError ? describeError(firstError) : (answer.snapshot.message ?? answer.snapshot.status);
+          if (input.account !== undefined) args.account = input.account;
+          let answer;
+          try {
+            answer = await seller.callTask({ ...context, task: 'update_media_buy', args });
+          } catch (error) {
+            if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+            return {
+              notified: false,
+              resource: { mediaBuyId, state: 'live' },
+              note: `media buy ${mediaBuyId} is live at ${agent.id}: the seller has no update_media_buy; cancel it with the seller`,
+            };
+          }
+          const firstError = answer.snapshot.errors?.[0];
+          if (answer.callError && firstError?.recovery === 'transient') {
+            throw failureFor(
+              firstError,
+              'SellerTransientError',
+              retryDelayMs(firstError, Context.current().info.attempt, RETRY_POLICY, random),
+            );
+          }
+          if (answer.callError || answer.snapshot.status === 'failed' || answer.snapshot.status === 'rejected') {
+            const why = firstError ? describeError(firstError) : (answer.snapshot.message ?? answer.snapshot.status);
+            return {
+              notified: true,
+              resource: { mediaBuyId, state: 'live' },
+              note: `the seller refused to cancel media buy ${mediaBuyId}, which is still live: ${why}`,
+            };
+          }
+          const result = answer.snapshot.result ?? {};
+          const lifecycle = String(result.media_buy_status ?? result.status ?? '');
+          // A synchronous answer `status: "canceled"` is the buy's status (media-buy and task statuses share the word).
+          const buyCanceled =
+            (answer.snapshot.status === 'canceled' && !answer.snapshot.taskId) ||
+            (answer.snapshot.status === 'completed' && (lifecycle === 'canceled' || lifecycle === ''));
+          if (buyCanceled) {
+            return {
+              notified: true,
+              resource: { mediaBuyId, state: 'canceled' },
+              note: `media buy ${mediaBuyId} canceled at ${agent.id}`,
+            };
+          }
           return {
             notified: true,
-            resource: { mediaBuyId, state: 'live' },
-            note: `the seller refused to cancel media buy ${mediaBuyId}, which is still live: ${why}`,
+            resource: { mediaBuyId, state: 'unknown' },
+            note: `asked ${agent.id} to cancel media buy ${mediaBuyId}; it answered ${answer.snapshot.status}${lifecycle ? ` (${lifecycle})` : ''}`,
           };
         }
-        const result = answer.snapshot.result ?? {};
-        const lifecycle = String(result.media_buy_status ?? result.status ?? '');
-        // A synchronous answer `status: "canceled"` is the buy's status (media-buy and task statuses share the word).
-        const buyCanceled =
-          (answer.snapshot.status === 'canceled' && !answer.snapshot.taskId) ||
-          (answer.snapshot.status === 'completed' && (lifecycle === 'canceled' || lifecycle === ''));
-        if (buyCanceled) {
-          return {
-            notified: true,
-            resource: { mediaBuyId, state: 'canceled' },
-            note: `media buy ${mediaBuyId} canceled at ${agent.id}`,
-          };
-        }
-        return {
-          notified: true,
-          resource: { mediaBuyId, state: 'unknown' },
-          note: `asked ${agent.id} to cancel media buy ${mediaBuyId}; it answered ${answer.snapshot.status}${lifecycle ? ` (${lifecycle})` : ''}`,
-        };
-      }
-      if (!input.taskId)
-        return { notified: false, note: 'no seller task and no media buy to cancel; the seller was not told' };
-      return seller.cancelTask({
-        ...context,
-        taskId: input.taskId,
-        ...(input.contextId ? { contextId: input.contextId } : {}),
-      });
-    });
+        if (!input.taskId)
+          return { notified: false, note: 'no seller task and no media buy to cancel; the seller was not told' };
+        return seller.cancelTask({
+          ...context,
+          taskId: input.taskId,
+          ...(input.contextId ? { contextId: input.contextId } : {}),
+        });
+      },
+      input.tenant,
+    );
   }
 
   /** Legacy pollTask: one read; a read that cannot see the task is a retryable failure, never a failed task. */
@@ -682,6 +716,12 @@ export function createActivities(deps: ActivityDependencies) {
     async cancelAtSeller(input: CancelAtSellerInput): Promise<CancelAtSellerOutcome> {
       return cancelAt(input);
     },
+
+    // ---- notifications to the buyer's systems (#12 item 6), run by the adcpNotification child workflow ------------
+    ...createNotificationActivities({
+      agents: deps.agents,
+      ...(deps.notificationKey ? { notificationKey: deps.notificationKey } : {}),
+    }),
 
     // ---- before the contract: kept for workflows replaying old histories ----------------------------------------
 

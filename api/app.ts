@@ -27,6 +27,11 @@ import {
   retryPolicySchema,
   retrySettingsFrom,
 } from '../protocol/requests';
+import type { CallerIdentity } from '../protocol/tenancy';
+import type { AdcpJsonWebKey } from '@adcp/sdk/signing/client';
+import { createJwksRouter } from './jwks';
+import { GatewayMetrics, countPendingOperations } from '../observability/gateway-metrics';
+import { describeOperation } from '../observability/request-logging';
 import type { OperationResource, OperationState } from '../workflows/definitions';
 import type { ReconciliationReport } from '../workflows/reconciliation';
 
@@ -41,6 +46,17 @@ export interface GatewayOptions {
   reportingWebhookRouter?: express.Router;
   /** The media-buy API (api/media-buys.ts): /v1/media-buys... with its own body handling. */
   mediaBuyRouter?: express.Router;
+  /** The gateway's Prometheus metrics (observability/gateway-metrics.ts); one of its own when absent. */
+  metrics?: GatewayMetrics;
+  /** Campaigns (#14): the sellers, discoveries and campaigns routers (api/sellers.ts, discoveries.ts, campaigns.ts). */
+  campaignRouters?: express.Router[];
+  /**
+   * Refuses a task the seller's known capabilities do not offer before the operation starts (api/sellers.ts
+   * `taskSupportCheck`): answers why, or undefined to let it start.
+   */
+  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+  /** Public keys of our notification signing key (config/notification-key.ts), served at /.well-known/jwks.json. */
+  notificationJwks?: readonly AdcpJsonWebKey[];
 }
 
 const JSON_LIMIT = '1mb';
@@ -107,6 +123,8 @@ const RETRY_AFTER_SECONDS = 5;
 /** The routes the gateway serves, for 405 (a known path, another method) versus 404 (no such path). */
 const ROUTES: { pattern: RegExp; methods: string[] }[] = [
   { pattern: /^\/healthz$/, methods: ['GET'] },
+  { pattern: /^\/metrics$/, methods: ['GET'] },
+  { pattern: /^\/\.well-known\/jwks\.json$/, methods: ['GET'] },
   { pattern: /^\/v1\/operations$/, methods: ['GET', 'POST'] },
   { pattern: /^\/v1\/operations\/[^/]+$/, methods: ['GET'] },
   { pattern: /^\/v1\/operations\/[^/]+\/(input|cancel|credentials-refreshed)$/, methods: ['POST'] },
@@ -117,7 +135,21 @@ const ROUTES: { pattern: RegExp; methods: string[] }[] = [
   { pattern: /^\/v1\/media-buys\/[^/]+\/delivery$/, methods: ['GET'] },
   { pattern: /^\/v1\/media-buys\/[^/]+\/(changes|creatives|refresh)$/, methods: ['POST'] },
   { pattern: /^\/webhooks\/adcp-reporting\/[^/]+$/, methods: ['POST'] },
+  { pattern: /^\/v1\/sellers$/, methods: ['GET'] },
+  { pattern: /^\/v1\/sellers\/[^/]+$/, methods: ['GET'] },
+  { pattern: /^\/v1\/sellers\/[^/]+\/capabilities-changed$/, methods: ['POST'] },
+  { pattern: /^\/v1\/discoveries$/, methods: ['POST'] },
+  { pattern: /^\/v1\/discoveries\/[^/]+$/, methods: ['GET'] },
+  { pattern: /^\/v1\/campaigns$/, methods: ['POST'] },
+  { pattern: /^\/v1\/campaigns\/[^/]+$/, methods: ['GET'] },
+  { pattern: /^\/v1\/campaigns\/[^/]+\/(selection|approval|changes)$/, methods: ['POST'] },
 ];
+
+/** Whether POST is served on this path: elsewhere a POST answers 405 (or 404), not a complaint about its body. */
+function servesPost(path: string): boolean {
+  // Express matches routes case-insensitively; so does this.
+  return ROUTES.some((route) => route.methods.includes('POST') && route.pattern.test(path.toLowerCase()));
+}
 
 function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
   return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;
@@ -142,7 +174,20 @@ export function reconciliationReportView(report: ReconciliationReport): Record<s
     })),
     missing_from_seller: report.missingFromSeller,
     poll_requested: report.pollRequested,
+    ...(report.openMediaBuys !== undefined ? { open_media_buys: report.openMediaBuys } : {}),
+    ...(report.mediaBuyRefreshRequested !== undefined
+      ? { media_buy_refresh_requested: report.mediaBuyRefreshRequested }
+      : {}),
   };
+}
+
+/**
+ * Who asks, from the authentication in front of the gateway (api/auth sets `req.principal`): the tenant that scopes
+ * every read and change, and the principal the audit trail records. Undefined without authentication (single-tenant).
+ */
+export function callerOf(req: Request): CallerIdentity | undefined {
+  const principal = req.principal;
+  return principal ? { tenant: principal.tenant, principal: `${principal.tenant}/${principal.id}` } : undefined;
 }
 
 function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -239,6 +284,12 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
   // Fields the workflow adds as it learns them (older running operations do not carry them).
   if ('replayed' in state && state.replayed !== undefined) body.replayed = state.replayed;
   if (state.resource) body.resource = resourceView(state.resource);
+  // Tenancy (#12): whose operation it is, and who did what to it as authenticated (the audit trail).
+  if (state.tenant !== undefined) body.tenant = state.tenant;
+  if (state.principal !== undefined) body.principal = state.principal;
+  if (state.audit) body.audit = state.audit;
+  if (state.cancellation?.principal !== undefined && body.cancellation)
+    (body.cancellation as Record<string, unknown>).principal = state.cancellation.principal;
   if (state.callInFlight) body.call_in_flight = state.callInFlight;
   if (state.heldWebhooks !== undefined) body.held_webhooks = state.heldWebhooks;
   if (state.provisional) {
@@ -272,6 +323,14 @@ export function createGateway(options: GatewayOptions): express.Express {
   const { orchestrator } = options;
   const app = express();
   app.disable('x-powered-by');
+  // Requests by route and code, latency, webhook verification failures, pending operations (Prometheus, GET /metrics).
+  const metrics =
+    options.metrics ?? new GatewayMetrics({ pendingOperations: () => countPendingOperations(orchestrator.temporal) });
+  app.use(metrics.middleware());
+  app.get('/metrics', async (_req, res) => {
+    const { contentType, body } = await metrics.exposition();
+    res.type(contentType).send(body);
+  });
 
   const webUiLink = (operationId: string): string | undefined =>
     options.webUiUrl
@@ -316,13 +375,15 @@ export function createGateway(options: GatewayOptions): express.Express {
     });
   });
 
+  if (options.notificationJwks) app.use(createJwksRouter(options.notificationJwks));
   if (options.webhookRouter) app.use(options.webhookRouter);
   if (options.reportingWebhookRouter) app.use(options.reportingWebhookRouter);
   if (options.mediaBuyRouter) app.use(options.mediaBuyRouter);
+  for (const router of options.campaignRouters ?? []) app.use(router);
 
   const api = express.Router();
   api.use((req, _res, next) => {
-    if (req.method !== 'POST') return next();
+    if (req.method !== 'POST' || !servesPost(`${req.baseUrl}${req.path}`)) return next();
     // No body at all is a missing body (400), not a wrong media type: only a body that is there has a type.
     if (!hasBody(req)) {
       next(
@@ -348,7 +409,11 @@ export function createGateway(options: GatewayOptions): express.Express {
   });
   api.use(express.json({ limit: JSON_LIMIT, strict: false }));
   api.use((req, _res, next) => {
-    if (req.method === 'POST' && (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body))) {
+    if (
+      req.method === 'POST' &&
+      servesPost(`${req.baseUrl}${req.path}`) &&
+      (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body))
+    ) {
       const got = req.body === null ? 'null' : Array.isArray(req.body) ? 'an array' : typeof req.body;
       next(new HttpError(400, 'INVALID_REQUEST', `The body is valid JSON but ${got}; send a JSON object.`));
       return;
@@ -358,22 +423,29 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.post('/operations', async (req, res) => {
     const body = parseBody(startSchema, req.body);
-    const started = await orchestrator.start({
-      agentId: body.agent_id,
-      task: body.task,
-      params: body.params,
-      ...(body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {}),
-      ...(body.budget_seconds ? { budgetMs: body.budget_seconds * 1000 } : {}),
-      ...(body.interaction
-        ? {
-            interaction: {
-              ...(body.interaction.deadline_seconds ? { deadlineMs: body.interaction.deadline_seconds * 1000 } : {}),
-              ...(body.interaction.max_rounds ? { maxRounds: body.interaction.max_rounds } : {}),
-            },
-          }
-        : {}),
-      ...(body.retry ? { retry: retrySettingsFrom(body.retry) } : {}),
-    });
+    describeOperation(res, { seller: body.agent_id, task: body.task });
+    const unsupported = await options.taskSupport?.(body.agent_id, body.task);
+    if (unsupported) throw new HttpError(422, 'UNSUPPORTED_TASK', unsupported, 'task');
+    const started = await orchestrator.start(
+      {
+        agentId: body.agent_id,
+        task: body.task,
+        params: body.params,
+        ...(body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {}),
+        ...(body.budget_seconds ? { budgetMs: body.budget_seconds * 1000 } : {}),
+        ...(body.interaction
+          ? {
+              interaction: {
+                ...(body.interaction.deadline_seconds ? { deadlineMs: body.interaction.deadline_seconds * 1000 } : {}),
+                ...(body.interaction.max_rounds ? { maxRounds: body.interaction.max_rounds } : {}),
+              },
+            }
+          : {}),
+        ...(body.retry ? { retry: retrySettingsFrom(body.retry) } : {}),
+      },
+      callerOf(req),
+    );
+    describeOperation(res, { operationId: started.operationId });
     res
       .status(started.created ? 202 : 200)
       .location(`/v1/operations/${started.operationId}`)
@@ -387,36 +459,51 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   // Visibility-backed list with filters and an opaque cursor (client/operation-list.ts).
   api.get('/operations', async (req, res) => {
-    res.json(await listOperations(orchestrator.temporal, parseOperationListQuery(req.query)));
+    const caller = callerOf(req);
+    res.json(
+      await listOperations(orchestrator.temporal, {
+        ...parseOperationListQuery(req.query),
+        ...(caller ? { tenant: caller.tenant } : {}),
+      }),
+    );
   });
 
   api.get('/operations/:id', async (req, res) => {
-    const view = await orchestrator.status(String(req.params.id));
+    const view = await orchestrator.status(String(req.params.id), callerOf(req));
+    describeOperation(res, { operationId: view.operationId, seller: view.state?.agentId, task: view.state?.task });
     res.json(operationView(view, { webUi: webUiLink(view.operationId) }));
   });
 
   api.post('/operations/:id/input', async (req, res) => {
     const body = parseBody(inputSchema, req.body);
-    const answer = await orchestrator.provideInput(String(req.params.id), {
-      input: body.input,
-      idempotencyKey: body.idempotency_key,
-      ...(body.provided_by ? { providedBy: body.provided_by } : {}),
-    });
+    const answer = await orchestrator.provideInput(
+      String(req.params.id),
+      {
+        input: body.input,
+        idempotencyKey: body.idempotency_key,
+        ...(body.provided_by ? { providedBy: body.provided_by } : {}),
+      },
+      callerOf(req),
+    );
     res.json({ accepted: answer.accepted, round: answer.round });
   });
 
   api.post('/operations/:id/cancel', async (req, res) => {
     const body = parseBody(cancelSchema, req.body);
-    const answer = await orchestrator.cancel(String(req.params.id), {
-      requestedBy: body.requested_by,
-      reason: body.reason,
-    });
+    const answer = await orchestrator.cancel(
+      String(req.params.id),
+      {
+        requestedBy: body.requested_by,
+        reason: body.reason,
+      },
+      callerOf(req),
+    );
     res.status(202).json({ accepted: answer.accepted, status_when_requested: answer.status });
   });
 
   api.post('/operations/:id/credentials-refreshed', async (req, res) => {
     const body = parseBody(credentialsSchema, req.body);
-    res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by));
+    res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by, callerOf(req)));
   });
 
   api.post('/sellers/:agentId/reconcile', async (req, res) => {
@@ -479,11 +566,20 @@ function toHttpError(error: unknown): HttpError {
     });
   }
   if (error instanceof OperationRejectedError) return new HttpError(409, 'REJECTED_BY_OPERATION', error.message);
-  const bodyError = error as { type?: string; status?: number; message?: string };
+  const bodyError = error as { type?: string; status?: number; message?: string; expose?: boolean };
   if (bodyError?.type === 'entity.too.large')
     return new HttpError(413, 'PAYLOAD_TOO_LARGE', `The body is larger than ${JSON_LIMIT}.`);
   if (bodyError?.type === 'entity.parse.failed') {
     return new HttpError(400, 'MALFORMED_JSON', `The body is not valid JSON: ${bodyError.message ?? 'parse error'}.`);
+  }
+  // Any other refusal of a body parser (garbage gzip, unknown charset or encoding, an aborted body) is the caller's.
+  if (
+    typeof bodyError?.status === 'number' &&
+    bodyError.status >= 400 &&
+    bodyError.status < 500 &&
+    (bodyError.type !== undefined || bodyError.expose === true)
+  ) {
+    return new HttpError(bodyError.status, 'MALFORMED_BODY', `The body could not be read: ${bodyError.message ?? ''}.`);
   }
   if (isTemporalUnavailable(error)) {
     return new HttpError(

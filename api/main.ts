@@ -1,67 +1,139 @@
 /**
- * Gateway process: `npm run gateway`. Binds to loopback (ADCP_GATEWAY_HOST) until authentication lands.
+ * Gateway process: `npm run gateway`. The operations API (/v1), the codec server (/codec) and /healthz on
+ * ADCP_GATEWAY_HOST:ADCP_GATEWAY_PORT; seller webhooks there too, or on their own ADCP_WEBHOOK_HOST:ADCP_WEBHOOK_PORT.
+ * Every /v1 and /codec request is authenticated (api/mount.ts); without authentication configured the gateway binds
+ * only to loopback and accepts a development key.
  */
+import type http from 'node:http';
+import { loadPayloadKeys, payloadCodecs } from '../client/encryption-codec';
+import { CampaignClient } from '../client/campaign-client';
 import { MediaBuyClient } from '../client/media-buy-client';
+import { SellerCapabilitiesClient, taskSupportCheck } from '../client/seller-capabilities-client';
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { loadAgents } from '../config/agents';
+import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { loadTaskDefaults } from '../config/tasks';
+import { loadReplayStoreConfig } from '../config/webhook-auth';
 import { connectClient } from '../config/temporal-connection';
-import { createGateway } from './app';
-import { createMediaBuyRouter } from './media-buys';
-import { createReportingWebhookRouter } from './reporting-webhooks';
-import { createWebhookAuthenticator } from './webhook-verification';
-import { createWebhookRouter } from './webhooks';
+import { observeGateway } from '../observability/gateway-observability';
+import { createLogger } from '../observability/logger';
+import { tracingClientInterceptors, tracingFromEnvironment } from '../observability/tracing';
+import { describeDevelopmentKey, loadAuthConfig } from './auth';
+import { createCampaignRouter } from './campaigns';
+import { createDiscoveryRouter } from './discoveries';
+import { createHardenedServer } from './hardening';
+import { mountGateway, untenantedTenantOf } from './mount';
+import { createSellerRouter } from './sellers';
+import { openWebhookReplayStore } from './webhook-verification/postgres-replay-store';
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
+  const auth = loadAuthConfig();
   const agents = loadAgents();
   const taskDefaults = loadTaskDefaults();
-  const client = await connectClient();
+  const replayStoreConfig = loadReplayStoreConfig();
+  // Read before connecting, so a bad key fails the start with its own message.
+  const codecs = payloadCodecs(loadPayloadKeys());
+  const notificationKey = notificationKeyFromEnv();
+  const logger = createLogger({ service: 'gateway' });
+  // Client spans for starts, signals, updates and queries when an OTLP endpoint is set (observability/tracing.ts).
+  const tracing = tracingFromEnvironment('adcp-orchestrator-gateway');
+  const client = await connectClient(process.env, { workflow: tracingClientInterceptors(tracing) });
+  const untenantedTenant = untenantedTenantOf(auth);
   const orchestrator = new OrchestratorClient({
     client,
     taskQueue: runtime.taskQueue,
     knownAgent: (id) => agents.has(id),
     taskDefaults,
-  });
-  // One authenticator (one nonce replay store) for task and reporting webhooks alike.
-  const authenticator = createWebhookAuthenticator();
-  const webhookRouter = createWebhookRouter({
-    client,
-    agents,
-    authenticator,
-    publicBaseUrl: runtime.publicBaseUrl,
+    ...(untenantedTenant ? { untenantedTenant } : {}),
+    // A tenant uses only the sellers and accounts agents.json gives it (config/agents.ts), refused before any call.
+    checkTenantAccess: (agentId, tenant, account) => agents.checkTenantAccess(agentId, tenant, account),
+    // Notifications to the tenant's systems (ADCP_NOTIFICATION_KEY_FILE signs them) where it configured a URL.
+    notifies: (tenant) => notificationKey !== undefined && Boolean(agents.tenant(tenant)?.notification_url),
   });
   const mediaBuys = new MediaBuyClient({
     client,
     taskQueue: runtime.taskQueue,
     ...(runtime.publicBaseUrl ? { reportingBaseUrl: runtime.publicBaseUrl } : {}),
     knownAgent: (id) => agents.has(id),
+    ...(untenantedTenant ? { untenantedTenant } : {}),
   });
-  const app = createGateway({
+  // Campaigns (#14): sellers' capabilities, discoveries across sellers, campaigns.
+  const sellers = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents });
+  const campaigns = new CampaignClient({
+    client,
+    taskQueue: runtime.taskQueue,
+    sellers,
+    ...(runtime.publicBaseUrl ? { reportingBaseUrl: runtime.publicBaseUrl } : {}),
+  });
+  // Nonces live in ADCP_REPLAY_STORE_URL (PostgreSQL) when gateways are replicated, else in this process.
+  const replayStore = await openWebhookReplayStore(replayStoreConfig);
+  console.log(`gateway: webhook replay store: ${replayStore.description}`);
+  const mounted = mountGateway({
+    replayStore: replayStore.store,
+    campaignRouters: [
+      createSellerRouter({ sellers }),
+      createDiscoveryRouter({ campaigns }),
+      createCampaignRouter({ campaigns }),
+    ],
+    taskSupport: taskSupportCheck(sellers),
+    client,
     orchestrator,
-    webUiUrl: runtime.webUiUrl,
-    namespace: client.options.namespace,
-    webhookRouter,
-    reportingWebhookRouter: createReportingWebhookRouter({
-      client,
-      agents,
-      authenticator,
-      publicBaseUrl: runtime.publicBaseUrl,
-    }),
-    mediaBuyRouter: createMediaBuyRouter({
-      mediaBuys,
-      webUiUrl: runtime.webUiUrl,
-      namespace: client.options.namespace,
-    }),
+    mediaBuys,
+    agents,
+    runtime,
+    auth,
+    codecs,
+    ...(notificationKey ? { notificationJwks: [notificationKey.publicJwk] } : {}),
+    // AdCP's audit set: failures and denials go to the log (no secrets in them); successes would drown it.
+    onEvent: (event) => {
+      if (event.type !== 'auth_success') console.warn(JSON.stringify({ audit: event }));
+    },
   });
-  const server = app.listen(runtime.gatewayPort, runtime.gatewayHost, () => {
-    console.log(`gateway: http://${runtime.gatewayHost}:${runtime.gatewayPort} (operations API, webhooks, /healthz)`);
-  });
+  const servers: http.Server[] = [];
+  // The request log wraps everything (refusals by authentication included). GET /metrics is the gateway's own.
+  const apiServer = createHardenedServer(observeGateway(mounted.api, { logger }));
+  servers.push(apiServer);
+  await listen(apiServer, runtime.gatewayPort, runtime.gatewayHost);
+  const url = `http://${runtime.gatewayHost}:${runtime.gatewayPort}`;
+  const encrypted = codecs.length > 1 ? ', payloads encrypted' : '';
+  if (mounted.webhooks && runtime.webhookListener) {
+    const webhookServer = createHardenedServer(observeGateway(mounted.webhooks, { logger }));
+    servers.push(webhookServer);
+    await listen(webhookServer, runtime.webhookListener.port, runtime.webhookListener.host);
+    console.log(`gateway: ${url} (operations API, codec server at /codec, /healthz${encrypted})`);
+    console.log(
+      `gateway: http://${runtime.webhookListener.host}:${runtime.webhookListener.port} (seller webhooks, /healthz)`,
+    );
+  } else {
+    console.log(`gateway: ${url} (operations API, webhooks, codec server at /codec, /healthz${encrypted})`);
+  }
+  const dev = mounted.developmentKey;
+  if (dev?.issuedHere)
+    console.log(`gateway: no authentication configured; loopback only.\n${describeDevelopmentKey(dev, url)}`);
+  else if (dev)
+    console.log('gateway: no authentication configured; loopback only, accepting the development key (ADCP_API_KEY).');
+
   const stop = () => {
-    server.close(() => {
-      void client.connection.close().finally(() => process.exit(0));
-    });
+    let open = servers.length;
+    for (const server of servers)
+      server.close(() => {
+        if (--open === 0)
+          void Promise.allSettled([client.connection.close(), tracing?.shutdown(), replayStore.close()]).finally(() =>
+            process.exit(0),
+          );
+      });
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

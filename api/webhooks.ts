@@ -15,6 +15,8 @@ import {
   webhookReceivedSignal,
   webhookRefusedSignal,
 } from '../workflows/definitions';
+import { JsonBodyError, parseJsonStrict } from './hardening';
+import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 import type { WebhookAuthenticator } from './webhook-verification';
 
 export interface WebhookRouterOptions {
@@ -189,6 +191,7 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       const agent = agentId && options.agents.has(agentId) ? options.agents.get(agentId) : undefined;
       if (!agent?.webhooks) {
         log(`webhook rejected for ${operationId}: seller ${agentId ?? '?'} has no webhook verification configured`);
+        publishWebhookVerificationFailure({ webhook: 'task', reason: 'webhooks_not_configured' });
         answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
         return;
       }
@@ -200,6 +203,7 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         env,
       );
       if (!verification.ok) {
+        publishWebhookVerificationFailure({ webhook: 'task', reason: verification.reason });
         log(`webhook rejected for ${operationId} from ${agent.id}: ${verification.reason} (${verification.logDetail})`);
         if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
         answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
@@ -207,9 +211,12 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       }
       let body: unknown;
       try {
-        body = JSON.parse(rawBody.toString('utf8'));
-      } catch {
-        answer(res, 400, 'MALFORMED_JSON', 'The body is not valid JSON.');
+        // Strict (api/hardening.ts): a signed body nested 6,000 deep answers 400 (sellers retry 5xx for ever) before
+        // any recursive code sees it, and a number JSON cannot carry (1e309) is refused rather than stored as null.
+        body = parseJsonStrict(rawBody.toString('utf8'));
+      } catch (error) {
+        if (error instanceof JsonBodyError) answer(res, error.status, error.code, error.message);
+        else answer(res, 400, 'MALFORMED_JSON', 'The body is not valid JSON.');
         return;
       }
       let event;

@@ -20,7 +20,7 @@ import {
   ValueError,
 } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { GzipPayloadCodec } from './payload-codec';
+import { GzipPayloadCodec } from './gzip-codec';
 
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 export const METADATA_ENCRYPTION_KEY_ID = 'encryption-key-id';

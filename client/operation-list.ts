@@ -12,9 +12,10 @@ import { executionInfoFromRaw } from '@temporalio/client/lib/helpers';
 import type { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { agentSchema } from '../config/agents';
-import { SA_AGENT, SA_INPUT_REASON, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
+import { SA_AGENT, SA_INPUT_REASON, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import { formatZodIssues } from '../config/zod-format';
 import { TASK_NAME_PATTERN, TASK_STATUSES } from '../protocol';
+import { TENANT_PATTERN, TENANT_RULE } from '../protocol/tenancy';
 import { OPERATION_STATE_MEMO, OPERATION_WORKFLOW_TYPE, type OperationState } from '../workflows/definitions';
 import { OperationRequestError } from './orchestrator-client';
 
@@ -55,6 +56,11 @@ export const operationListFiltersSchema = z
     limit: z.number().int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
     /** `next_cursor` of the previous page, with the same filters. */
     cursor: z.string().max(4096).optional(),
+    /**
+     * Only this tenant's operations. Set from the caller's identity (OrchestratorClient.list, the HTTP API), never
+     * from a query parameter.
+     */
+    tenant: z.string().regex(TENANT_PATTERN, TENANT_RULE).optional(),
   })
   .strict();
 
@@ -171,6 +177,8 @@ export interface OperationListRow {
   execution_status: string;
   /** True while the operation waits on a person (input-required or auth-required). */
   waiting: boolean;
+  /** The tenant the operation belongs to (absent for operations started without one). */
+  tenant?: string;
 }
 
 export interface OperationList {
@@ -194,6 +202,7 @@ export function quoteQueryValue(value: string): string {
 export function buildVisibilityQuery(filters: CheckedFilters): string {
   const clauses = [`WorkflowType = ${quoteQueryValue(OPERATION_WORKFLOW_TYPE)}`];
   const list = (values: readonly string[]) => values.map(quoteQueryValue).join(', ');
+  if (filters.tenant !== undefined) clauses.push(`${SA_TENANT.name} = ${quoteQueryValue(filters.tenant)}`);
   if (filters.status) clauses.push(`${SA_STATUS.name} IN (${list(filters.status)})`);
   if (filters.agentId !== undefined) clauses.push(`${SA_AGENT.name} = ${quoteQueryValue(filters.agentId)}`);
   if (filters.task !== undefined) clauses.push(`${SA_TASK.name} = ${quoteQueryValue(filters.task)}`);
@@ -282,7 +291,9 @@ export function operationListRow(
       ? new Date(published.updatedAt).toISOString()
       : (info.closeTime ?? info.startTime).toISOString();
   const inputReason = attributes.get(SA_INPUT_REASON) ?? null;
+  const tenant = attributes.get(SA_TENANT) ?? (typeof published?.tenant === 'string' ? published.tenant : undefined);
   return {
+    ...(tenant !== undefined ? { tenant } : {}),
     operation_id: info.workflowId,
     task: attributes.get(SA_TASK) ?? (typeof published?.task === 'string' ? published.task : null),
     agent_id: attributes.get(SA_AGENT) ?? (typeof published?.agentId === 'string' ? published.agentId : null),

@@ -11,10 +11,22 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_AGENT, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
+import { SA_AGENT, SA_PRINCIPAL, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
-import { providedInputSchema, retrySettingsSchema } from '../protocol/requests';
+import {
+  cancelRequestSchema,
+  credentialsRefreshSchema,
+  providedInputSchema,
+  retrySettingsSchema,
+} from '../protocol/requests';
+import {
+  type CallerIdentity,
+  TENANT_RULE,
+  isTenantName,
+  maxCallerKeyLength,
+  tenantScopedKey,
+} from '../protocol/tenancy';
 import {
   type CancelRequest,
   type OperationInput,
@@ -27,6 +39,7 @@ import {
   provideInputUpdate,
   statusQuery,
 } from '../workflows/definitions';
+import type { OperationList, OperationListFilters } from './operation-list';
 import { type PendingActivityView, pendingActivityView } from './pending-activity';
 import { isTemporalUnavailable, isWorkflowClosedRefusal } from './temporal-errors';
 import type { adcpOperation } from '../workflows/operation';
@@ -166,6 +179,23 @@ export interface OrchestratorClientOptions {
   searchAttributes?: boolean;
   /** The operator's per-task defaults (config/tasks.ts); a request's own values win. */
   taskDefaults?: TaskDefaultsByTask;
+  /**
+   * The tenant that owns operations recorded without one (started before tenancy, or by backend code without a
+   * caller): the development key's tenant under `npm start`. Undefined: such operations are nobody's (not found for
+   * every caller), the same rule as api/auth/tenant-of.ts.
+   */
+  untenantedTenant?: string;
+  /**
+   * Checks, at start, that the caller's tenant may use this seller and this account (AgentRegistry.checkTenantAccess);
+   * throws to refuse. The worker checks the same before every call; this makes the refusal a 400 instead of a failed
+   * operation.
+   */
+  checkTenantAccess?: (agentId: string, tenant: string | undefined, account: unknown) => void;
+  /**
+   * Whether operations of a tenant notify its systems (input-required, completed, failed, rejected, timed out);
+   * default: every tenant's do (the delivery activity skips tenants without a notification_url).
+   */
+  notifies?: (tenant: string) => boolean;
 }
 
 function stableJson(value: unknown): string {
@@ -195,6 +225,21 @@ export function requestFingerprint(
   if (request.authDeadlineMs !== undefined) chosen.authDeadlineMs = request.authDeadlineMs;
   if (request.retry !== undefined) chosen.retry = request.retry;
   return createHash('sha256').update(stableJson(chosen)).digest('hex');
+}
+
+export type { CallerIdentity } from '../protocol/tenancy';
+
+/** The tenant an operation records: its AdcpTenant search attribute, else the memo its starter wrote. */
+function recordedTenantOf(description: {
+  typedSearchAttributes: { get(key: typeof SA_TENANT): string | undefined };
+  memo?: Record<string, unknown>;
+}): string | undefined {
+  const indexed = description.typedSearchAttributes.get(SA_TENANT);
+  if (indexed !== undefined) return indexed;
+  const memo = description.memo?.tenant;
+  if (typeof memo === 'string') return memo;
+  const published = publishedState(description.memo)?.tenant;
+  return typeof published === 'string' ? published : undefined;
 }
 
 function describeError(error: unknown): string {
@@ -272,10 +317,36 @@ export class OrchestratorClient {
     }
   }
 
-  /** Starts the operation, or returns the existing one for the same idempotency key. */
-  async start(request: StartOperationRequest): Promise<StartedOperation> {
+  /**
+   * Starts the operation, or returns the existing one for the same idempotency key. With a caller, the operation
+   * belongs to the caller's tenant: its ID is scoped by the tenant (two tenants' equal keys name two operations) and
+   * it records the tenant and principal in its input, state and search attributes.
+   */
+  async start(request: StartOperationRequest, caller?: CallerIdentity): Promise<StartedOperation> {
     this.validate(request);
-    const operationId = operationIdFor(request.task, request.idempotencyKey ?? randomUUID());
+    const tenant = caller?.tenant;
+    if (tenant !== undefined && !isTenantName(tenant)) {
+      throw new OperationRequestError(
+        'tenant',
+        `The caller's tenant ${JSON.stringify(tenant)} cannot own operations: ${TENANT_RULE}. Rename the tenant in the key file or the identity provider.`,
+      );
+    }
+    const scopedKey = tenantScopedKey(tenant, request.idempotencyKey ?? randomUUID());
+    if (scopedKey === undefined) {
+      throw new OperationRequestError(
+        'idempotency_key',
+        `idempotency_key is too long: for tenant "${tenant}" it may have at most ${maxCallerKeyLength(tenant)} characters.`,
+      );
+    }
+    const operationId = operationIdFor(request.task, scopedKey);
+    if (caller && this.options.checkTenantAccess) {
+      try {
+        this.options.checkTenantAccess(request.agentId, caller.tenant, request.params.account);
+      } catch (error) {
+        const field = (error as { field?: unknown }).field;
+        throw new OperationRequestError(typeof field === 'string' ? field : 'agent_id', (error as Error).message);
+      }
+    }
     const fingerprint = requestFingerprint(request);
     const defaults = this.options.taskDefaults?.[request.task] ?? {};
     const budgetMs = request.budgetMs ?? defaults.budgetMs;
@@ -292,6 +363,8 @@ export class OrchestratorClient {
       ...(interaction ? { interaction } : {}),
       ...(authDeadlineMs !== undefined ? { authDeadlineMs } : {}),
       ...(retry ? { retry } : {}),
+      ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
+      ...(caller && (this.options.notifies?.(caller.tenant) ?? true) ? { notify: true } : {}),
     };
     try {
       await this.withDeadline(() =>
@@ -302,7 +375,7 @@ export class OrchestratorClient {
           // Same key while running: the running one. Same key after it ended: still that one, never a second call.
           workflowIdConflictPolicy: 'FAIL',
           workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          memo: { requestFingerprint: fingerprint },
+          memo: { requestFingerprint: fingerprint, ...(caller ? { tenant: caller.tenant } : {}) },
           ...(this.options.searchAttributes === false
             ? {}
             : {
@@ -310,6 +383,12 @@ export class OrchestratorClient {
                   { key: SA_TASK, value: request.task },
                   { key: SA_AGENT, value: request.agentId },
                   { key: SA_STATUS, value: 'pending' },
+                  ...(caller
+                    ? [
+                        { key: SA_TENANT, value: caller.tenant },
+                        { key: SA_PRINCIPAL, value: caller.principal },
+                      ]
+                    : []),
                 ],
               }),
           staticSummary: `${request.task} at ${request.agentId}`,
@@ -321,15 +400,56 @@ export class OrchestratorClient {
     }
     const description = await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).describe());
     if (description.memo?.requestFingerprint !== fingerprint) throw new IdempotencyConflictError(operationId);
-    const view = await this.status(operationId);
+    // Only an operation started without a tenant can hold a tenant-scoped ID of someone else: not the caller's.
+    if (recordedTenantOf(description) !== tenant) throw new IdempotencyConflictError(operationId);
+    const view = await this.status(operationId, caller);
     return { operationId, created: false, state: view.state };
+  }
+
+  /**
+   * The tenant an operation belongs to (undefined when there is no such operation, or it has no tenant). The
+   * secure gateway's `tenantOf` resolver for operations (api/auth/tenant-of.ts).
+   */
+  async tenantOf(operationId: string): Promise<string | undefined> {
+    if (!isOperationId(operationId)) return undefined;
+    try {
+      const description = await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).describe());
+      return this.ownerOf(description);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return undefined;
+      throw error;
+    }
+  }
+
+  private ownerOf(description: Parameters<typeof recordedTenantOf>[0]): string | undefined {
+    return recordedTenantOf(description) ?? this.options.untenantedTenant;
+  }
+
+  /** Throws OperationNotFoundError unless the operation exists and (with a caller) belongs to the caller's tenant. */
+  private async ensureVisible(operationId: string, caller: CallerIdentity | undefined): Promise<void> {
+    if (!isOperationId(operationId)) throw new OperationNotFoundError(operationId);
+    if (!caller) return;
+    if ((await this.tenantOf(operationId)) !== caller.tenant) throw new OperationNotFoundError(operationId);
+  }
+
+  /** One page of operations (client/operation-list.ts); with a caller, only the caller's tenant's. */
+  async list(filters: OperationListFilters = {}, caller?: CallerIdentity): Promise<OperationList> {
+    // Loaded on use: operation-list imports this module's error classes, so a static import would be a cycle.
+    const { listOperations } = await import('./operation-list');
+    return listOperations(
+      this.options.client,
+      { ...filters, ...(caller ? { tenant: caller.tenant } : {}) },
+      {
+        ...(this.options.temporalTimeoutMs ? { temporalTimeoutMs: this.options.temporalTimeoutMs } : {}),
+      },
+    );
   }
 
   /**
    * The operation's state: from its query while it runs, from its result once it has ended. When no worker answers
    * the query within `queryTimeoutMs`, from the state the workflow last published in its memo (`live: false`).
    */
-  async status(operationId: string): Promise<OperationView> {
+  async status(operationId: string, caller?: CallerIdentity): Promise<OperationView> {
     if (!isOperationId(operationId)) throw new OperationNotFoundError(operationId);
     const handle = this.options.client.workflow.getHandle<typeof adcpOperation>(operationId);
     let description: Awaited<ReturnType<typeof handle.describe>>;
@@ -339,6 +459,8 @@ export class OrchestratorClient {
       if (error instanceof WorkflowNotFoundError) throw new OperationNotFoundError(operationId);
       throw error;
     }
+    // Another tenant's operation answers exactly like one that does not exist.
+    if (caller && this.ownerOf(description) !== caller.tenant) throw new OperationNotFoundError(operationId);
     const execution = description.status.name;
     if (execution === 'RUNNING') {
       try {
@@ -377,7 +499,7 @@ export class OrchestratorClient {
       return { operationId, running: false, execution, state, live: true, stateSource: 'result' };
     }
     if (execution === 'CONTINUED_AS_NEW') {
-      return this.status(operationId);
+      return this.status(operationId, caller);
     }
     let executionError: string | undefined;
     try {
@@ -421,7 +543,8 @@ export class OrchestratorClient {
    * The operation's final state, however it ended: a failed or rejected operation ends its workflow Failed and a
    * canceled one Canceled (so the Web UI tells the truth), with the state in the failure's details.
    */
-  async result(operationId: string): Promise<OperationState> {
+  async result(operationId: string, caller?: CallerIdentity): Promise<OperationState> {
+    await this.ensureVisible(operationId, caller);
     try {
       return await this.options.client.workflow.getHandle<typeof adcpOperation>(operationId).result();
     } catch (error) {
@@ -443,8 +566,9 @@ export class OrchestratorClient {
   private async update<Ret>(
     operationId: string,
     run: (handle: ReturnType<Client['workflow']['getHandle']>) => Promise<Ret>,
+    caller?: CallerIdentity,
   ): Promise<Ret> {
-    if (!isOperationId(operationId)) throw new OperationNotFoundError(operationId);
+    await this.ensureVisible(operationId, caller);
     const handle = this.options.client.workflow.getHandle(operationId);
     try {
       return await this.withDeadline(() => run(handle));
@@ -480,8 +604,11 @@ export class OrchestratorClient {
   async provideInput(
     operationId: string,
     answer: ProvidedInput & { idempotencyKey: string },
+    caller?: CallerIdentity,
   ): Promise<{ accepted: true; round: number }> {
-    const { idempotencyKey, ...provided } = answer;
+    const { idempotencyKey, ...rest } = answer;
+    // The audit trail names the authenticated caller; `providedBy` stays the caller's free-text note.
+    const provided: ProvidedInput = caller ? { ...rest, principal: caller.principal } : rest;
     const checked = providedInputSchema.safeParse(provided);
     if (!checked.success) {
       const issue = checked.error.issues[0];
@@ -490,15 +617,26 @@ export class OrchestratorClient {
         `${issue.path.join('.') || 'input'}: ${issue.message}`,
       );
     }
-    return this.update(operationId, (handle) =>
-      handle.executeUpdate(provideInputUpdate, { args: [provided], updateId: `input-${idempotencyKey}` }),
+    return this.update(
+      operationId,
+      (handle) => handle.executeUpdate(provideInputUpdate, { args: [provided], updateId: `input-${idempotencyKey}` }),
+      caller,
     );
   }
 
   /** Tells an auth-required operation that the seller's credentials were refreshed. */
-  async credentialsRefreshed(operationId: string, refreshedBy: string): Promise<{ accepted: true }> {
-    return this.update(operationId, (handle) =>
-      handle.executeUpdate(credentialsRefreshedUpdate, { args: [{ refreshedBy }] }),
+  async credentialsRefreshed(
+    operationId: string,
+    refreshedBy: string,
+    caller?: CallerIdentity,
+  ): Promise<{ accepted: true }> {
+    const refresh = { refreshedBy, ...(caller ? { principal: caller.principal } : {}) };
+    const checked = credentialsRefreshSchema.safeParse(refresh);
+    if (!checked.success) throw requestErrorFrom(checked.error.issues[0]);
+    return this.update(
+      operationId,
+      (handle) => handle.executeUpdate(credentialsRefreshedUpdate, { args: [refresh] }),
+      caller,
     );
   }
 
@@ -520,14 +658,28 @@ export class OrchestratorClient {
   }
 
   /** Cancels the operation: the in-flight call is aborted, the seller told where the protocol allows. */
-  async cancel(operationId: string, request: CancelRequest): Promise<{ accepted: true; status: string }> {
-    const answer = await this.update(operationId, (handle) =>
-      handle.executeUpdate(cancelOperationUpdate, { args: [request] }),
+  async cancel(
+    operationId: string,
+    request: CancelRequest,
+    caller?: CallerIdentity,
+  ): Promise<{ accepted: true; status: string }> {
+    const cancel: CancelRequest = caller ? { ...request, principal: caller.principal } : request;
+    const checked = cancelRequestSchema.safeParse(cancel);
+    if (!checked.success) throw requestErrorFrom(checked.error.issues[0]);
+    const answer = await this.update(
+      operationId,
+      (handle) => handle.executeUpdate(cancelOperationUpdate, { args: [cancel] }),
+      caller,
     );
     // The update recorded who asked and why; Temporal's own cancel makes the workflow end Canceled, not Completed.
     await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).cancel()).catch(() => undefined);
     return answer;
   }
+}
+
+function requestErrorFrom(issue: { path: PropertyKey[]; message: string } | undefined): OperationRequestError {
+  const field = (issue?.path ?? []).map(String).join('.') || 'request';
+  return new OperationRequestError(field, `${field}: ${issue?.message ?? 'invalid'}`);
 }
 
 /** The state an operation workflow that ended Failed or Canceled carries in its failure's details. */

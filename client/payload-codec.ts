@@ -7,59 +7,16 @@
  * Every Worker and every Client of the orchestrator must use `dataConverter()`: a Client without it cannot read a
  * compressed result (it sees `binary/gzip` payloads).
  */
-import { promisify } from 'node:util';
-import { gunzip, gzip } from 'node:zlib';
-import {
-  type DataConverter,
-  type Payload,
-  type PayloadCodec,
-  METADATA_ENCODING_KEY,
-  ValueError,
-} from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import type { DataConverter } from '@temporalio/common';
+import { loadPayloadKeys, payloadCodecs } from './encryption-codec';
 
-const gzipAsync = promisify(gzip);
-const gunzipAsync = promisify(gunzip);
+export { GZIP_ENCODING, GZIP_THRESHOLD_BYTES, GzipPayloadCodec } from './gzip-codec';
 
-/** The encoding of a compressed payload: its data is the gzipped protobuf of the original Payload. */
-export const GZIP_ENCODING = 'binary/gzip';
-/** Payloads at least this large are compressed. */
-export const GZIP_THRESHOLD_BYTES = 256 * 1024;
-
-const ENCODING_BYTES = new TextEncoder().encode(GZIP_ENCODING);
-const textDecoder = new TextDecoder();
-
-function isCompressed(payload: Payload): boolean {
-  const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
-  return !!encoding && textDecoder.decode(encoding) === GZIP_ENCODING;
-}
-
-export class GzipPayloadCodec implements PayloadCodec {
-  constructor(private readonly thresholdBytes = GZIP_THRESHOLD_BYTES) {}
-
-  async encode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.all(
-      payloads.map(async (payload) => {
-        if ((payload.data?.byteLength ?? 0) < this.thresholdBytes || isCompressed(payload)) return payload;
-        const inner = temporal.api.common.v1.Payload.encode(payload).finish();
-        return { metadata: { [METADATA_ENCODING_KEY]: ENCODING_BYTES }, data: new Uint8Array(await gzipAsync(inner)) };
-      }),
-    );
-  }
-
-  async decode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.all(
-      payloads.map(async (payload) => {
-        if (!isCompressed(payload)) return payload;
-        if (!payload.data) throw new ValueError('A gzip-compressed payload has no data.');
-        const inner = temporal.api.common.v1.Payload.decode(new Uint8Array(await gunzipAsync(payload.data)));
-        return { metadata: inner.metadata ?? {}, data: inner.data ?? new Uint8Array() } as Payload;
-      }),
-    );
-  }
-}
-
-/** The data converter of every orchestrator Worker and Client. */
-export function dataConverter(): DataConverter {
-  return { payloadCodecs: [new GzipPayloadCodec()] };
+/**
+ * The data converter of every orchestrator Worker and Client: gzip for large payloads and, when ADCP_PAYLOAD_KEYS is
+ * set, AES-256-GCM encryption after it (client/encryption-codec.ts). Worker, gateway, CLI and clients must share the
+ * same keys: one without them sees only ciphertext (`binary/encrypted` payloads) and cannot run or read operations.
+ */
+export function dataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter {
+  return { payloadCodecs: payloadCodecs(loadPayloadKeys(env)) };
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { TENANT_PATTERN, TENANT_RULE } from '../protocol/tenancy';
 import { ConfigError } from './errors';
 import { sellerWebhookAuthSchema } from './webhook-auth';
 import { formatZodIssues } from './zod-format';
@@ -29,9 +30,38 @@ export const agentSchema = z
   })
   .strict();
 
+/** An AdCP account reference (`{ account_id }` or `{ brand, operator }`): compared as JSON, never interpreted. */
+const accountReferenceSchema = z.record(z.string(), z.unknown());
+
+/** One tenant's access to one seller: its own credential (by environment variable) and its own accounts there. */
+export const tenantSellerSchema = z
+  .object({
+    token_env: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be the name of an environment variable')
+      .optional(),
+    /** The account references this tenant may use at this seller; a request naming another account is refused. */
+    accounts: z.array(accountReferenceSchema).min(1).optional(),
+  })
+  .strict();
+
+/**
+ * A tenant (#12): seller credentials keyed by (tenant, seller), so two tenants never use each other's, and where its
+ * notifications go. Secrets stay in the environment; the file holds only variable names.
+ */
+export const tenantConfigSchema = z
+  .object({
+    id: z.string().regex(TENANT_PATTERN, TENANT_RULE),
+    sellers: z.record(z.string(), tenantSellerSchema).default({}),
+    /** The buyer's endpoint for operation notifications (input-required, completed, failed, rejected, timed out). */
+    notification_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  })
+  .strict();
+
 export const agentsFileSchema = z
   .object({
     agents: z.array(agentSchema).min(1, 'must list at least one seller'),
+    tenants: z.array(tenantConfigSchema).optional(),
   })
   .strict()
   .superRefine((file, ctx) => {
@@ -42,21 +72,104 @@ export const agentsFileSchema = z
       }
       seen.add(agent.id);
     });
+    const tenants = new Set<string>();
+    (file.tenants ?? []).forEach((tenant, index) => {
+      if (tenants.has(tenant.id))
+        ctx.addIssue({ code: 'custom', path: ['tenants', index, 'id'], message: `duplicate tenant "${tenant.id}"` });
+      tenants.add(tenant.id);
+      for (const sellerId of Object.keys(tenant.sellers)) {
+        if (!seen.has(sellerId))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tenants', index, 'sellers', sellerId],
+            message: `names seller "${sellerId}", which agents does not list`,
+          });
+      }
+    });
   });
 
 export type AgentConfig = z.infer<typeof agentSchema>;
+export type TenantConfig = z.infer<typeof tenantConfigSchema>;
+export type TenantSellerConfig = z.infer<typeof tenantSellerSchema>;
+
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${stableJson(item)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
 
 /** Re-exported for existing importers; the class lives in config/errors.ts. */
 export { ConfigError };
 
+/** A tenant may not use this seller, or this account at it; `field` names what the caller should change. */
+export class TenantAccessError extends ConfigError {
+  constructor(
+    readonly field: 'agent_id' | 'params.account',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 export class AgentRegistry {
   private readonly byId: ReadonlyMap<string, AgentConfig>;
+  private readonly tenantsById: ReadonlyMap<string, TenantConfig>;
 
   constructor(
     readonly agents: readonly AgentConfig[],
     readonly source: string,
+    /** Per-tenant seller credentials and notification URLs; without any, every operation uses the seller's own token. */
+    readonly tenants: readonly TenantConfig[] = [],
   ) {
     this.byId = new Map(agents.map((agent) => [agent.id, agent]));
+    this.tenantsById = new Map(tenants.map((tenant) => [tenant.id, tenant]));
+  }
+
+  /** Whether credentials are kept per tenant (the file has a `tenants` list). */
+  get multiTenant(): boolean {
+    return this.tenantsById.size > 0;
+  }
+
+  tenant(id: string): TenantConfig | undefined {
+    return this.tenantsById.get(id);
+  }
+
+  /**
+   * The tenant's entry for a seller. With tenants configured, an operation of a tenant that has none for this seller
+   * is refused: falling back to the seller's shared token would let one tenant act with another's credentials.
+   */
+  private tenantSeller(agentId: string, tenant: string): TenantSellerConfig {
+    this.get(agentId);
+    const entry = this.tenantsById.get(tenant)?.sellers[agentId];
+    if (!entry) {
+      throw new TenantAccessError(
+        'agent_id',
+        `Tenant "${tenant}" has no access configured for seller "${agentId}": add { "token_env": ..., "accounts": [...] } under tenants[id=${tenant}].sellers.${agentId} in ${this.source}.`,
+      );
+    }
+    return entry;
+  }
+
+  /**
+   * Throws ConfigError when the tenant may not call this seller (no entry for it under the tenant) or names an account
+   * that is not one of the tenant's there (each tenant has its own accounts). Without tenants configured, without a
+   * tenant, or when the tenant lists no accounts for the seller, any account passes. The worker checks it before every
+   * call plan; the gateway's client checks it at start so the caller hears it as a 400.
+   */
+  checkTenantAccess(agentId: string, tenant: string | undefined, account: unknown): void {
+    if (tenant === undefined || !this.multiTenant) return;
+    const accounts = this.tenantSeller(agentId, tenant).accounts;
+    if (!accounts || account === undefined) return;
+    const wanted = stableJson(account);
+    if (!accounts.some((candidate) => stableJson(candidate) === wanted)) {
+      throw new TenantAccessError(
+        'params.account',
+        `The account ${wanted} is not one of tenant "${tenant}"'s accounts at seller "${agentId}" (${this.source} lists ${accounts.length}); use one of them.`,
+      );
+    }
   }
 
   has(id: string): boolean {
@@ -71,9 +184,23 @@ export class AgentRegistry {
     return agent;
   }
 
-  /** The seller's bearer token, read from its environment variable at the moment of the call. */
-  token(id: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  /**
+   * The bearer token for a call to the seller, read from its environment variable at the moment of the call: the
+   * tenant's own when tenants are configured and the operation has a tenant, else the seller's.
+   */
+  token(id: string, env: NodeJS.ProcessEnv = process.env, tenant?: string): string | undefined {
     const agent = this.get(id);
+    if (tenant !== undefined && this.multiTenant) {
+      const entry = this.tenantSeller(id, tenant);
+      if (!entry.token_env) return undefined;
+      const token = env[entry.token_env];
+      if (!token) {
+        throw new ConfigError(
+          `Tenant "${tenant}" needs its token for seller "${id}" in the environment variable ${entry.token_env}, which is not set.`,
+        );
+      }
+      return token;
+    }
     if (!agent.token_env) return undefined;
     const token = env[agent.token_env];
     if (!token) {
@@ -96,7 +223,7 @@ export function parseAgentsFile(content: string, source: string): AgentRegistry 
   if (!parsed.success) {
     throw new ConfigError(`${source} is invalid: ${formatZodIssues(parsed.error.issues)}`);
   }
-  return new AgentRegistry(parsed.data.agents, source);
+  return new AgentRegistry(parsed.data.agents, source, parsed.data.tenants ?? []);
 }
 
 export function agentsFilePath(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {

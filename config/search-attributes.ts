@@ -26,6 +26,9 @@ export const SEARCH_ATTRIBUTES = [
   { name: 'AdcpFlightEnd', type: 'Datetime' },
   { name: 'AdcpCreativeDeadline', type: 'Datetime' },
   { name: 'AdcpCreativesMissing', type: 'Bool' },
+  { name: 'AdcpTenant', type: 'Keyword' },
+  { name: 'AdcpPrincipal', type: 'Keyword' },
+  { name: 'AdcpCampaign', type: 'Keyword' },
 ] as const satisfies readonly SearchAttributeDefinition[];
 
 export type SearchAttributeName = (typeof SEARCH_ATTRIBUTES)[number]['name'];
@@ -77,3 +80,13 @@ export const SA_CREATIVES_MISSING = defineSearchAttributeKey(
   'AdcpCreativesMissing' satisfies SearchAttributeName,
   SearchAttributeType.BOOL,
 );
+
+// Tenancy (#12): "every operation of tenant X" is `AdcpTenant = "X"`; the typed client and the API filter by it.
+/** The tenant that started the operation or media buy (absent in single-tenant/dev mode). */
+export const SA_TENANT = keyword('AdcpTenant');
+/** The principal id (an API key's principal, a JWT's subject) that started it: an id, never a secret. */
+export const SA_PRINCIPAL = keyword('AdcpPrincipal');
+
+// Campaigns (#14): "the whole campaign" (its discovery, its buys) is `AdcpCampaign = "<campaign key>"`.
+/** The campaign key a campaign workflow, its discovery and its buys carry. */
+export const SA_CAMPAIGN = keyword('AdcpCampaign');

@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, type ClientInterceptors, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
 import { dataConverter } from '../client/payload-codec';
@@ -20,10 +20,19 @@ export function temporalSettings(env: NodeJS.ProcessEnv = process.env) {
   };
 }
 
-export async function connectClient(env: NodeJS.ProcessEnv = process.env): Promise<Client> {
+export async function connectClient(
+  env: NodeJS.ProcessEnv = process.env,
+  /** Client interceptors, e.g. tracing's (observability/tracing.ts). */
+  interceptors?: ClientInterceptors,
+): Promise<Client> {
   const { connectionOptions, namespace } = temporalSettings(env);
   const connection = await Connection.connect(connectionOptions);
-  return new Client({ connection, namespace, dataConverter: dataConverter() });
+  return new Client({
+    connection,
+    namespace,
+    dataConverter: dataConverter(),
+    ...(interceptors ? { interceptors } : {}),
+  });
 }
 
 export async function connectWorker(

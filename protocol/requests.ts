@@ -69,6 +69,9 @@ export function retrySettingsFrom(policy: RetryPolicy): RetrySettingsInput {
 /** Who did something (an answer, a cancel, a credentials refresh): a person or a system, for the record. */
 export const actorSchema = z.string().min(1).max(200);
 
+/** The authenticated principal as the audit trail records it (`tenant/id`), set from credentials, never a body. */
+export const principalSchema = z.string().min(1).max(400);
+
 /** The fields merged into the resumed task call: a non-empty JSON object. */
 export const inputAnswerSchema = z
   .record(z.string(), z.unknown())
@@ -81,5 +84,23 @@ export const providedInputSchema = z
     providedBy: actorSchema.optional(),
     /** Set by the workflow from the update ID. */
     requestId: z.string().optional(),
+    principal: principalSchema.optional(),
+  })
+  .strict();
+
+/** The cancel request as the workflow's `cancelOperation` update carries it (`CancelRequest`). */
+export const cancelRequestSchema = z
+  .object({
+    requestedBy: actorSchema,
+    reason: z.string().min(1).max(2000),
+    principal: principalSchema.optional(),
+  })
+  .strict();
+
+/** The `credentialsRefreshed` update's argument (`CredentialsRefresh`). */
+export const credentialsRefreshSchema = z
+  .object({
+    refreshedBy: actorSchema,
+    principal: principalSchema.optional(),
   })
   .strict();

@@ -8,6 +8,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { describeDevelopmentKey, generateApiKey, loadAuthConfig } from '../api/auth';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
 import { DEMO_SELLER_TOKEN } from './lib/demo-seller';
@@ -149,12 +150,22 @@ async function waitForHealth(url: string, timeoutMs = 90_000): Promise<Record<st
 
 async function main(): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env };
+  // Gateway and worker log JSON into a pipe; their lines are echoed to this terminal, so make them readable here.
+  if (process.stdout.isTTY) env.ADCP_LOG_FORMAT ??= 'pretty';
   if (!env.ADCP_AGENTS_FILE && !existsSync(path.resolve('agents.json'))) {
     env.ADCP_AGENTS_FILE = path.join(root, 'agents.example.json');
     env.DEMO_SELLER_TOKEN ??= DEMO_SELLER_TOKEN;
     console.log('No agents.json here: using agents.example.json (the bundled demo seller).');
   }
   const runtime = loadRuntimeConfig(env);
+  // Zero configuration on loopback: with no authentication configured, a development key for this run. The gateway
+  // accepts it (and only it); the worker, the demo and anything else started from here find it in ADCP_API_KEY.
+  const auth = loadAuthConfig(env);
+  let developmentKey: string | undefined;
+  if (!auth.apiKeysFile && !auth.jwt) {
+    developmentKey = env.ADCP_API_KEY?.trim() || generateApiKey('dev').key;
+    env.ADCP_API_KEY = developmentKey;
+  }
   const pidFile = StackPidFile.inDataDir(root);
   await pidFile.clearLeftovers((line) => console.log(line));
 
@@ -187,6 +198,11 @@ async function main(): Promise<void> {
     namespace = devServer.namespace;
     env.TEMPORAL_ADDRESS = address;
     env.TEMPORAL_NAMESPACE = namespace;
+    // A history kept from an older version lacks attributes added since (the dev server registers its
+    // --search-attribute flags only on a new database): add the missing ones.
+    const connection = await Connection.connect({ address });
+    await ensureSearchAttributes(connection, namespace);
+    await connection.close();
   }
 
   // glibc's per-thread malloc arenas hold on to freed memory; two arenas cut a parked worker's RSS (bench/README.md).
@@ -214,9 +230,17 @@ async function main(): Promise<void> {
     `  Temporal   ${address} (namespace ${namespace})${devServer ? `, history in ${path.relative(process.cwd(), devServer.dbFilename ?? '')}` : ''}`,
     devServer ? `  Web UI     http://127.0.0.1:${devServer.uiPort ?? 8233}` : `  Web UI     your Temporal server's UI`,
     `  Gateway    ${gatewayUrl}  (GET /healthz; POST /v1/operations, GET /v1/operations/:id; POST /webhooks/adcp/:operationId)`,
+    ...(runtime.webhookListener
+      ? [`  Webhooks   http://${runtime.webhookListener.host}:${runtime.webhookListener.port}  (POST /webhooks/...)`]
+      : []),
     `  Worker     task queue "${runtime.taskQueue}"${health?.workers === 'polling' ? '' : ' (not polling yet: see its log above)'}`,
+    ...(developmentKey
+      ? [describeDevelopmentKey({ file: '', key: developmentKey, principal: 'developer', tenant: 'dev' }, gatewayUrl)]
+      : []),
     '',
-    'A process that dies is restarted. Next: `npm run demo` in another terminal. Ctrl-C stops everything.',
+    developmentKey
+      ? `A process that dies is restarted. Next, in another terminal: \`ADCP_API_KEY=${developmentKey} npm run demo\`. Ctrl-C stops everything.`
+      : 'A process that dies is restarted. Next: `npm run demo` in another terminal. Ctrl-C stops everything.',
     '',
   ];
   console.log(lines.join('\n'));

@@ -55,10 +55,26 @@ export interface OperationResource {
   state?: 'canceled' | 'live' | 'unknown';
 }
 
+/** One entry of the audit trail: who (the authenticated principal, `tenant/id`) did what to the operation, when. */
+export interface AuditEntry {
+  at: string;
+  action: 'started' | 'input_provided' | 'credentials_refreshed' | 'cancel_requested';
+  /** The authenticated principal (`tenant/id`), from the request's credentials, never from its body. */
+  principal: string;
+  /** Free text the caller sent along (provided_by, requested_by, refreshed_by): a note, not an identity. */
+  note?: string;
+}
+
 export interface OperationState {
   operationId: string;
   agentId: string;
   task: string;
+  /** The tenant that started the operation (absent in single-tenant/dev mode); reads of other tenants see nothing. */
+  tenant?: string;
+  /** The principal that started it (`tenant/id`). */
+  principal?: string;
+  /** Who started, answered, cancelled or refreshed credentials, as authenticated (newest last, bounded). */
+  audit?: AuditEntry[];
   status: OperationStatus;
   taskId?: string;
   contextId?: string;
@@ -75,6 +91,8 @@ export interface OperationState {
   failure?: { reason: OrchestratorFailureReason; message: string; error?: AdcpError };
   cancellation?: {
     requestedBy: string;
+    /** The authenticated principal that asked (`tenant/id`), when the request came with credentials. */
+    principal?: string;
     reason: string;
     at: string;
     sellerNotified: boolean;
@@ -144,6 +162,18 @@ export interface OperationInput {
   agentId: string;
   task: string;
   params: Record<string, unknown>;
+  /**
+   * The tenant that starts the operation (protocol/tenancy.ts): recorded in state and as the AdcpTenant search
+   * attribute, and the key for the seller credentials and the buyer's notification URL the activities resolve.
+   */
+  tenant?: string;
+  /** The authenticated principal that starts it (`tenant/id`): an id, never a secret. */
+  principal?: string;
+  /**
+   * Notify the tenant's systems (its notification URL, resolved by the delivery activity) on input-required,
+   * completed, failed, rejected and timed out (workflows/notification.ts). Only with a tenant.
+   */
+  notify?: boolean;
   /** Overrides the task's default budget (create 24 h, update 12 h, creative review 48 h). */
   budgetMs?: number;
   /** How long one input-required round may wait for an answer, and how many rounds are allowed. */
@@ -227,6 +257,8 @@ export interface ProvidedInput {
   /** The answer: fields merged into the resumed task call (e.g. `{ approved: true }` or a changed budget). */
   input: Record<string, unknown>;
   providedBy?: string;
+  /** The authenticated principal that answered (`tenant/id`), set by the client from the credentials. */
+  principal?: string;
   /** Set by the workflow from the update ID, so a retried update never answers twice. */
   requestId?: string;
 }
@@ -234,6 +266,15 @@ export interface ProvidedInput {
 export interface CancelRequest {
   requestedBy: string;
   reason: string;
+  /** The authenticated principal that asked (`tenant/id`), set by the client from the credentials. */
+  principal?: string;
+}
+
+/** The credentials-refreshed update's argument. */
+export interface CredentialsRefresh {
+  refreshedBy: string;
+  /** The authenticated principal that refreshed them (`tenant/id`). */
+  principal?: string;
 }
 
 /** A signed webhook the gateway refused (it names another operation or task), told to the operation it was sent to. */
@@ -258,7 +299,7 @@ export const adoptTaskSignal = defineSignal<[{ taskId: string; requestedBy: stri
 /** Ask an operation to look at the seller now (reconciliation, operators). */
 export const pollNowSignal = defineSignal<[{ requestedBy: string }]>('pollNow');
 export const provideInputUpdate = defineUpdate<{ accepted: true; round: number }, [ProvidedInput]>('provideInput');
-export const credentialsRefreshedUpdate = defineUpdate<{ accepted: true }, [{ refreshedBy: string }]>(
+export const credentialsRefreshedUpdate = defineUpdate<{ accepted: true }, [CredentialsRefresh]>(
   'credentialsRefreshed',
 );
 export const cancelOperationUpdate = defineUpdate<{ accepted: true; status: OperationStatus }, [CancelRequest]>(

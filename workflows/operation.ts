@@ -9,6 +9,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   CancelledFailure,
+  ParentClosePolicy,
   TimeoutFailure,
   allHandlersFinished,
   condition,
@@ -22,16 +23,18 @@ import {
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  startChild,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../activities';
 import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome } from '../activities/contract';
-import { SA_INPUT_REASON, SA_STATUS, SA_TASK_ID } from '../config/search-attributes';
+import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import { type AdcpError, INTERRUPTED_STATUSES, normaliseStatus, taskSpec } from '../protocol';
 import { type WaitPlan, planWait } from './cadence';
 import {
+  type AuditEntry,
   type CancelRequest,
   type CarriedState,
   type OperationInput,
@@ -51,13 +54,16 @@ import {
   webhookRefusedSignal,
 } from './definitions';
 import { operationV1 } from './legacy/operation-v1';
+import { type BuyerNotification, NOTIFICATION_WORKFLOW_TYPE, type NotificationEvent } from './notification';
 import { OperationMachine, iso } from './operation-state';
-import { actorProblem, providedInputProblem } from './validators';
+import { actorProblem, cancelRequestProblem, credentialsRefreshProblem, providedInputProblem } from './validators';
 
 /** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
 export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
 
 const MAX_SEEN_EVENT_KEYS = 1_000;
+/** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
+const MAX_AUDIT_ENTRIES = 50;
 const TEMPORAL_CANCEL: CancelRequest = {
   requestedBy: 'temporal',
   reason: 'workflow cancellation requested through Temporal',
@@ -191,6 +197,11 @@ function accountOf(params: Record<string, unknown>): { account?: unknown } {
   return params.account !== undefined ? { account: params.account } : {};
 }
 
+/** The tenant for activity inputs: only operations started with one carry it (older histories are unchanged). */
+function tenantOf(input: OperationInput): { tenant?: string } {
+  return input.tenant !== undefined ? { tenant: input.tenant } : {};
+}
+
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
   if (!patched(CONVERGENCE_PATCH)) return operationV1(input);
 
@@ -201,6 +212,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     operationId: info.workflowId,
     agentId: input.agentId,
     task: input.task,
+    // Only operations started with a tenant carry these fields, so the state of older ones is unchanged.
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.principal !== undefined ? { principal: input.principal } : {}),
+    ...(input.principal !== undefined
+      ? { audit: [{ at: iso(startedAtMs), action: 'started' as const, principal: input.principal }] }
+      : {}),
     status: 'pending',
     inputRounds: 0,
     webhookRegistered: false,
@@ -217,6 +234,92 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   // The starter indexes an operation only where the namespace has the AdCP search attributes registered (not on
   // the time-skipping test server, for one); the workflow keeps them (and the memo) current only then.
   const indexed = info.typedSearchAttributes.get(SA_STATUS) !== undefined;
+  // The starter indexes the tenant with the other attributes; one started without them (a child of a media buy, a
+  // tool) indexes it here. Only inputs that carry a tenant can add this command, so older histories replay unchanged.
+  if (
+    indexed &&
+    input.tenant !== undefined &&
+    !input.carried &&
+    info.typedSearchAttributes.get(SA_TENANT) !== input.tenant
+  ) {
+    upsertSearchAttributes([
+      { key: SA_TENANT, value: input.tenant },
+      ...(input.principal !== undefined ? [{ key: SA_PRINCIPAL, value: input.principal }] : []),
+    ]);
+  }
+  // ---- notifications to the buyer's systems (#12 item 6) ------------------------------------------------------
+  // Each is an abandoned child workflow: starting one costs this operation a start, never the delivery (retries,
+  // a slow receiver). Its workflow ID is the idempotency key, so an event is started once even across runs.
+  const notifies = input.tenant !== undefined && input.notify === true;
+  const notified = new Set<string>();
+  async function notifyBuyer(event: NotificationEvent, suffix = ''): Promise<void> {
+    if (!notifies) return;
+    const idempotencyKey = `${state.operationId}:${event}${suffix}`;
+    if (notified.has(idempotencyKey)) return;
+    notified.add(idempotencyKey);
+    const notification: BuyerNotification = {
+      idempotency_key: idempotencyKey,
+      event,
+      operation_id: state.operationId,
+      tenant: input.tenant!,
+      task: state.task,
+      agent_id: state.agentId,
+      status: state.status,
+      occurred_at: iso(Date.now()),
+      ...(event === 'completed' && state.resource?.mediaBuyId
+        ? { resource: { media_buy_id: state.resource.mediaBuyId } }
+        : {}),
+      ...(event === 'input_required' && state.inputRequest
+        ? {
+            input_request: {
+              ...(state.inputRequest.reason !== undefined ? { reason: state.inputRequest.reason } : {}),
+              ...(state.inputRequest.message !== undefined ? { message: state.inputRequest.message } : {}),
+              round: state.inputRequest.round,
+              deadline: state.inputRequest.deadline,
+            },
+          }
+        : {}),
+      ...(event === 'failed' || event === 'rejected' || event === 'timed_out'
+        ? {
+            failure: {
+              ...(state.failure?.reason ? { reason: state.failure.reason } : {}),
+              message: state.failure?.message ?? state.message ?? state.errors?.[0]?.message ?? state.status,
+            },
+          }
+        : {}),
+    };
+    try {
+      await CancellationScope.nonCancellable(() =>
+        startChild(NOTIFICATION_WORKFLOW_TYPE, {
+          workflowId: `notify:${idempotencyKey}`,
+          args: [notification],
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+          workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          staticSummary: `${event} of ${state.operationId} to tenant ${input.tenant}`,
+        }),
+      );
+    } catch (failure) {
+      // Already started (an earlier run sent it) or refused: a notification never fails the operation.
+      log.warn('Notification not started', { operationId: state.operationId, event, error: String(failure) });
+    }
+  }
+
+  /** The final notification, by how the operation ended (canceled operations are not notified). */
+  async function notifyEnd(): Promise<void> {
+    if (state.status === 'completed') await notifyBuyer('completed');
+    else if (state.status === 'rejected') await notifyBuyer('rejected');
+    else if (state.status === 'failed') {
+      const reason = state.failure?.reason;
+      const timedOut = reason === 'timed_out' || reason === 'input_timed_out' || reason === 'auth_timed_out';
+      await notifyBuyer(timedOut ? 'timed_out' : 'failed');
+    }
+  }
+
+  function audit(entry: Omit<AuditEntry, 'at'>): void {
+    const trail = (state.audit ??= []);
+    trail.push({ at: iso(Date.now()), ...entry });
+    if (trail.length > MAX_AUDIT_ENTRIES) trail.shift();
+  }
   const machine = new OperationMachine(
     state,
     {
@@ -225,12 +328,27 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       interactionDeadlineMs: input.interaction?.deadlineMs ?? DEFAULT_INTERACTION_DEADLINE_MS,
       authDeadlineMs: input.authDeadlineMs ?? DEFAULT_AUTH_DEADLINE_MS,
       now: () => Date.now(),
-      onStatusChange: (_from, to, source) => {
+      onStatusChange: (from, to, source) => {
         // Metrics are not emitted while a workflow replays, and write no history.
         metricMeter
           .createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes')
           .add(1, { task: state.task, agent: state.agentId, to, source });
+        if (from === 'input-required') {
+          // Approval time: from entering input-required to the status that followed (answered, rejected, timed out).
+          const entered = [...state.transitions]
+            .reverse()
+            .find((transition) => transition.to === 'input-required' && transition.from !== 'input-required');
+          if (entered) {
+            metricMeter
+              .createHistogram('adcp_operation_input_wait', 'float', 's', 'Time an AdCP operation waited for input')
+              .record((Date.now() - Date.parse(entered.at)) / 1000, { task: state.task, agent: state.agentId, to });
+          }
+        }
         if (machine.terminal) {
+          // Rejection and timeout rates: final statuses with the orchestrator's failure reason ("none" if it had none).
+          metricMeter
+            .createCounter('adcp_operation_outcomes', 'operations', 'AdCP operations by final status and reason')
+            .add(1, { task: state.task, agent: state.agentId, status: to, reason: state.failure?.reason ?? 'none' });
           metricMeter
             .createHistogram(
               'adcp_operation_duration',
@@ -306,6 +424,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     (provided) => {
       // Temporal answers a repeated update ID with the first result, so a retried answer is sent once.
       pendingInput = { ...provided, requestId: currentUpdateInfo()?.id };
+      if (provided.principal !== undefined)
+        audit({
+          action: 'input_provided',
+          principal: provided.principal,
+          ...(provided.providedBy !== undefined ? { note: provided.providedBy } : {}),
+        });
       return { accepted: true as const, round: state.inputRounds };
     },
     {
@@ -323,15 +447,19 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
 
   setHandler(
     credentialsRefreshedUpdate,
-    (_request) => {
+    (request) => {
       credentialsRefreshed = true;
+      if (request?.principal !== undefined)
+        audit({ action: 'credentials_refreshed', principal: request.principal, note: request.refreshedBy });
       return { accepted: true as const };
     },
     {
-      validator: (_request) => {
+      validator: (request) => {
         if (state.status !== 'auth-required') {
           throw new Error(`Operation is ${state.status}, not auth-required.`);
         }
+        const problem = credentialsRefreshProblem(request);
+        if (problem) throw new Error(problem);
       },
     },
   );
@@ -342,6 +470,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       if (!cancelRequest) {
         cancelRequest = request;
         machine.requestCancel(request);
+        if (request.principal !== undefined)
+          audit({ action: 'cancel_requested', principal: request.principal, note: request.requestedBy });
       }
       return { accepted: true as const, status: state.status };
     },
@@ -356,6 +486,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         if (typeof request.reason !== 'string' || request.reason.trim() === '') {
           throw new Error('reason must say why the operation is canceled.');
         }
+        const problem = cancelRequestProblem(request);
+        if (problem) throw new Error(problem);
       },
     },
   );
@@ -443,6 +575,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         task: state.task,
         step: keyStep,
         params,
+        ...tenantOf(input),
         ...(state.contextId ? { contextId: state.contextId } : {}),
         ...(state.taskId ? { taskId: state.taskId } : {}),
       });
@@ -582,6 +715,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         task: state.task,
         step: keyStep,
         ...accountOf(input.params),
+        ...tenantOf(input),
         timeouts: timeouts(),
       });
     } catch (failure) {
@@ -629,6 +763,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       taskId,
       ...(state.contextId ? { contextId: state.contextId } : {}),
       ...accountOf(input.params),
+      ...tenantOf(input),
       ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
       ...(state.readMethod ? { readMethod: state.readMethod } : {}),
       timeouts: timeouts(),
@@ -776,6 +911,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       );
       return;
     }
+    await notifyBuyer('input_required', `:${request.round}`);
     const waitMs = Date.parse(request.deadline) - Date.now();
     const arrived = await condition(
       () => pendingInput !== undefined || inbox.length > 0 || cancelRequest !== undefined || pollRequested,
@@ -792,7 +928,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     // A final result that arrived first wins: an answer not yet sent is stale and is not sent.
     if (pendingInput && !cancelRequest && !machine.terminal && state.status === 'input-required') {
       const answer = pendingInput;
-      machine.record(`input provided by ${answer.providedBy ?? 'caller'} (round ${request.round})`);
+      machine.record(`input provided by ${answer.principal ?? answer.providedBy ?? 'caller'} (round ${request.round})`);
       // The question is answered: if the seller asks again, that is a new round.
       state.inputRequest = undefined;
       // Resume on the same context with the original arguments plus the answer (§2.4: re-sending is the safe choice).
@@ -953,6 +1089,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           ...(state.contextId ? { contextId: state.contextId } : {}),
           ...(mediaBuyId ? { mediaBuyId } : {}),
           ...accountOf(input.params),
+          ...tenantOf(input),
           timeouts: timeouts(),
         });
         atSeller = { notified: told.notified, note: told.note, ...(told.resource ? { resource: told.resource } : {}) };
@@ -967,9 +1104,11 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       atSeller = { notified: false, note: `the operation had already ended ${state.status}` };
     }
     machine.cancel(request, atSeller);
+    if (request.principal !== undefined && state.cancellation) state.cancellation.principal = request.principal;
     publish();
   }
 
+  await notifyEnd();
   await condition(allHandlersFinished);
   return endWorkflow();
 

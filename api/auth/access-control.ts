@@ -78,6 +78,11 @@ export const V1_POLICY: RoutePolicy[] = [
     roles: ['buyer'],
     resource: 'media-buy',
   },
+  // Discoveries and campaigns (#14). Not yet tenant-scoped here: their workflows do not record a tenant yet.
+  { method: 'POST', pattern: /^\/v1\/discoveries$/i, roles: ['buyer'] },
+  { method: 'POST', pattern: /^\/v1\/campaigns$/i, roles: ['buyer'] },
+  { method: 'POST', pattern: new RegExp(`^/v1/campaigns/${ID}/(selection|changes)$`, 'i'), roles: ['buyer'] },
+  { method: 'POST', pattern: new RegExp(`^/v1/campaigns/${ID}/approval$`, 'i'), roles: ['approver'] },
 ];
 
 export interface AccessControlOptions {

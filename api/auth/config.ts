@@ -44,6 +44,8 @@ const authEnvSchema = z
       .pipe(z.record(z.string(), roleSchema))
       .optional(),
     ADCP_AUTH_REALM: z.string().min(1).default('adcp-orchestrator'),
+    /** The tenant of operations that record none (started before operations carried one); unset: nobody's. */
+    ADCP_UNTENANTED_TENANT: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
     const jwks = env.ADCP_JWT_JWKS_URL ?? env.ADCP_JWT_JWKS_FILE;
@@ -63,6 +65,7 @@ export interface AuthConfig {
   apiKeysFile?: string;
   jwt?: JwtOptions;
   realm: string;
+  untenantedTenant?: string;
 }
 
 export function loadAuthConfig(env: NodeJS.ProcessEnv = process.env): AuthConfig {
@@ -73,6 +76,7 @@ export function loadAuthConfig(env: NodeJS.ProcessEnv = process.env): AuthConfig
   const jwks = value.ADCP_JWT_JWKS_URL ?? value.ADCP_JWT_JWKS_FILE;
   return {
     realm: value.ADCP_AUTH_REALM,
+    ...(value.ADCP_UNTENANTED_TENANT ? { untenantedTenant: value.ADCP_UNTENANTED_TENANT } : {}),
     ...(value.ADCP_API_KEYS_FILE ? { apiKeysFile: value.ADCP_API_KEYS_FILE } : {}),
     ...(jwks
       ? {

@@ -1,10 +1,10 @@
 /**
  * Zero-configuration `npm start` on loopback: a fresh development key with every role, for tenant "dev", whose hash
- * is written to `.data/dev-api-keys.json` (owner-only). The key itself is returned to be printed once, at start, and
- * is never written. Each start issues a new key, so a key printed in an old terminal stops working.
+ * is written to `.data/dev-api-keys-<port>.json` (owner-only). The key itself is printed once, at start, and is never
+ * written. Each start issues a new key, so a key printed in an old terminal stops working.
  */
 import path from 'node:path';
-import { generateApiKey } from './api-keys';
+import { apiKeyId, generateApiKey, hashApiKey } from './api-keys';
 import { writeKeysFile } from './keys-file';
 import { ROLES } from './principal';
 
@@ -16,14 +16,24 @@ export interface DevelopmentKey {
   tenant: string;
 }
 
+/** The development key's tenant: operations that record no tenant belong to it under `npm start`. */
+export const DEVELOPMENT_TENANT = 'dev';
+
+/**
+ * A development key's hash file. `key` is one `npm start` already issued (it passes ADCP_API_KEY to the gateway it
+ * supervises, so a restarted gateway keeps accepting the key that was printed); without it a new key is issued.
+ */
 export function createDevelopmentKey(
-  options: { dataDir?: string; principal?: string; tenant?: string } = {},
+  options: { dataDir?: string; fileName?: string; principal?: string; tenant?: string; key?: string } = {},
 ): DevelopmentKey {
-  const file = path.join(options.dataDir ?? '.data', 'dev-api-keys.json');
+  const file = path.join(options.dataDir ?? '.data', options.fileName ?? 'dev-api-keys.json');
   const principal = options.principal ?? 'developer';
-  const tenant = options.tenant ?? 'dev';
-  const { key, hash } = generateApiKey('dev');
-  writeKeysFile(file, { keys: [{ key_id: 'dev', hash, principal, tenant, roles: [...ROLES] }] });
+  const tenant = options.tenant ?? DEVELOPMENT_TENANT;
+  const keyId = options.key ? apiKeyId(options.key) : 'dev';
+  if (!keyId)
+    throw new Error('ADCP_API_KEY is not an API key of the form adcpk.<key_id>.<secret>; unset it to get a new one.');
+  const { key, hash } = options.key ? { key: options.key, hash: hashApiKey(options.key) } : generateApiKey(keyId);
+  writeKeysFile(file, { keys: [{ key_id: keyId, hash, principal, tenant, roles: [...ROLES] }] });
   return { file, key, principal, tenant };
 }
 

@@ -8,3 +8,4 @@ export * from './safe-bind';
 export * from './dev-key';
 export { upsertKeyEntry, writeKeysFile } from './keys-file';
 export * from './secure-gateway';
+export * from './tenant-of';

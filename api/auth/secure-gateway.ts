@@ -2,11 +2,14 @@
  * The gateway with #12's protections in front: one call that wraps the app createGateway() built, so api/main.ts can
  * switch it on without api/app.ts knowing. Order matters and is fixed here:
  *
- *   security headers → Host allow-list → malformed paths → /codec (its own auth and CORS) →
+ *   security headers → Host allow-list → malformed paths → this listener's routes only (`serve`) →
+ *   /codec (its own auth and CORS) →
  *   /v1: per-address rate limit → authentication + role + tenant → per-principal rate limit → strict JSON body →
- *   the gateway (/healthz and the webhook routes stay outside authentication: webhooks keep their own verification).
+ *   the gateway (/healthz and the webhook routes stay outside authentication: webhooks keep their own verification) →
+ *   an error handler that answers in the gateway's error shape (503 for Temporal, 4xx for bodies, never HTML).
  */
-import express, { type RequestHandler } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import { isTemporalUnavailable } from '../../client/temporal-errors';
 import {
   type RateLimitOptions,
   hostAllowList,
@@ -38,6 +41,51 @@ export interface SecureGatewayOptions {
   hsts?: boolean;
   policy?: RoutePolicy[];
   onEvent?: (event: AuthEvent) => void;
+  /**
+   * Which routes this listener serves: "all" (default), "api" (/v1, /codec, /healthz) or "webhooks" (/webhooks/*,
+   * /healthz). Anything else answers 404 there, so the webhook address exposed to sellers does not expose /v1.
+   */
+  serve?: 'all' | 'api' | 'webhooks';
+}
+
+/** Paths a listener of each kind serves (besides /healthz, which both serve). */
+const WEBHOOK_PATH = /^\/webhooks(\/|$)/i;
+
+function notFound(res: Response, req: Request): void {
+  res.status(404).json({
+    error: { code: 'NOT_FOUND', message: `No route ${req.method} ${req.path.slice(0, 200)} on this listener.` },
+  });
+}
+
+function listenerFilter(serve: 'api' | 'webhooks'): RequestHandler {
+  return (req, res, next) => {
+    // Both listeners: health, and the JWKS that verifies our signed notifications.
+    if (/^\/(healthz|\.well-known\/jwks\.json)\/?$/i.test(req.path)) return next();
+    const webhook = WEBHOOK_PATH.test(req.path);
+    if (webhook === (serve === 'webhooks')) return next();
+    notFound(res, req);
+  };
+}
+
+/**
+ * Errors that reach the wrapper (a tenant lookup that failed, a body the parser refused) answer in the gateway's
+ * error shape: 503 when Temporal did not answer, the parser's own 4xx, and 500 only for what is really a bug.
+ */
+function errorAnswer(error: unknown, _req: Request, res: Response, _next: NextFunction): void {
+  if (isTemporalUnavailable(error)) {
+    res
+      .status(503)
+      .set('Retry-After', '5')
+      .json({ error: { code: 'TEMPORAL_UNAVAILABLE', message: 'Temporal did not answer in time; retry in 5 s.' } });
+    return;
+  }
+  const status = (error as { status?: unknown }).status;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    res.status(status).json({ error: { code: 'INVALID_REQUEST', message: (error as Error).message } });
+    return;
+  }
+  console.error(`gateway: 500 ${(error as Error)?.stack ?? String(error)}`);
+  res.status(500).json({ error: { code: 'INTERNAL', message: 'Unexpected error; see the gateway log.' } });
 }
 
 export function createSecureGateway(options: SecureGatewayOptions): express.Express {
@@ -48,7 +96,9 @@ export function createSecureGateway(options: SecureGatewayOptions): express.Expr
   app.use(securityHeaders({ hsts: options.hsts ?? false }));
   if (options.allowedHosts) app.use(hostAllowList(options.allowedHosts));
   app.use(rejectMalformedPath());
-  if (options.codecServer) app.use('/codec', options.codecServer);
+  const serve = options.serve ?? 'all';
+  if (serve !== 'all') app.use(listenerFilter(serve));
+  if (options.codecServer && serve !== 'webhooks') app.use('/codec', options.codecServer);
   const v1: RequestHandler[] = [
     rateLimit({ burst: 200, perSecond: 50, ...options.addressRateLimit, key: (req) => `address:${req.ip}` }),
     createAccessControl({
@@ -65,5 +115,6 @@ export function createSecureGateway(options: SecureGatewayOptions): express.Expr
   ];
   app.use('/v1', ...v1);
   app.use(options.gateway);
+  app.use(errorAnswer);
   return app;
 }

@@ -59,14 +59,18 @@ export async function startTestStack(options: {
   address?: string;
   activities?: Partial<ActivityDependencies>;
   taskQueue?: string;
+  /** The client's and the worker's data converter; default dataConverter() (encrypting when ADCP_PAYLOAD_KEYS is set). */
+  dataConverter?: ReturnType<typeof dataConverter>;
 }): Promise<TestStack> {
   quietRuntime();
   const address = options.address ?? testAddress();
   const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection, dataConverter: dataConverter() });
+  const converter = options.dataConverter ?? dataConverter();
+  const client = new Client({ connection, dataConverter: converter });
   const workerConnection = await NativeConnection.connect({ address });
   const worker = await createOperationWorker({
+    dataConverter: converter,
     connection: workerConnection,
     namespace: 'default',
     taskQueue,

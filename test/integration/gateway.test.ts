@@ -387,6 +387,8 @@ test('every path and method in api/openapi.yaml is served by the gateway', async
   });
   const fullBase = `http://127.0.0.1:${(full.address() as AddressInfo).port}`;
   for (const [template, item] of Object.entries(document.paths)) {
+    // The codec server is mounted by the secure wrapper (api/mount.ts), not createGateway: encryption.test.ts covers it.
+    if (template.startsWith('/codec/')) continue;
     const url = template.replace(/\{(\w+)\}/g, (_match, name: string) => sample[name] ?? 'x');
     for (const method of Object.keys(item).filter((key) => ['get', 'post', 'put', 'patch', 'delete'].includes(key))) {
       const response = await fetch(`${fullBase}${url}`, {

@@ -3,20 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SearchAttributeType } from '@temporalio/common';
 import { parse } from 'yaml';
-import {
-  SA_AGENT,
-  SA_CREATIVE_DEADLINE,
-  SA_CREATIVES_MISSING,
-  SA_FLIGHT_END,
-  SA_INPUT_REASON,
-  SA_MEDIA_BUY_ID,
-  SA_MEDIA_BUY_STATUS,
-  SA_STATUS,
-  SA_TASK,
-  SA_TASK_ID,
-  SDK_SEARCH_ATTRIBUTE_TYPES,
-  SEARCH_ATTRIBUTES,
-} from '../../config/search-attributes';
+import * as searchAttributes from '../../config/search-attributes';
 import { findProjectRoot } from '../../scripts/lib/temporal-binaries';
 
 interface ComposeService {
@@ -79,25 +66,26 @@ describe('temporal-dev.yml', () => {
   });
 });
 
+const { SEARCH_ATTRIBUTES, SDK_SEARCH_ATTRIBUTE_TYPES, SA_CREATIVES_MISSING, SA_FLIGHT_END } = searchAttributes;
+
+/** Every typed key the module exports (`SA_*`), so an attribute added to the list without a key, or the reverse, fails. */
+const typedKeys = Object.entries(searchAttributes)
+  .filter(([name]) => name.startsWith('SA_'))
+  .map(([, key]) => key as { name: string; type: SearchAttributeType });
+
 describe('config/search-attributes.ts', () => {
   it('has one typed key per registered attribute, with the same name and type', () => {
-    const keys = [
-      SA_TASK,
-      SA_AGENT,
-      SA_STATUS,
-      SA_TASK_ID,
-      SA_INPUT_REASON,
-      SA_MEDIA_BUY_ID,
-      SA_MEDIA_BUY_STATUS,
-      SA_FLIGHT_END,
-      SA_CREATIVE_DEADLINE,
-      SA_CREATIVES_MISSING,
-    ];
-    expect(keys.map(({ name, type }) => ({ name, type }))).toEqual(
-      SEARCH_ATTRIBUTES.map(({ name, type }) => ({ name, type: SDK_SEARCH_ATTRIBUTE_TYPES[type] })),
+    const byName = (a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name);
+    expect(typedKeys.map(({ name, type }) => ({ name, type })).sort(byName)).toEqual(
+      SEARCH_ATTRIBUTES.map(({ name, type }) => ({ name, type: SDK_SEARCH_ATTRIBUTE_TYPES[type] })).sort(byName),
     );
     // Operations are filtered by exact values; the media buy's dates are ranges and its flag a yes/no.
     expect(SA_FLIGHT_END.type).toBe(SearchAttributeType.DATETIME);
     expect(SA_CREATIVES_MISSING.type).toBe(SearchAttributeType.BOOL);
+  });
+
+  it('names each attribute once', () => {
+    const names = SEARCH_ATTRIBUTES.map(({ name }) => name);
+    expect(new Set(names).size).toBe(names.length);
   });
 });

@@ -1,0 +1,178 @@
+/**
+ * The gateway as it runs (api/main.ts): createGateway's routes behind #12's protections (createSecureGateway), the
+ * codec server at /codec, and, when configured, a second listener that serves only webhooks and /healthz.
+ * Split from main.ts so tests mount exactly what runs.
+ *
+ * Authentication comes from the environment (api/auth/config.ts). With none configured the gateway may only bind to
+ * loopback, and accepts a development key: ADCP_API_KEY when `npm start` issued one, else a new one it prints.
+ */
+import path from 'node:path';
+import type { AdcpJsonWebKey } from '@adcp/sdk/signing/server';
+import type { Client } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
+import type express from 'express';
+import type { MediaBuyClient } from '../client/media-buy-client';
+import type { OrchestratorClient } from '../client/orchestrator-client';
+import type { AgentRegistry } from '../config/agents';
+import type { RuntimeConfig } from '../config/runtime';
+import { createGateway } from './app';
+import {
+  type AuthConfig,
+  type AuthEvent,
+  type Authentication,
+  DEVELOPMENT_TENANT,
+  type DevelopmentKey,
+  assertSafeBind,
+  authenticationFromConfig,
+  createDevelopmentKey,
+  createSecureGateway,
+  createTenantResolvers,
+  isLoopbackHost,
+} from './auth';
+import { createCodecServer } from './codec-server';
+import { LOOPBACK_HOSTS } from './hardening';
+import { createMediaBuyRouter } from './media-buys';
+import { createReportingWebhookRouter } from './reporting-webhooks';
+import { type WebhookReplayStore, createWebhookAuthenticator } from './webhook-verification';
+import { createWebhookRouter } from './webhooks';
+
+export interface MountOptions {
+  client: Client;
+  orchestrator: OrchestratorClient;
+  mediaBuys: MediaBuyClient;
+  agents: AgentRegistry;
+  runtime: RuntimeConfig;
+  auth: AuthConfig;
+  /** The data converter's codecs (payloadCodecs()), for the codec server. */
+  codecs: PayloadCodec[];
+  /** Where the development key's hash file goes; default `.data` of the project. */
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+  onEvent?: (event: AuthEvent) => void;
+  /** Public keys of the notification signing key (config/notification-key.ts), served at /.well-known/jwks.json. */
+  notificationJwks?: readonly AdcpJsonWebKey[];
+  /** Rate limits, for tests that make many calls; default the secure gateway's. */
+  principalRateLimit?: { burst: number; perSecond: number };
+  /** RFC 9421 nonce store (openWebhookReplayStore: ADCP_REPLAY_STORE_URL); default this process's memory. */
+  replayStore?: WebhookReplayStore;
+  /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
+  campaignRouters?: express.Router[];
+  /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
+  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+}
+
+export interface MountedGateway {
+  /** /v1, /codec and /healthz; also the webhooks unless they have their own listener. */
+  api: express.Express;
+  /** Webhooks and /healthz, when runtime.webhookListener is set. */
+  webhooks?: express.Express;
+  authentication: Authentication;
+  /** Set when no authentication is configured and the gateway runs on loopback with a development key. */
+  developmentKey?: DevelopmentKey & { issuedHere: boolean };
+}
+
+/** Authentication from the config, or (none configured, loopback only) the development key. */
+export function gatewayAuthentication(options: {
+  auth: AuthConfig;
+  host: string;
+  /** The API listener's port: each gateway on this machine keeps its own development key file. */
+  port?: number;
+  env?: NodeJS.ProcessEnv;
+  dataDir?: string;
+  onEvent?: (event: AuthEvent) => void;
+}): { authentication: Authentication; developmentKey?: DevelopmentKey & { issuedHere: boolean } } {
+  const env = options.env ?? process.env;
+  const eventOptions = options.onEvent ? { onEvent: options.onEvent } : {};
+  if (options.auth.apiKeysFile || options.auth.jwt) {
+    const authentication = authenticationFromConfig(options.auth, eventOptions);
+    assertSafeBind(options.host, authentication.configured);
+    return { authentication };
+  }
+  // Nothing configured: a clear refusal off loopback, a development key on it.
+  assertSafeBind(options.host, false);
+  const passed = env.ADCP_API_KEY?.trim();
+  const developmentKey = createDevelopmentKey({
+    dataDir: options.dataDir ?? path.resolve(__dirname, '..', '.data'),
+    fileName: `dev-api-keys-${options.port ?? 'default'}.json`,
+    ...(passed ? { key: passed } : {}),
+  });
+  const authentication = authenticationFromConfig({ ...options.auth, apiKeysFile: developmentKey.file }, eventOptions);
+  return { authentication, developmentKey: { ...developmentKey, issuedHere: !passed } };
+}
+
+/**
+ * Who owns operations recorded without a tenant (started before tenants existed, or by backend code without a caller):
+ * the development tenant when the gateway runs on its development key, else ADCP_UNTENANTED_TENANT, else nobody.
+ */
+export function untenantedTenantOf(auth: AuthConfig): string | undefined {
+  return auth.apiKeysFile || auth.jwt ? auth.untenantedTenant : DEVELOPMENT_TENANT;
+}
+
+/** Host header values served: loopback, the public base URL's host, the bound host, ADCP_GATEWAY_ALLOWED_HOSTS. */
+export function allowedHosts(runtime: RuntimeConfig): string[] {
+  const bound = [runtime.gatewayHost, runtime.webhookListener?.host].filter(
+    (host): host is string => !!host && !['0.0.0.0', '::', '[::]'].includes(host) && !isLoopbackHost(host),
+  );
+  return [
+    ...LOOPBACK_HOSTS,
+    ...(runtime.publicBaseUrl ? [new URL(runtime.publicBaseUrl).host] : []),
+    ...bound,
+    ...runtime.allowedHosts,
+  ];
+}
+
+export function mountGateway(options: MountOptions): MountedGateway {
+  const { client, runtime, agents } = options;
+  const namespace = client.options.namespace;
+  const { authentication, developmentKey } = gatewayAuthentication({
+    auth: options.auth,
+    host: runtime.gatewayHost,
+    port: runtime.gatewayPort,
+    ...(options.env ? { env: options.env } : {}),
+    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+  });
+  // One authenticator (one nonce replay store) for task and reporting webhooks alike.
+  const authenticator = createWebhookAuthenticator(options.replayStore ? { replayStore: options.replayStore } : {});
+  const gateway = createGateway({
+    orchestrator: options.orchestrator,
+    webUiUrl: runtime.webUiUrl,
+    namespace,
+    webhookRouter: createWebhookRouter({ client, agents, authenticator, publicBaseUrl: runtime.publicBaseUrl }),
+    reportingWebhookRouter: createReportingWebhookRouter({
+      client,
+      agents,
+      authenticator,
+      publicBaseUrl: runtime.publicBaseUrl,
+    }),
+    mediaBuyRouter: createMediaBuyRouter({ mediaBuys: options.mediaBuys, webUiUrl: runtime.webUiUrl, namespace }),
+    ...(options.campaignRouters ? { campaignRouters: options.campaignRouters } : {}),
+    ...(options.taskSupport ? { taskSupport: options.taskSupport } : {}),
+    ...(options.notificationJwks ? { notificationJwks: options.notificationJwks } : {}),
+  });
+  const untenantedTenant = untenantedTenantOf(options.auth);
+  const common = {
+    gateway,
+    authentication,
+    tenantOf: createTenantResolvers({ client, ...(untenantedTenant ? { untenantedTenant } : {}) }),
+    allowedHosts: allowedHosts(runtime),
+    hsts: runtime.publicBaseUrl?.startsWith('https:') ?? false,
+    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+    principalRateLimit: options.principalRateLimit ?? runtime.rateLimits.principal,
+    addressRateLimit: runtime.rateLimits.address,
+  };
+  const codecServer = createCodecServer({
+    codecs: options.codecs,
+    authentication,
+    corsOrigins: runtime.codecCorsOrigins,
+    namespaces: [namespace],
+    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+  });
+  const split = runtime.webhookListener !== undefined;
+  return {
+    api: createSecureGateway({ ...common, codecServer, serve: split ? 'api' : 'all' }),
+    ...(split ? { webhooks: createSecureGateway({ ...common, serve: 'webhooks' }) } : {}),
+    authentication,
+    ...(developmentKey ? { developmentKey } : {}),
+  };
+}
