@@ -6,10 +6,15 @@ import { closeMCPConnections } from '@adcp/sdk';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { Runtime } from '@temporalio/worker';
 import { loadAgents } from '../config/agents';
+import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
 import { loadWorkerTuning } from '../config/worker-tuning';
+import { TemporalPinoLogger, createLogger } from '../observability/logger';
+import { tracingFromEnvironment } from '../observability/tracing';
+import { WORKER_HISTOGRAM_BUCKETS } from '../observability/worker-metrics';
 import { ensureReconciliationSchedules } from './schedules';
+import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
 import { createOperationWorker } from './worker';
 import { loadWorkflowBundle } from './workflow-bundle';
 
@@ -19,16 +24,37 @@ async function main(): Promise<void> {
   const tuning = loadWorkerTuning();
   // Bundled in a child process (or prebuilt): webpack's memory never enters the worker.
   const bundle = await loadWorkflowBundle();
-  if (runtime.metricsAddress) {
+  const logger = createLogger({ service: 'worker' });
+  const tracing = tracingFromEnvironment('adcp-orchestrator-worker');
+  Runtime.install({
+    // The worker's, the workflows' and the activities' lines, as pino JSON with the operation's correlation fields.
+    logger: new TemporalPinoLogger(logger),
     // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
-    Runtime.install({
-      telemetryOptions: {
-        metrics: {
-          prometheus: { bindAddress: runtime.metricsAddress, countersTotalSuffix: true, useSecondsForDurations: true },
-        },
+    ...(runtime.metricsAddress
+      ? {
+          telemetryOptions: {
+            metrics: {
+              prometheus: {
+                bindAddress: runtime.metricsAddress,
+                countersTotalSuffix: true,
+                useSecondsForDurations: true,
+                histogramBucketOverrides: WORKER_HISTOGRAM_BUCKETS,
+              },
+            },
+          },
+        }
+      : {}),
+  });
+  if (runtime.metricsAddress)
+    logger.info({ metricsUrl: `http://${runtime.metricsAddress}/metrics` }, 'Prometheus metrics endpoint');
+  if (tracing) {
+    logger.info(
+      {
+        workflowSpans:
+          bundle.source === 'built at start' ? 'bundled' : 'only if the prebuilt bundle was built with tracing',
       },
-    });
-    console.log(`worker: Prometheus metrics on http://${runtime.metricsAddress}/metrics`);
+      'Traces exported over OTLP/HTTP',
+    );
   }
   const { connection, namespace } = await connectWorker();
   const client = await connectClient();
@@ -41,10 +67,13 @@ async function main(): Promise<void> {
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
+      // Signs notifications to the buyers' systems (ADCP_NOTIFICATION_KEY_FILE; unset: none are sent).
+      ...(process.env.ADCP_NOTIFICATION_KEY_FILE ? { notificationKey: notificationKeyFromEnv()! } : {}),
     },
     client,
     workflowBundle: { codePath: bundle.codePath },
     maxCachedWorkflows: tuning.maxCachedWorkflows,
+    ...(tracing ? { tracing } : {}),
   }).finally(() => bundle.dispose()); // Worker.create has read the code
   if (runtime.reconcileEveryMs !== undefined) {
     const schedules = await ensureReconciliationSchedules({
@@ -53,14 +82,21 @@ async function main(): Promise<void> {
       taskQueue: runtime.taskQueue,
       intervalMs: runtime.reconcileEveryMs,
     });
-    console.log(`worker: reconciliation every ${runtime.reconcileEveryMs / 1000} s (${schedules.join(', ')})`);
+    logger.info({ everySeconds: runtime.reconcileEveryMs / 1000, schedules }, 'Seller reconciliation scheduled');
   }
+  // One capabilities workflow per seller (#14): started if it is not running, left alone if it is.
+  await new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents })
+    .ensureAll()
+    .then((sellers) => logger.info({ sellers }, 'Seller capabilities kept'))
+    .catch((error: unknown) => logger.warn({ err: error }, 'Seller capabilities workflows could not be started'));
   console.log(
     `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${agents.agents.length} seller(s) from ${agents.source}`,
   );
   try {
     await worker.run();
   } finally {
+    // Flush the last spans first: closing connections below may fail and end the process.
+    await tracing?.shutdown().catch(() => undefined);
     await closeMCPConnections().catch(() => undefined);
     closeIdleMcpConnections();
     await client.connection.close();

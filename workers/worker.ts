@@ -1,9 +1,16 @@
 import type { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
-import { createMediaBuyActivities } from '../activities/media-buy';
+import { createCampaignActivities } from '../activities/campaign';
+import { createCapabilityActivities } from '../activities/capabilities';
+import { CircuitBreakerRegistry } from '../activities/circuit-breaker';
+import { logCircuitTransition } from '../activities';
+import { createMediaBuyActivities, withReportingCredentials } from '../activities/media-buy';
+import { createSdkSellerClient } from '../activities/seller-client';
 import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
+import type { Tracing } from '../observability/tracing';
+import { observabilityWorkerOptions } from '../observability/worker-options';
 import { WORKFLOWS_PATH } from './workflow-bundle';
 
 export { WORKFLOWS_PATH };
@@ -18,20 +25,47 @@ export interface OperationWorkerOptions {
   /** A prebuilt bundle (tests build it once); otherwise the worker bundles workflows/ at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /** Traces (observability/tracing.ts); without it no tracing interceptor is registered. */
+  tracing?: Tracing;
   /** Workflows kept in the sticky cache (config/worker-tuning.ts); Temporal's heap-sized default when unset. */
   maxCachedWorkflows?: number;
+  /** Default dataConverter(): gzip, plus encryption when ADCP_PAYLOAD_KEYS is set. Tests pass their own keys. */
+  dataConverter?: WorkerOptions['dataConverter'];
 }
 
 /** The worker that runs operation and reconciliation workflows and their activities; one per process, scaled by adding processes. */
 export async function createOperationWorker(options: OperationWorkerOptions): Promise<Worker> {
+  // One breaker per seller for the whole worker: operations and capability refreshes see the same circuit.
+  const breakers =
+    options.activities.breakers ??
+    new CircuitBreakerRegistry({
+      ...options.activities.circuitBreaker,
+      now: options.activities.now ?? Date.now,
+      onTransition: logCircuitTransition,
+    });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
-    dataConverter: dataConverter(),
+    dataConverter: options.dataConverter ?? dataConverter(),
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: {
-      ...createActivities(options.activities),
+      ...createActivities({
+        ...options.activities,
+        breakers,
+        // Per-buy reporting-webhook credentials are added at the call, never in history (activities/media-buy.ts).
+        seller: withReportingCredentials(
+          options.activities.seller ?? createSdkSellerClient(),
+          options.activities.env ?? process.env,
+        ),
+      }),
+      ...createCapabilityActivities({
+        agents: options.activities.agents,
+        breakers,
+        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
+        ...(options.activities.env ? { env: options.activities.env } : {}),
+      }),
+      ...createCampaignActivities({ client: options.client }),
       ...createReconciliationActivities({
         agents: options.activities.agents,
         client: options.client,
@@ -46,6 +80,8 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
       }),
     },
     shutdownGraceTime: options.shutdownGraceTime ?? '10s',
+    // Correlation fields on activity log lines; OpenTelemetry interceptors and the workflow span sink when tracing.
+    ...observabilityWorkerOptions({ tracing: options.tracing, prebuiltBundle: options.workflowBundle !== undefined }),
     ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
   });
 }

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ConfigError } from '../config/errors';
+import { tracingConfigured, workflowInterceptorModules } from '../observability/workflow-modules';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -26,7 +27,12 @@ export interface LoadedBundle {
 /** Writes the bundle of workflows/ to `outFile` (webpack, through @temporalio/worker). */
 export async function writeWorkflowBundle(outFile: string): Promise<void> {
   const { bundleWorkflowCode, DefaultLogger } = await import('@temporalio/worker');
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    // Log correlation fields always; OpenTelemetry workflow spans when the environment configures an OTLP endpoint.
+    workflowInterceptorModules: workflowInterceptorModules(tracingConfigured()),
+    logger: new DefaultLogger('WARN'),
+  });
   mkdirSync(path.dirname(outFile), { recursive: true });
   writeFileSync(outFile, code);
 }

@@ -42,7 +42,8 @@ export async function startWorkerProcess(options: {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   // "RUNNING" follows the ready line once the pollers are up.
-  while (!worker.output().includes("state: 'RUNNING'") && Date.now() < deadline) {
+  // The worker logs through pino (JSON) since observability/logger.ts; Temporal's default logger printed the first form.
+  while (!/state: 'RUNNING'|"state":"RUNNING"/.test(worker.output()) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return worker;

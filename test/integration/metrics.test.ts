@@ -1,8 +1,22 @@
 /**
  * The worker's Prometheus endpoint (ADCP_METRICS_ADDRESS): Temporal's own worker metrics and the orchestrator's
- * (operation transitions and durations, seller call failures), scraped from the real worker process.
+ * (operation transitions and durations, seller call failures), scraped from the real worker process. And the
+ * gateway's GET /metrics, scraped from the real gateway process (api/main.ts) after one operation went through it:
+ * every metric the Grafana dashboard and the alert rules in monitoring/ use is exported by one of the two.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { generateApiKey, writeKeysFile } from '../../api/auth';
+import {
+  exportedNames,
+  loadAlertRules,
+  loadDashboardQueries,
+  metricNamesIn,
+} from '../../observability/monitoring-files';
+import { startProcess } from '../../scripts/lib/processes';
+import { createMediaBuyParams } from '../harness/demo-requests';
 import { Client, Connection } from '@temporalio/client';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { freePort } from '../../scripts/lib/dev-server';
@@ -15,14 +29,16 @@ import { dataConverter } from '../../client/payload-codec';
 
 let seller: ScriptedSeller;
 let worker: ManagedProcess | undefined;
+let gateway: ManagedProcess | undefined;
 
 afterAll(async () => {
+  await gateway?.stop();
   await worker?.stop();
   await seller?.close();
 });
 
 test('the worker serves operation, seller and Temporal metrics in Prometheus format', async () => {
-  seller = await startScriptedSeller();
+  seller ??= await startScriptedSeller();
   const metricsAddress = `127.0.0.1:${await freePort()}`;
   const taskQueue = `metrics-${randomUUID()}`;
   const agentsFile = writeAgentsFile([
@@ -79,5 +95,165 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
     expect(text).toMatch(/temporal_workflow_completed_total\{[^}]*workflow_type="adcpOperation"[^}]*\} 1/);
   } finally {
     await connection.close();
+    await worker.stop();
+    worker = undefined;
   }
+});
+
+/** The gateway as `npm run gateway` runs it, authenticating with a key file; resolves once it listens. */
+async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<ManagedProcess> {
+  const root = path.resolve(__dirname, '..', '..');
+  const started = startProcess(
+    'gateway',
+    path.join(root, 'node_modules', '.bin', 'tsx'),
+    [path.join(root, 'api', 'main.ts')],
+    {
+      env,
+    },
+  );
+  await eventually(async () => {
+    if (started.child.exitCode !== null) throw new Error(`gateway exited:\n${started.output()}`);
+    return started.output().includes('gateway: http://') ? true : undefined;
+  }, 60_000);
+  return started;
+}
+
+test('every metric the dashboard and the alert rules use is exported by the gateway or the worker', async () => {
+  seller ??= await startScriptedSeller();
+  const metricsAddress = `127.0.0.1:${await freePort()}`;
+  const gatewayPort = await freePort();
+  const taskQueue = `monitoring-${randomUUID()}`;
+  const agentsFile = writeAgentsFile([
+    { id: 'monitored-seller', url: seller.url, protocol: 'mcp', token_env: 'MONITORED_SELLER_TOKEN' },
+  ]);
+  const keysDir = mkdtempSync(path.join(os.tmpdir(), 'adcp-monitoring-keys-'));
+  const apiKey = generateApiKey('monitoring');
+  writeKeysFile(path.join(keysDir, 'keys.json'), {
+    keys: [
+      {
+        key_id: 'monitoring',
+        hash: apiKey.hash,
+        principal: 'monitoring@acme',
+        tenant: 'acme',
+        roles: ['reader', 'buyer', 'approver', 'operator'],
+      },
+    ],
+  });
+  const env = {
+    TEMPORAL_ADDRESS: testAddress(),
+    TEMPORAL_NAMESPACE: 'default',
+    ADCP_TASK_QUEUE: taskQueue,
+    ADCP_AGENTS_FILE: agentsFile,
+    ADCP_RECONCILE_EVERY: 'off',
+  };
+  [worker, gateway] = await Promise.all([
+    startWorkerProcess({
+      address: testAddress(),
+      taskQueue,
+      agentsFile,
+      env: {
+        ...env,
+        MONITORED_SELLER_TOKEN: seller.authToken,
+        ADCP_METRICS_ADDRESS: metricsAddress,
+        // One failed call opens the circuit, so the breaker's metrics are there too.
+        ADCP_CIRCUIT_FAILURES: '1',
+        ADCP_CIRCUIT_COOL_OFF_MS: '500',
+      },
+    }),
+    startGatewayProcess({
+      ...env,
+      ADCP_GATEWAY_PORT: String(gatewayPort),
+      ADCP_API_KEYS_FILE: path.join(keysDir, 'keys.json'),
+    }),
+  ]);
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  const call = async (method: string, route: string, body?: unknown) => {
+    const response = await fetch(`${gatewayUrl}${route}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${apiKey.key}`,
+        ...(body ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  // One operation through the gateway: a failed attempt, a question for a person, the answer, completion.
+  seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 1 });
+  seller.script('create_media_buy', [
+    { status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Needs sign-off' },
+    { status: 'completed' },
+  ]);
+  const started = await call('POST', '/v1/operations', {
+    agent_id: 'monitored-seller',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotency_key: randomUUID(),
+    retry: { max_attempts: 5, initial_interval_seconds: 1, maximum_interval_seconds: 1 },
+  });
+  expect(started.status).toBe(202);
+  const operationId = String(started.body.operation_id);
+  const statusOf = async () => (await call('GET', `/v1/operations/${operationId}`)).body.status;
+  await eventually(async () => ((await statusOf()) === 'input-required' ? true : undefined), 60_000);
+  // While it waits on a person, the gateway counts it (Temporal visibility) among the pending operations.
+  const waitingText = await eventually(async () => {
+    const body = await (await fetch(`${gatewayUrl}/metrics`)).text();
+    return /adcp_operations_pending\{task="create_media_buy",status="input-required"\} [1-9]/.test(body)
+      ? body
+      : undefined;
+  }, 30_000);
+  expect(waitingText).toMatch(/adcp_operations_pending_truncated 0/);
+  const answered = await call('POST', `/v1/operations/${operationId}/input`, {
+    input: { approved: true },
+    idempotency_key: 'monitoring-approval',
+  });
+  expect(answered.status).toBe(200);
+  await eventually(async () => ((await statusOf()) === 'completed' ? true : undefined), 60_000);
+  // A webhook the gateway cannot verify (this seller has no webhook credentials), and a route that does not exist.
+  const refused = await fetch(`${gatewayUrl}/webhooks/adcp/${operationId}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ status: 'completed' }),
+  });
+  expect(refused.status).toBe(401);
+  expect(refused.headers.get('x-request-id')).toMatch(/\S/);
+  expect((await call('GET', '/v1/nothing-here')).status).toBe(404);
+
+  const gatewayText = await (await fetch(`${gatewayUrl}/metrics`)).text();
+  const workerText = await eventually(async () => {
+    const body = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+    return /adcp_operation_outcomes_total\{[^}]*status="completed"/.test(body) ? body : undefined;
+  }, 30_000);
+
+  // What the gateway counted: the routes by template, the refusal by reason.
+  expect(gatewayText).toMatch(
+    /adcp_gateway_http_requests_total\{method="POST",route="\/v1\/operations",status="202"\} 1/,
+  );
+  expect(gatewayText).toMatch(
+    /adcp_gateway_http_requests_total\{method="GET",route="\/v1\/operations\/:id",status="200"\} \d+/,
+  );
+  expect(gatewayText).toMatch(/adcp_gateway_http_requests_total\{method="GET",route="unmatched",status="404"\} 1/);
+  expect(gatewayText).toMatch(
+    /adcp_gateway_webhook_verification_failures_total\{webhook="task",reason="webhooks_not_configured"\} 1/,
+  );
+  expect(gatewayText).toMatch(/adcp_gateway_http_request_duration_seconds_bucket\{[^}]*route="\/v1\/operations"/);
+  expect(gatewayText).toMatch(/# TYPE adcp_operations_pending gauge/);
+  // What the worker counted: the approval wait and the outcome.
+  expect(workerText).toMatch(
+    /adcp_operation_input_wait\S*_count\{[^}]*to="working"|adcp_operation_input_wait\S*_count\{[^}]*to="completed"/,
+  );
+  expect(workerText).toMatch(/adcp_operation_outcomes_total\{[^}]*reason="none"[^}]*status="completed"[^}]*\} 1/);
+
+  const exported = new Set([...exportedNames(gatewayText), ...exportedNames(workerText)]);
+  const used = [
+    ...loadDashboardQueries().map(({ panel, expr }) => ({ where: `dashboard panel "${panel}"`, expr })),
+    ...loadAlertRules().map((rule) => ({ where: `alert ${rule.alert}`, expr: rule.expr })),
+  ];
+  const missing = used.flatMap(({ where, expr }) =>
+    metricNamesIn(expr)
+      .filter((name) => !exported.has(name))
+      .map((name) => `${name} (${where})`),
+  );
+  expect(missing).toEqual([]);
 });

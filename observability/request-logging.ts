@@ -1,0 +1,84 @@
+/**
+ * The gateway's request log: one pino line per request when its response ends, with a request ID the caller can
+ * quote (its own `X-Request-Id` when it sent a sane one, else the trace ID of its `traceparent`, else a new UUID;
+ * always answered in `X-Request-Id`), the route template, status and time, and the operation's correlation fields
+ * (operation ID, seller, task) where the route knows them: routes name them with describeOperation().
+ */
+import { randomUUID } from 'node:crypto';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Logger } from './logger';
+import { routeTemplate } from './gateway-metrics';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+export interface OperationFields {
+  operationId?: string;
+  seller?: string;
+  task?: string;
+}
+
+const OPERATION_FIELDS = Symbol('adcp.operationFields');
+
+type Locals = Record<string | symbol, unknown>;
+
+/** Names the operation a request is about, for its log line (merged with what the route learned before). */
+export function describeOperation(res: Response, fields: OperationFields): void {
+  const locals = res.locals as Locals;
+  const known = (locals[OPERATION_FIELDS] as OperationFields | undefined) ?? {};
+  const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => typeof value === 'string'));
+  locals[OPERATION_FIELDS] = { ...known, ...defined };
+}
+
+/** The request ID of this request (set by requestLogging). */
+export function requestIdOf(res: Response): string | undefined {
+  return typeof res.locals.requestId === 'string' ? res.locals.requestId : undefined;
+}
+
+const OPERATION_PATH = /^\/(?:v1\/operations|webhooks\/adcp)\/([^/?#]{1,300})/;
+
+function operationIdInPath(url: string): string | undefined {
+  const raw = OPERATION_PATH.exec(url)?.[1];
+  if (raw === undefined) return undefined;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+function requestIdFor(req: Request): string {
+  const given = req.get('x-request-id');
+  if (given && REQUEST_ID.test(given)) return given;
+  const trace = TRACEPARENT.exec(req.get('traceparent') ?? '')?.[1];
+  if (trace && !/^0+$/.test(trace)) return trace;
+  return randomUUID();
+}
+
+export function requestLogging(logger: Logger): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const requestId = requestIdFor(req);
+    const started = process.hrtime.bigint();
+    res.locals.requestId = requestId;
+    res.setHeader('X-Request-Id', requestId);
+    res.once('finish', () => {
+      const operation = ((res.locals as Locals)[OPERATION_FIELDS] as OperationFields | undefined) ?? {};
+      // The operation ID is in the URL of most routes, also when the route failed before it could describe it.
+      const fromPath = operationIdInPath(req.originalUrl);
+      const status = res.statusCode;
+      const fields = {
+        requestId,
+        method: req.method,
+        route: routeTemplate(req),
+        status,
+        durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10,
+        ...(fromPath ? { operationId: fromPath } : {}),
+        ...operation,
+      };
+      if (status >= 500) logger.error(fields, 'request failed');
+      else if (status >= 400) logger.warn(fields, 'request refused');
+      else logger.info(fields, 'request');
+    });
+    next();
+  };
+}
