@@ -6,12 +6,13 @@
  * Each activity makes one read through the project's SellerClient (activities/seller-client.ts) and returns the
  * parsed, bounded result (never the raw answer), so a 90-day flight's pulls stay small in history.
  */
+import { createHmac } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { type AgentRegistry, ConfigError } from '../config/agents';
+import { type AgentConfig, type AgentRegistry, ConfigError } from '../config/agents';
 import { type AdcpError, ProtocolViolation } from '../protocol';
 import { type DeliveryPull, type MediaBuySnapshot, mediaBuyFromList, parseDeliveryPull } from '../protocol/media-buy';
 import { raceSignal } from './mcp-connection';
-import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
+import { type CallContext, type SellerAnswer, type SellerClient, createSdkSellerClient } from './seller-client';
 import { classifyTransportFailure, retryDelayMs } from './transport-errors';
 import { deadlineSignal } from './linked-signal';
 
@@ -163,3 +164,107 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
 }
 
 export type MediaBuyActivities = ReturnType<typeof createMediaBuyActivities>;
+
+// ---- reporting-webhook credentials -----------------------------------------------------------------------------
+//
+// A seller on a legacy webhook scheme (HMAC-SHA256 or Bearer) needs `reporting_webhook.authentication.credentials`
+// to sign or authenticate its delivery reports. The credential is one per buy, derived from a server-side master
+// secret and the buy's workflow ID, and it is put into the request here, at the moment of the call: workflow inputs,
+// the call plan and every activity input and result carry only the reporting URL, which names the buy. The gateway's
+// reporting route (api/reporting-webhooks.ts) derives the same credential from the buy ID in the URL to verify.
+
+/** The master secret reporting-webhook credentials derive from (at least 32 characters). */
+export const REPORTING_SECRET_ENV = 'ADCP_REPORTING_WEBHOOK_SECRET';
+const REPORTING_DERIVATION = 'adcp-orchestrator/reporting-webhook/v1';
+const REPORTING_PATH = '/webhooks/adcp-reporting/';
+
+/** The AdCP legacy scheme a seller's configured webhook authentication calls for; undefined for RFC 9421. */
+export function legacyReportingScheme(agent: AgentConfig): 'HMAC-SHA256' | 'Bearer' | undefined {
+  if (agent.webhooks?.scheme === 'hmac-sha256') return 'HMAC-SHA256';
+  if (agent.webhooks?.scheme === 'bearer') return 'Bearer';
+  return undefined;
+}
+
+/**
+ * The master secret: ADCP_REPORTING_WEBHOOK_SECRET, else the seller's own configured webhook secret (its
+ * `secret_env` / `token_env`), so a seller set up for legacy task webhooks needs nothing more for reports.
+ */
+export function reportingMasterSecret(agent: AgentConfig, env: NodeJS.ProcessEnv): string | undefined {
+  const own = env[REPORTING_SECRET_ENV];
+  if (own) return own;
+  const webhooks = agent.webhooks as { secret_env?: string; token_env?: string } | undefined;
+  const name = webhooks?.secret_env ?? webhooks?.token_env;
+  return name ? env[name] || undefined : undefined;
+}
+
+/** One buy's reporting credential: HMAC-SHA256(master, derivation label + buy workflow ID), base64url (43 characters). */
+export function reportingWebhookCredential(masterSecret: string, mediaBuyWorkflowId: string): string {
+  return createHmac('sha256', masterSecret).update(`${REPORTING_DERIVATION}:${mediaBuyWorkflowId}`).digest('base64url');
+}
+
+/** The buy workflow ID a reporting URL names (`<base>/webhooks/adcp-reporting/<id>`), if it is one of ours. */
+export function mediaBuyIdOfReportingUrl(url: unknown): string | undefined {
+  if (typeof url !== 'string') return undefined;
+  let pathname: string;
+  try {
+    pathname = new URL(url).pathname;
+  } catch {
+    return undefined;
+  }
+  const at = pathname.lastIndexOf(REPORTING_PATH);
+  if (at < 0) return undefined;
+  const id = decodeURIComponent(pathname.slice(at + REPORTING_PATH.length));
+  return id && !id.includes('/') ? id : undefined;
+}
+
+/** Replaces every string that contains `secret` (a seller echoing the request back) so it never reaches history. */
+function redact<T>(value: T, secret: string): T {
+  if (typeof value === 'string') return (value.includes(secret) ? '[redacted]' : value) as T;
+  if (Array.isArray(value)) return value.map((item) => redact(item, secret)) as T;
+  if (value && typeof value === 'object') {
+    const copy: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) copy[key] = redact(item, secret);
+    return copy as T;
+  }
+  return value;
+}
+
+/**
+ * A SellerClient that fills in `reporting_webhook.authentication` on create_media_buy for sellers on a legacy
+ * webhook scheme (the credential derived per buy, see above), and keeps the credential out of the answer it returns.
+ * A request that already carries credentials, an RFC 9421 seller or a reporting URL that is not ours pass unchanged.
+ */
+export function withReportingCredentials(seller: SellerClient, env: NodeJS.ProcessEnv = process.env): SellerClient {
+  const callTask = async (request: Parameters<SellerClient['callTask']>[0]): Promise<SellerAnswer> => {
+    const reporting = request.args.reporting_webhook as Record<string, unknown> | undefined;
+    const scheme = legacyReportingScheme(request.agent);
+    const buyId = mediaBuyIdOfReportingUrl(reporting?.url);
+    const given = reporting?.authentication as { credentials?: unknown } | undefined;
+    if (request.task !== 'create_media_buy' || !reporting || !scheme || !buyId || given?.credentials)
+      return seller.callTask(request);
+    const master = reportingMasterSecret(request.agent, env);
+    if (!master || master.length < 32) {
+      throw new ConfigError(
+        `Seller "${request.agent.id}" signs webhooks with ${scheme}, so its reporting webhook needs a credential: set ` +
+          `${REPORTING_SECRET_ENV} (at least 32 characters) for the worker and the gateway.`,
+      );
+    }
+    const credentials = reportingWebhookCredential(master, buyId);
+    const answer = await seller.callTask({
+      ...request,
+      args: {
+        ...request.args,
+        reporting_webhook: { ...reporting, authentication: { schemes: [scheme], credentials } },
+      },
+    });
+    return redact(answer, credentials);
+  };
+  // Every other method (reads, lists, cancels, and any added later) is the wrapped client's own, bound to it.
+  return new Proxy(seller, {
+    get(target, property) {
+      if (property === 'callTask') return callTask;
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}

@@ -1,13 +1,21 @@
 /**
- * Reconciliation's I/O (adcp-protocol.md §1.7): which operations are open for a seller (Temporal visibility, through
- * the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the signals that make
- * operations adopt a lost task or look at the seller now. The decisions are the reconciliation workflow's.
+ * Reconciliation's I/O (adcp-protocol.md §1.7): which operations and media buys are open for a seller (Temporal
+ * visibility, through the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the
+ * signals that make operations adopt a lost task or look at the seller now, and media buys read get_media_buys now. The decisions are the reconciliation workflow's.
  */
 import { Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { type AgentRegistry, ConfigError } from '../config/agents';
-import { SA_AGENT, SA_STATUS, SA_TASK, SA_TASK_ID } from '../config/search-attributes';
+import {
+  SA_AGENT,
+  SA_MEDIA_BUY_ID,
+  SA_MEDIA_BUY_STATUS,
+  SA_STATUS,
+  SA_TASK,
+  SA_TASK_ID,
+} from '../config/search-attributes';
 import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../workflows/definitions';
+import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../workflows/media-buy-definitions';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
 
@@ -33,9 +41,18 @@ export interface SellerTaskList {
   truncated: boolean;
 }
 
+/** A media buy's workflow that is still following its buy at the seller. */
+export interface OpenMediaBuy {
+  workflowId: string;
+  mediaBuyId?: string;
+  status?: string;
+}
+
 export type OperationSignal =
   | { operationId: string; kind: 'pollNow'; requestedBy: string }
-  | { operationId: string; kind: 'adoptTask'; taskId: string; requestedBy: string };
+  | { operationId: string; kind: 'adoptTask'; taskId: string; requestedBy: string }
+  /** To a media buy's workflow (operationId is its workflow ID): read get_media_buys now. */
+  | { operationId: string; kind: 'refreshMediaBuy'; requestedBy: string };
 
 const MAX_OPEN_OPERATIONS = 10_000;
 const MAX_TASK_PAGES = 50;
@@ -63,6 +80,23 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
           ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
           ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
           ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
+        });
+        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
+        if (open.length >= MAX_OPEN_OPERATIONS) break;
+      }
+      return open;
+    },
+
+    /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
+    async listOpenMediaBuys(input: { agentId: string }): Promise<OpenMediaBuy[]> {
+      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_AGENT.name} = ${quoted(input.agentId)}`;
+      const open: OpenMediaBuy[] = [];
+      for await (const execution of deps.client.workflow.list({ query })) {
+        const attributes = execution.typedSearchAttributes;
+        open.push({
+          workflowId: execution.workflowId,
+          ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
+          ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
         });
         if (open.length % 500 === 0) Context.current().heartbeat(open.length);
         if (open.length >= MAX_OPEN_OPERATIONS) break;
@@ -119,6 +153,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         try {
           if (request.kind === 'adoptTask')
             await handle.signal(adoptTaskSignal, { taskId: request.taskId, requestedBy: request.requestedBy });
+          else if (request.kind === 'refreshMediaBuy')
+            await handle.signal(refreshMediaBuySignal, { requestedBy: request.requestedBy });
           else await handle.signal(pollNowSignal, { requestedBy: request.requestedBy });
           sent += 1;
         } catch (error) {

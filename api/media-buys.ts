@@ -22,6 +22,7 @@ import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { actorSchema } from '../protocol/requests';
 import type { ChangeRequest, MediaBuyState } from '../workflows/media-buy-definitions';
+import { callerOf } from './app';
 
 export interface MediaBuyRouterOptions {
   mediaBuys: MediaBuyClient;
@@ -214,29 +215,32 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
     json,
     route(async (req, res) => {
       const body = parse(createSchema, req.body);
-      const created = await mediaBuys.create({
-        buyKey: body.buy_key,
-        agentId: body.agent_id,
-        params: body.params,
-        ...(body.reporting
-          ? {
-              reporting: {
-                ...(body.reporting.frequency ? { frequency: body.reporting.frequency } : {}),
-                ...(body.reporting.product_frequencies
-                  ? { productFrequencies: body.reporting.product_frequencies }
-                  : {}),
-                ...(body.reporting.requested_metrics ? { requestedMetrics: body.reporting.requested_metrics } : {}),
-                ...(body.reporting.expected_delay_minutes !== undefined
-                  ? { expectedDelayMinutes: body.reporting.expected_delay_minutes }
-                  : {}),
-              },
-            }
-          : {}),
-        ...(body.creative_alert_lead_hours !== undefined
-          ? { creativeAlertLeadMs: body.creative_alert_lead_hours * 3_600_000 }
-          : {}),
-        ...(body.requested_by ? { requestedBy: body.requested_by } : {}),
-      });
+      const created = await mediaBuys.create(
+        {
+          buyKey: body.buy_key,
+          agentId: body.agent_id,
+          params: body.params,
+          ...(body.reporting
+            ? {
+                reporting: {
+                  ...(body.reporting.frequency ? { frequency: body.reporting.frequency } : {}),
+                  ...(body.reporting.product_frequencies
+                    ? { productFrequencies: body.reporting.product_frequencies }
+                    : {}),
+                  ...(body.reporting.requested_metrics ? { requestedMetrics: body.reporting.requested_metrics } : {}),
+                  ...(body.reporting.expected_delay_minutes !== undefined
+                    ? { expectedDelayMinutes: body.reporting.expected_delay_minutes }
+                    : {}),
+                },
+              }
+            : {}),
+          ...(body.creative_alert_lead_hours !== undefined
+            ? { creativeAlertLeadMs: body.creative_alert_lead_hours * 3_600_000 }
+            : {}),
+          ...(body.requested_by ? { requestedBy: body.requested_by } : {}),
+        },
+        callerOf(req),
+      );
       const link = webUi(created.mediaBuyWorkflowId);
       res.status(created.created ? 202 : 200).json({
         id: created.mediaBuyWorkflowId,
@@ -250,7 +254,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
     '/v1/media-buys/:id',
     route(async (req, res) => {
       const id = String(req.params.id);
-      const view = await mediaBuys.view(id);
+      const view = await mediaBuys.view(id, callerOf(req));
       const link = webUi(id);
       res.json(mediaBuyView(id, view.running, view.state, link ? { webUi: link } : {}));
     }),
@@ -259,7 +263,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
   router.get(
     '/v1/media-buys/:id/delivery',
     route(async (req, res) => {
-      res.json(deliveryView(await mediaBuys.state(String(req.params.id))));
+      res.json(deliveryView(await mediaBuys.state(String(req.params.id), callerOf(req))));
     }),
   );
 
@@ -282,6 +286,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
         String(req.params.id),
         request,
         body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+        callerOf(req),
       );
       res.status(answer.outcome === 'applied' ? 200 : 409).json({
         sequence: answer.sequence,
@@ -307,6 +312,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
           requestedBy: body.requested_by,
         },
         body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+        callerOf(req),
       );
       res.status(answer.outcome === 'applied' ? 200 : 409).json({
         sequence: answer.sequence,

@@ -7,12 +7,15 @@
 import express, { type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
-import type { AgentRegistry } from '../config/agents';
+import { legacyReportingScheme, reportingMasterSecret, reportingWebhookCredential } from '../activities/media-buy';
+import type { AgentConfig, AgentRegistry } from '../config/agents';
 import { SA_AGENT, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
 import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
+import { JsonBodyError, parseJsonStrict } from './hardening';
 import type { WebhookAuthenticator } from './webhook-verification';
 import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, unavailable } from './webhooks';
+import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 
 export interface ReportingWebhookRouterOptions {
   client: Client;
@@ -25,6 +28,30 @@ export interface ReportingWebhookRouterOptions {
 }
 
 const CACHE_SIZE = 10_000;
+/** Where the derived credential is handed to the verifier (an overlay on the environment, never process.env). */
+const DERIVED_CREDENTIAL_ENV = 'ADCP_REPORTING_CREDENTIAL_FOR_THIS_BUY';
+
+/**
+ * How this buy's reports are verified: RFC 9421 sellers by their keys, as task webhooks; legacy HMAC / Bearer sellers
+ * by the buy's own credential, derived from the master secret and the buy ID exactly as the worker derived it when
+ * it registered the reporting webhook (activities/media-buy.ts). Without a master secret, the seller's configured one.
+ */
+function verificationFor(
+  agent: AgentConfig & { webhooks: NonNullable<AgentConfig['webhooks']> },
+  mediaBuyWorkflowId: string,
+  env: NodeJS.ProcessEnv,
+): { webhooks: NonNullable<AgentConfig['webhooks']>; env: NodeJS.ProcessEnv } {
+  const scheme = legacyReportingScheme(agent);
+  const master = scheme ? reportingMasterSecret(agent, env) : undefined;
+  if (!scheme || !master || master.length < 32) return { webhooks: agent.webhooks, env };
+  const credential = reportingWebhookCredential(master, mediaBuyWorkflowId);
+  const webhooks = (
+    scheme === 'HMAC-SHA256'
+      ? { ...agent.webhooks, secret_env: DERIVED_CREDENTIAL_ENV }
+      : { ...agent.webhooks, token_env: DERIVED_CREDENTIAL_ENV }
+  ) as NonNullable<AgentConfig['webhooks']>;
+  return { webhooks, env: { ...env, [DERIVED_CREDENTIAL_ENV]: credential } };
+}
 
 /** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
 interface KnownBuy {
@@ -97,17 +124,20 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
         log(
           `reporting webhook rejected for ${id}: seller ${buy?.agentId ?? '?'} has no webhook verification configured`,
         );
+        publishWebhookVerificationFailure({ webhook: 'reporting', reason: 'webhooks_not_configured' });
         answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
         return;
       }
       const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
+      const verifyWith = verificationFor({ ...agent, webhooks: agent.webhooks }, id, env);
       const verification = await options.authenticator.verify(
         { method: req.method, url: `${base}${req.originalUrl}`, headers: req.headers, rawBody },
         agent.id,
-        agent.webhooks,
-        env,
+        verifyWith.webhooks,
+        verifyWith.env,
       );
       if (!verification.ok) {
+        publishWebhookVerificationFailure({ webhook: 'reporting', reason: verification.reason });
         log(
           `reporting webhook rejected for ${id} from ${agent.id}: ${verification.reason} (${verification.logDetail})`,
         );
@@ -117,10 +147,12 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
       }
       let parsed: ReturnType<typeof parseReportingWebhook>;
       try {
-        parsed = parseReportingWebhook(JSON.parse(rawBody.toString('utf8')));
+        // Strict (api/hardening.ts): nesting bounded before any recursive code, no number JSON cannot carry.
+        parsed = parseReportingWebhook(parseJsonStrict(rawBody.toString('utf8')));
       } catch (error) {
         if (error instanceof ReportingPayloadError)
           answer(res, 400, 'INVALID_WEBHOOK', error.message, { field: error.field });
+        else if (error instanceof JsonBodyError) answer(res, error.status, error.code, error.message);
         else answer(res, 400, 'MALFORMED_JSON', 'The body is not valid JSON.');
         return;
       }

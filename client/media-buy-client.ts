@@ -14,8 +14,9 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_AGENT, SA_MEDIA_BUY_STATUS } from '../config/search-attributes';
+import { SA_AGENT, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import { CALLER_KEY_PATTERN } from '../protocol';
+import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
 import type { adcpMediaBuy } from '../workflows/media-buy';
 import {
   type ChangeAnswer,
@@ -42,6 +43,8 @@ export interface MediaBuyClientOptions {
   /** false on servers without the AdCP search attributes (the time-skipping test server). */
   searchAttributes?: boolean;
   knownAgent?: (agentId: string) => boolean;
+  /** The tenant that owns buys recorded without one (as OrchestratorClientOptions.untenantedTenant). */
+  untenantedTenant?: string;
 }
 
 export interface CreateMediaBuyRequest {
@@ -101,13 +104,39 @@ function refusal(error: unknown): MediaBuyChangeRefusedError | undefined {
 export class MediaBuyClient {
   constructor(private readonly options: MediaBuyClientOptions) {}
 
+  /**
+   * Tenancy (#12): with a caller, a buy that is not the caller's tenant's answers exactly like one that does not exist.
+   * The owner is the buy's AdcpTenant search attribute, else the tenant its starter put in the memo.
+   */
+  private async ensureVisible(id: string, caller: CallerIdentity | undefined): Promise<void> {
+    if (!caller) return;
+    let owner: string | undefined;
+    try {
+      const description = await this.handle(id).describe();
+      const memo = description.memo?.tenant;
+      owner =
+        description.typedSearchAttributes.get(SA_TENANT) ??
+        (typeof memo === 'string' ? memo : undefined) ??
+        this.options.untenantedTenant;
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+      throw error;
+    }
+    if (owner !== caller.tenant) throw new MediaBuyNotFoundError(id);
+  }
+
   private handle(id: string) {
     if (!MEDIA_BUY_ID_PATTERN.test(id)) throw new MediaBuyNotFoundError(id);
     return this.options.client.workflow.getHandle<typeof adcpMediaBuy>(id);
   }
 
   /** Starts the buy's workflow, or finds the one already running or finished for the same key. */
-  async create(request: CreateMediaBuyRequest): Promise<{ mediaBuyWorkflowId: string; created: boolean }> {
+  async create(
+    request: CreateMediaBuyRequest,
+    caller?: CallerIdentity,
+  ): Promise<{ mediaBuyWorkflowId: string; created: boolean }> {
+    if (caller && !isTenantName(caller.tenant))
+      throw new MediaBuyRequestError('tenant', `The caller's tenant cannot own media buys: ${TENANT_RULE}.`);
     if (!CALLER_KEY_PATTERN.test(request.buyKey)) {
       throw new MediaBuyRequestError(
         'buy_key',
@@ -123,16 +152,28 @@ export class MediaBuyClient {
           `params must not set ${reserved}: the orchestrator owns it.`,
         );
     }
+    if (request.reporting?.authentication) {
+      throw new MediaBuyRequestError(
+        'reporting.authentication',
+        'reporting.authentication would put the webhook credential into the workflow history in clear: leave it out. ' +
+          'For sellers on HMAC or Bearer webhooks the worker derives a per-buy credential at the call ' +
+          '(ADCP_REPORTING_WEBHOOK_SECRET).',
+      );
+    }
     if (!Array.isArray(request.params.packages) || request.params.packages.length === 0) {
       throw new MediaBuyRequestError('params.packages', 'params.packages must list at least one package.');
     }
     if (typeof request.params.end_time !== 'string' || Number.isNaN(Date.parse(request.params.end_time))) {
       throw new MediaBuyRequestError('params.end_time', 'params.end_time must be an ISO 8601 time.');
     }
-    const workflowId = mediaBuyWorkflowId(request.buyKey);
+    // Two tenants' equal buy keys name two buys (and two create operations): the key is scoped by the tenant.
+    const buyKey = tenantScopedKey(caller?.tenant, request.buyKey);
+    if (buyKey === undefined)
+      throw new MediaBuyRequestError('buy_key', `buy_key is too long for tenant "${caller?.tenant}".`);
+    const workflowId = mediaBuyWorkflowId(buyKey);
     const indexed = this.options.searchAttributes !== false;
     const input: MediaBuyInput = {
-      buyKey: request.buyKey,
+      buyKey,
       agentId: request.agentId,
       params: request.params,
       indexed,
@@ -148,6 +189,7 @@ export class MediaBuyClient {
         : {}),
       ...(request.creativeAlertLeadMs !== undefined ? { creativeAlertLeadMs: request.creativeAlertLeadMs } : {}),
       ...(request.requestedBy ? { requestedBy: request.requestedBy } : {}),
+      ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
     };
     try {
       await this.options.client.workflow.start<typeof adcpMediaBuy>(MEDIA_BUY_WORKFLOW_TYPE, {
@@ -157,25 +199,35 @@ export class MediaBuyClient {
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         staticSummary: `media buy ${request.buyKey} at ${request.agentId}`,
+        ...(caller ? { memo: { tenant: caller.tenant } } : {}),
         ...(indexed
           ? {
               typedSearchAttributes: [
                 { key: SA_AGENT, value: request.agentId },
                 { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
+                ...(caller
+                  ? [
+                      { key: SA_TENANT, value: caller.tenant },
+                      { key: SA_PRINCIPAL, value: caller.principal },
+                    ]
+                  : []),
               ],
             }
           : {}),
       });
       return { mediaBuyWorkflowId: workflowId, created: true };
     } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError)
+      if (error instanceof WorkflowExecutionAlreadyStartedError) {
+        await this.ensureVisible(workflowId, caller);
         return { mediaBuyWorkflowId: workflowId, created: false };
+      }
       throw error;
     }
   }
 
   /** The buy's state: live while the workflow runs, its result once it has finished. */
-  async view(id: string): Promise<MediaBuyView> {
+  async view(id: string, caller?: CallerIdentity): Promise<MediaBuyView> {
+    await this.ensureVisible(id, caller);
     const handle = this.handle(id);
     try {
       const description = await handle.describe();
@@ -190,18 +242,27 @@ export class MediaBuyClient {
     }
   }
 
-  async state(id: string): Promise<MediaBuyState> {
-    return (await this.view(id)).state;
+  async state(id: string, caller?: CallerIdentity): Promise<MediaBuyState> {
+    return (await this.view(id, caller)).state;
   }
 
   /** Waits for the workflow to finish following the buy (after the flight, the final report and reconciliation). */
-  async result(id: string): Promise<MediaBuyState> {
+  async result(id: string, caller?: CallerIdentity): Promise<MediaBuyState> {
+    await this.ensureVisible(id, caller);
     return this.handle(id).result();
   }
 
-  async change(id: string, request: ChangeRequest, options: { idempotencyKey?: string } = {}): Promise<ChangeAnswer> {
+  async change(
+    id: string,
+    change: ChangeRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ): Promise<ChangeAnswer> {
+    // The audit trail names the authenticated caller; requestedBy stays the caller's note.
+    const request: ChangeRequest = caller ? { ...change, principal: caller.principal } : change;
     const shape = checkChangeShape(request);
     if (!shape.ok) throw new MediaBuyRequestError('change', shape.message);
+    await this.ensureVisible(id, caller);
     try {
       return await this.handle(id).executeUpdate(changeMediaBuyUpdate, {
         args: [request],
@@ -215,9 +276,12 @@ export class MediaBuyClient {
 
   async attachCreatives(
     id: string,
-    attachment: CreativeAttachment,
+    creatives: CreativeAttachment,
     options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
   ): Promise<ChangeAnswer> {
+    const attachment: CreativeAttachment = caller ? { ...creatives, principal: caller.principal } : creatives;
+    await this.ensureVisible(id, caller);
     try {
       return await this.handle(id).executeUpdate(attachCreativesUpdate, {
         args: [attachment],

@@ -1,9 +1,11 @@
 /**
  * `npm run demo`: with `npm start` running, starts the bundled demo seller if it is not running, then runs
  * get_products and create_media_buy through the gateway's HTTP API, printing each status change as it happens,
- * and ends with the media_buy_id and the Web UI link to the operation.
+ * with the media_buy_id and the Web UI link to the operation; then a media buy's whole life in demo time
+ * (scripts/demo-media-buy.ts, also `npm run demo:media-buy`).
  */
 import { randomUUID } from 'node:crypto';
+import { mediaBuyDemoOptionsFromEnv, runMediaBuyDemo } from './demo-media-buy';
 import { DEMO_ACCOUNT, DEMO_BRAND, startDemoSeller } from './lib/demo-seller';
 
 const gateway = (process.env.ADCP_GATEWAY_URL ?? `http://127.0.0.1:${process.env.ADCP_GATEWAY_PORT ?? 8080}`).replace(
@@ -26,7 +28,11 @@ interface OperationBody {
 async function http<T>(method: string, url: string, body?: unknown): Promise<T> {
   const response = await fetch(url, {
     method,
-    headers: body ? { 'content-type': 'application/json' } : {},
+    headers: {
+      ...(body ? { 'content-type': 'application/json' } : {}),
+      // The key `npm start` printed (its development key), or one of ADCP_API_KEYS_FILE's.
+      ...(process.env.ADCP_API_KEY ? { authorization: `Bearer ${process.env.ADCP_API_KEY}` } : {}),
+    },
     body: body ? JSON.stringify(body) : undefined,
   });
   const text = await response.text();
@@ -90,6 +96,7 @@ async function main(): Promise<void> {
   } finally {
     await seller.stop();
   }
+  await runMediaBuyDemo(mediaBuyDemoOptionsFromEnv());
 }
 
 main().catch((error) => {

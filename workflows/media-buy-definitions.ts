@@ -46,7 +46,10 @@ export interface ReportingSettings {
   requestedMetrics?: string[];
   /** The products' `expected_delay_minutes`: how long after `next_expected_at` a report may still come. */
   expectedDelayMinutes?: number;
-  /** Legacy webhook authentication the seller needs (3.x requires the field; RFC 9421 sellers sign without it). */
+  /**
+   * @deprecated Credentials here would be stored in history in clear; MediaBuyClient refuses them. For sellers on
+   * HMAC or Bearer webhooks the worker adds a per-buy credential at the call (activities/media-buy.ts).
+   */
   authentication?: { schemes: string[]; credentials: string };
 }
 
@@ -59,6 +62,10 @@ export interface MediaBuyInput {
   /** Creative deadline alerts: how long before `creative_deadline` the first alert fires (default 48 h). */
   creativeAlertLeadMs?: number;
   requestedBy?: string;
+  /** The tenant that owns the buy (#12): recorded in state, passed to its operations (their credentials). */
+  tenant?: string;
+  /** The authenticated principal that created it (`tenant/id`). */
+  principal?: string;
   /** Index the buy and its operations (false on servers without the AdCP search attributes). */
   indexed?: boolean;
   /** Set only by continue-as-new. */
@@ -70,6 +77,8 @@ export type ChangeKind = 'pause' | 'resume' | 'budget' | 'dates' | 'packages' | 
 export interface ChangeRequest {
   kind: ChangeKind;
   requestedBy: string;
+  /** The authenticated principal that asked (`tenant/id`), set by the client from the credentials. */
+  principal?: string;
   reason?: string;
   /** budget: new budget per package id. */
   budgets?: Record<string, number>;
@@ -86,6 +95,8 @@ export interface ChangeRecord {
   sequence: number;
   kind: ChangeKind;
   requestedBy: string;
+  /** The authenticated principal that asked (`tenant/id`), when the change came with credentials. */
+  principal?: string;
   reason?: string;
   requestedAt: string;
   /** The update_media_buy operation (child workflow) that carried it. */
@@ -106,6 +117,8 @@ export interface CreativeAttachment {
   /** creative_id → package ids it should run on. */
   assignments?: Record<string, string[]>;
   requestedBy: string;
+  /** The authenticated principal that attached them (`tenant/id`). */
+  principal?: string;
 }
 
 export interface CreativeRecord {
@@ -217,6 +230,10 @@ export interface MediaBuyState {
   buyKey: string;
   workflowId: string;
   agentId: string;
+  /** The tenant that owns the buy (absent in single-tenant/dev mode). */
+  tenant?: string;
+  /** The principal that created it (`tenant/id`). */
+  principal?: string;
   mediaBuyId?: string;
   status: MediaBuyLifecycle;
   createOperationId: string;

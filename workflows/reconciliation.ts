@@ -1,10 +1,11 @@
 /**
  * Reconciliation of one seller (adcp-protocol.md §1.7), run by a Temporal Schedule and on demand: compare the
  * seller's open tasks with the open operations, hand a lost task back to the operation whose call created it (found
- * by that call's idempotency key), report what cannot be attributed, and make every open operation look now.
+ * by that call's idempotency key), report what cannot be attributed, make every open operation look now, and make
+ * every media buy followed at that seller read get_media_buys now (refreshMediaBuy).
  * It changes nothing at the seller: it only reads there, and only signals operations here.
  */
-import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, log, patched, proxyActivities } from '@temporalio/workflow';
 import type { OperationActivities } from '../activities';
 import type { OpenOperation, ReconciliationActivities } from '../activities/reconciliation';
 
@@ -31,7 +32,14 @@ export interface ReconciliationReport {
   /** Open operations whose task the seller no longer lists as open (finished there, or unknown to it). */
   missingFromSeller: string[];
   pollRequested: number;
+  /** Running media-buy workflows at this seller (absent in reports from before buys were reconciled). */
+  openMediaBuys?: number;
+  /** Of those, how many were asked to read get_media_buys now (refreshMediaBuy). */
+  mediaBuyRefreshRequested?: number;
 }
+
+/** Reconciliation runs from before it also reached media buys made no visibility query for them. */
+const MEDIA_BUYS_PATCH = 'reconcile-media-buys';
 
 const reading = proxyActivities<ReconciliationActivities>({
   startToCloseTimeout: '5m',
@@ -110,7 +118,15 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       .filter((operation) => !adoptedIds.has(operation.operationId))
       .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
   ];
-  const sent = signals.length > 0 ? await reading.signalOperations({ signals }) : { sent: 0, skipped: [] };
+  // Media buys at this seller read get_media_buys now: a status changed at the seller without a webhook converges.
+  const buys = patched(MEDIA_BUYS_PATCH) ? await reading.listOpenMediaBuys({ agentId: input.agentId }) : undefined;
+  const refreshes = (buys ?? []).map((buy) => ({
+    operationId: buy.workflowId,
+    kind: 'refreshMediaBuy' as const,
+    requestedBy,
+  }));
+  const all = [...signals, ...refreshes];
+  const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
   const report: ReconciliationReport = {
     agentId: input.agentId,
@@ -134,6 +150,12 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       : [],
     pollRequested: signals.filter((signal) => signal.kind === 'pollNow' && !sent.skipped.includes(signal.operationId))
       .length,
+    ...(buys
+      ? {
+          openMediaBuys: buys.length,
+          mediaBuyRefreshRequested: refreshes.filter((signal) => !sent.skipped.includes(signal.operationId)).length,
+        }
+      : {}),
   };
   log.info('Seller reconciled', {
     agentId: report.agentId,
@@ -142,6 +164,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     adopted: report.adopted.length,
     unattributed: report.unattributed.length,
     missingFromSeller: report.missingFromSeller.length,
+    mediaBuyRefreshRequested: report.mediaBuyRefreshRequested ?? 0,
   });
   return report;
 }

@@ -71,19 +71,36 @@ afterAll(async () => {
   await seller?.close();
 });
 
-async function historyOfEveryRun(workflowId: string, firstRunId: string): Promise<number[]> {
+/** Events per run, and how many runs left a near-due timer to fire rather than cancel it (the patch's marker). */
+async function historyOfEveryRun(
+  workflowId: string,
+  firstRunId: string,
+): Promise<{ counts: number[]; keptTimerRuns: number }> {
   const counts: number[] = [];
+  let keptTimerRuns = 0;
   let runId: string | undefined = firstRunId;
   while (runId) {
     const history: {
       events?:
-        { workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string | null } | null }[] | null;
+        | {
+            workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string | null } | null;
+            markerRecordedEventAttributes?: {
+              details?: Record<string, { payloads?: { data?: Uint8Array | null }[] | null }> | null;
+            } | null;
+          }[]
+        | null;
     } = await stack.env.client.workflow.getHandle(workflowId, runId).fetchHistory();
     const events = history.events ?? [];
     counts.push(events.length);
+    const markers = events.flatMap((event) =>
+      Object.values(event.markerRecordedEventAttributes?.details ?? {}).flatMap((details) =>
+        (details.payloads ?? []).map((payload) => Buffer.from(payload.data ?? new Uint8Array()).toString()),
+      ),
+    );
+    if (markers.some((marker) => marker.includes('media-buy-keep-due-timer'))) keptTimerRuns += 1;
     runId = events[events.length - 1]?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
   }
-  return counts;
+  return { counts, keptTimerRuns };
 }
 
 /**
@@ -334,12 +351,13 @@ test(`a ${FLIGHT_DAYS}-day flight with hourly reports: lifecycle, changes, gaps 
   expect(final.done).toBe(true);
 
   // Bounded: every run under 4,096 events, a state of bounded size.
-  const runs = await historyOfEveryRun(handle.workflowId, firstRunId);
+  const { counts: runs, keptTimerRuns } = await historyOfEveryRun(handle.workflowId, firstRunId);
   const stateBytes = JSON.stringify(final).length;
   console.log(
     `${FLIGHT_DAYS}-day flight: ${hours} hourly periods, ${dropped.length} dropped, ${duplicated} duplicated, ${reordered} reordered; ` +
       `${reporting.pulls} pulls filled ${reporting.periodGapsFilled} periods; ${final.reads} reads; ` +
-      `${runs.length} runs, events per run ${runs.join(', ')} (largest ${Math.max(...runs)}); final state ${stateBytes} bytes`,
+      `${runs.length} runs, events per run ${runs.join(', ')} (largest ${Math.max(...runs)}); final state ${stateBytes} bytes; ` +
+      `${keptTimerRuns} runs left a near-due timer to fire instead of cancelling it`,
   );
   expect(Math.max(...runs)).toBeLessThan(4_096);
   expect(stateBytes).toBeLessThan(128 * 1024);
