@@ -177,7 +177,10 @@ export interface CircuitBreakerRegistryOptions extends Omit<CircuitBreakerOption
   onTransition?: (sellerId: string, transition: CircuitTransition) => void;
 }
 
-/** One breaker per seller id, created on first use with the registry's options. Holds state per process. */
+/**
+ * One breaker per seller id, created on first use with the registry's options. Holds state per process: each worker
+ * opens its breakers on its own evidence, by design (README "Deployment" has the measured cost of not sharing).
+ */
 export class CircuitBreakerRegistry {
   private readonly breakers = new Map<string, CircuitBreaker>();
 

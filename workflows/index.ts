@@ -2,3 +2,7 @@
 export { adcpOperation } from './operation';
 export { reconcileSeller } from './reconciliation';
 export { adcpMediaBuy } from './media-buy';
+export { adcpSellerCapabilities } from './seller-capabilities';
+export { adcpDiscovery } from './discovery';
+export { adcpCampaign } from './campaign';
+export { adcpNotification } from './notification';

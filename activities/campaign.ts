@@ -1,0 +1,114 @@
+/**
+ * The campaign's reach into its buys: a workflow cannot send an Update to another workflow, so each change a
+ * campaign fans out (pause, resume, cancel, a buy's budget) is one activity that reads the buy's state and sends it
+ * the `changeMediaBuy` Update through the Temporal client, with an update ID derived from the campaign's change so
+ * a retried activity never changes a buy twice. A buy still being created is retried (its validator refuses changes
+ * until it has a media_buy_id); a buy that has ended needs no pause, resume or cancel.
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { BuyOutcome, CampaignChangeKind } from '../workflows/campaign-definitions';
+import {
+  type ChangeRequest,
+  type MediaBuyState,
+  changeMediaBuyUpdate,
+  mediaBuyStateQuery,
+} from '../workflows/media-buy-definitions';
+import { cents } from '../workflows/campaign-state';
+
+export interface CampaignActivityDependencies {
+  client: Client;
+}
+
+export interface ChangeCampaignBuyInput {
+  workflowId: string;
+  kind: CampaignChangeKind;
+  requestedBy: string;
+  reason?: string;
+  /** budget: the buy's new total, split over its packages in proportion to their budgets. */
+  budget?: number;
+  /** The update ID: the campaign's change sequence and the seller, so a retry is the same Update. */
+  updateId: string;
+}
+
+export interface ChangeCampaignBuyOutcome {
+  outcome: BuyOutcome;
+  status?: string;
+  error?: { code: string; message: string };
+}
+
+const ENDED = new Set(['completed', 'rejected', 'canceled', 'create_failed']);
+
+/** The new total split over the buy's packages in proportion to their current budgets (cents; rest to the first). */
+export function splitBudget(packages: MediaBuyState['packages'], total: number): Record<string, number> {
+  const ids = Object.keys(packages).sort();
+  if (ids.length === 0) return {};
+  const current = ids.map((id) => packages[id].budget ?? 0);
+  const sum = current.reduce((a, b) => a + b, 0);
+  const shares = ids.map((_, index) => (sum > 0 ? cents((total * current[index]) / sum) : cents(total / ids.length)));
+  shares[0] = cents(shares[0] + total - shares.reduce((a, b) => a + b, 0));
+  return Object.fromEntries(ids.map((id, index) => [id, shares[index]]));
+}
+
+export function createCampaignActivities(deps: CampaignActivityDependencies) {
+  return {
+    async changeCampaignBuy(input: ChangeCampaignBuyInput): Promise<ChangeCampaignBuyOutcome> {
+      const handle = deps.client.workflow.getHandle(input.workflowId);
+      let state: MediaBuyState;
+      try {
+        state = await handle.query(mediaBuyStateQuery);
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError)
+          return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${input.workflowId}.` } };
+        throw error;
+      }
+      if (ENDED.has(state.status) || state.done) {
+        return input.kind === 'budget'
+          ? {
+              outcome: 'refused',
+              status: state.status,
+              error: { code: 'INVALID_STATE', message: `The buy is ${state.status}.` },
+            }
+          : { outcome: 'not_needed', status: state.status };
+      }
+      if (state.status === 'creating' || !state.mediaBuyId) {
+        throw ApplicationFailure.create({
+          type: 'BuyNotReady',
+          message: `The buy ${input.workflowId} is still being created; the change waits for its media_buy_id.`,
+          nextRetryDelay: 1_000,
+        });
+      }
+      if (input.kind === 'pause' && state.status === 'paused') return { outcome: 'not_needed', status: state.status };
+      if (input.kind === 'resume' && state.status !== 'paused') return { outcome: 'not_needed', status: state.status };
+      const request: ChangeRequest = {
+        kind: input.kind,
+        requestedBy: input.requestedBy,
+        ...(input.reason ? { reason: input.reason } : {}),
+        ...(input.kind === 'budget' && input.budget !== undefined
+          ? { budgets: splitBudget(state.packages, input.budget) }
+          : {}),
+      };
+      try {
+        const answer = await handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: input.updateId });
+        return {
+          outcome: answer.outcome === 'applied' ? 'applied' : answer.outcome === 'refused' ? 'refused' : 'failed',
+          status: answer.status,
+          ...(answer.error ? { error: answer.error } : {}),
+        };
+      } catch (error) {
+        if (error instanceof WorkflowUpdateFailedError) {
+          const message = error.cause instanceof Error ? error.cause.message : error.message;
+          const match = /^([A-Z_]+): (.*)$/s.exec(message);
+          return {
+            outcome: 'refused',
+            status: state.status,
+            error: { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message },
+          };
+        }
+        throw error;
+      }
+    },
+  };
+}
+
+export type CampaignActivities = ReturnType<typeof createCampaignActivities>;

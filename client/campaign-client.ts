@@ -1,0 +1,387 @@
+/**
+ * Typed clients for discoveries and campaigns. Both check the sellers before anything starts: an unknown seller is
+ * a request error, and a seller whose capabilities say it has no get_products is left out and reported `skipped`
+ * (no call is made to it). Selections, approvals and changes are Updates: the campaign's validators refuse what
+ * its phase or budget guard does not allow before it enters history, and an idempotency key is the update ID.
+ *
+ *   const campaigns = new CampaignClient({ client, taskQueue, sellers });
+ *   const { campaignId } = await campaigns.create({ campaignKey: 'spring-26', brief, totalBudget: 50_000, flight, agentIds, timeBudgetMs: 10_000, requestedBy: 'planner@buyer' });
+ *   await campaigns.select(campaignId, { lines, selectedBy: 'planner@buyer' });
+ *   await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer' });
+ */
+import {
+  type Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
+import { SA_CAMPAIGN } from '../config/search-attributes';
+import { CALLER_KEY_PATTERN } from '../protocol';
+import type { RankingPreferences } from '../protocol/catalogue';
+import type { adcpCampaign } from '../workflows/campaign';
+import {
+  type AllocationPolicy,
+  CAMPAIGN_ID_PATTERN,
+  CAMPAIGN_WORKFLOW_TYPE,
+  type ApprovalRequest,
+  type CampaignChangeAnswer,
+  type CampaignChangeRequest,
+  type CampaignInput,
+  type CampaignState,
+  type Flight,
+  type SelectionRequest,
+  approveCampaignUpdate,
+  campaignStateQuery,
+  campaignWorkflowId,
+  changeCampaignUpdate,
+  selectProductsUpdate,
+} from '../workflows/campaign-definitions';
+import type { adcpDiscovery } from '../workflows/discovery';
+import {
+  DISCOVERY_ID_PATTERN,
+  DISCOVERY_WORKFLOW_TYPE,
+  type DiscoveryInput,
+  type DiscoveryState,
+  discoveryStateQuery,
+  discoveryWorkflowId,
+} from '../workflows/discovery-definitions';
+import { type MediaBuyState, mediaBuyStateQuery } from '../workflows/media-buy-definitions';
+import type { SellerCapabilitiesClient } from './seller-capabilities-client';
+
+export interface CampaignClientOptions {
+  client: Client;
+  taskQueue: string;
+  /** Checks sellers before start (configured, offering get_products); without it every id is taken as given. */
+  sellers?: SellerCapabilitiesClient;
+  /** false on servers without the AdCP search attributes. */
+  searchAttributes?: boolean;
+  /** The gateway's public base URL: each buy registers its reporting webhook there (see CampaignInput). */
+  reportingBaseUrl?: string;
+}
+
+export class CampaignRequestError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'CampaignRequestError';
+  }
+}
+
+export class CampaignNotFoundError extends Error {
+  constructor(readonly id: string) {
+    super(`No campaign or discovery ${id}.`);
+    this.name = 'CampaignNotFoundError';
+  }
+}
+
+/** The campaign refused a selection, approval or change (its validators): `code` is INVALID_STATE, BUDGET_EXCEEDED ... */
+export class CampaignRefusedError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'CampaignRefusedError';
+  }
+}
+
+function refusal(error: unknown): CampaignRefusedError | undefined {
+  if (!(error instanceof WorkflowUpdateFailedError)) return undefined;
+  const message = error.cause instanceof Error ? error.cause.message : error.message;
+  const match = /^([A-Z_]+): (.*)$/s.exec(message);
+  return new CampaignRefusedError(match?.[1] ?? 'REFUSED', match?.[2] ?? message);
+}
+
+export interface DiscoveryRequest {
+  discoveryKey: string;
+  brief: string;
+  /** Default: every configured seller. */
+  agentIds?: string[];
+  timeBudgetMs: number;
+  graceMs?: number;
+  params?: Record<string, unknown>;
+  preferences?: RankingPreferences;
+  requestedBy?: string;
+}
+
+export interface CampaignRequest {
+  campaignKey: string;
+  brief: string;
+  totalBudget: number;
+  currency?: string;
+  flight: Flight;
+  agentIds?: string[];
+  timeBudgetMs: number;
+  discoveryParams?: Record<string, unknown>;
+  preferences?: RankingPreferences;
+  allocation?: AllocationPolicy;
+  buyParams?: Record<string, unknown>;
+  requestedBy: string;
+}
+
+export interface BuySummary {
+  agentId: string;
+  workflowId: string;
+  status?: string;
+  mediaBuyId?: string;
+  committedBudget: number;
+  packages?: number;
+  failure?: string;
+  error?: string;
+}
+
+export interface CampaignView {
+  campaignId: string;
+  running: boolean;
+  state: CampaignState;
+  /** Each buy as its own workflow says now (its status, media_buy_id). */
+  buys: BuySummary[];
+}
+
+const RESERVED_BUY_PARAMS = ['packages', 'start_time', 'end_time', 'idempotency_key', 'push_notification_config'];
+
+export class CampaignClient {
+  constructor(private readonly options: CampaignClientOptions) {}
+
+  /** Known sellers, and those whose capabilities say they have no get_products (left out, not called). */
+  private async checkSellers(
+    agentIds: string[] | undefined,
+  ): Promise<{ ask: string[]; skipped: { agentId: string; reason: string }[] }> {
+    const sellers = this.options.sellers;
+    const ids = agentIds ?? sellers?.agents.agents.map((agent) => agent.id) ?? [];
+    if (ids.length === 0) throw new CampaignRequestError('agent_ids', 'agent_ids must name at least one seller.');
+    if (new Set(ids).size !== ids.length) throw new CampaignRequestError('agent_ids', 'agent_ids repeats a seller.');
+    if (!sellers) return { ask: ids, skipped: [] };
+    const unknown = ids.filter((id) => !sellers.agents.has(id));
+    if (unknown.length > 0)
+      throw new CampaignRequestError(
+        'agent_ids',
+        `No seller ${unknown.map((id) => `"${id}"`).join(', ')} is configured.`,
+      );
+    const verdicts = await Promise.all(
+      ids.map(
+        async (id) => [id, await sellers.supports(id, 'get_products').catch(() => ({ supported: true }))] as const,
+      ),
+    );
+    const ask: string[] = [];
+    const skipped: { agentId: string; reason: string }[] = [];
+    for (const [id, verdict] of verdicts) {
+      if (verdict.supported) ask.push(id);
+      else skipped.push({ agentId: id, reason: (verdict as { reason: string }).reason });
+    }
+    return { ask, skipped };
+  }
+
+  private indexed(): boolean {
+    return this.options.searchAttributes !== false;
+  }
+
+  // ---- discoveries -----------------------------------------------------------------------------------------------
+
+  async discover(request: DiscoveryRequest): Promise<{ discoveryId: string; created: boolean }> {
+    if (!CALLER_KEY_PATTERN.test(request.discoveryKey))
+      throw new CampaignRequestError(
+        'discovery_key',
+        'discovery_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+      );
+    const { ask, skipped } = await this.checkSellers(request.agentIds);
+    const workflowId = discoveryWorkflowId(request.discoveryKey);
+    const input: DiscoveryInput = {
+      discoveryKey: request.discoveryKey,
+      brief: request.brief,
+      agentIds: ask,
+      skipped,
+      timeBudgetMs: request.timeBudgetMs,
+      ...(request.graceMs !== undefined ? { graceMs: request.graceMs } : {}),
+      ...(request.params ? { params: request.params } : {}),
+      ...(request.preferences ? { preferences: request.preferences } : {}),
+      ...(request.requestedBy ? { requestedBy: request.requestedBy } : {}),
+      indexed: this.indexed(),
+    };
+    try {
+      await this.options.client.workflow.start<typeof adcpDiscovery>(DISCOVERY_WORKFLOW_TYPE, {
+        workflowId,
+        taskQueue: this.options.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        staticSummary: `discovery ${request.discoveryKey} across ${ask.length} sellers`,
+      });
+      return { discoveryId: workflowId, created: true };
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return { discoveryId: workflowId, created: false };
+      throw error;
+    }
+  }
+
+  async discovery(id: string): Promise<{ running: boolean; state: DiscoveryState }> {
+    if (!DISCOVERY_ID_PATTERN.test(id)) throw new CampaignNotFoundError(id);
+    const handle = this.options.client.workflow.getHandle<typeof adcpDiscovery>(id);
+    try {
+      const description = await handle.describe();
+      if (description.status.name === 'COMPLETED') return { running: false, state: await handle.result() };
+      return { running: description.status.name === 'RUNNING', state: await handle.query(discoveryStateQuery) };
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
+      throw error;
+    }
+  }
+
+  async discoveryResult(id: string): Promise<DiscoveryState> {
+    if (!DISCOVERY_ID_PATTERN.test(id)) throw new CampaignNotFoundError(id);
+    return this.options.client.workflow.getHandle<typeof adcpDiscovery>(id).result();
+  }
+
+  // ---- campaigns -------------------------------------------------------------------------------------------------
+
+  async create(request: CampaignRequest): Promise<{ campaignId: string; created: boolean }> {
+    if (!CALLER_KEY_PATTERN.test(request.campaignKey))
+      throw new CampaignRequestError(
+        'campaign_key',
+        'campaign_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+      );
+    if (!(request.totalBudget > 0)) throw new CampaignRequestError('total_budget', 'total_budget must be positive.');
+    const start = Date.parse(request.flight.startTime);
+    const end = Date.parse(request.flight.endTime);
+    if (Number.isNaN(start) || Number.isNaN(end) || start >= end)
+      throw new CampaignRequestError('flight', 'flight needs ISO 8601 start_time before end_time.');
+    for (const reserved of RESERVED_BUY_PARAMS) {
+      if (request.buyParams && reserved in request.buyParams)
+        throw new CampaignRequestError(
+          `buy_params.${reserved}`,
+          `buy_params must not set ${reserved}: the campaign owns it.`,
+        );
+    }
+    const { ask, skipped } = await this.checkSellers(request.agentIds);
+    const workflowId = campaignWorkflowId(request.campaignKey);
+    const input: CampaignInput = {
+      campaignKey: request.campaignKey,
+      brief: request.brief,
+      totalBudget: request.totalBudget,
+      ...(request.currency ? { currency: request.currency } : {}),
+      flight: request.flight,
+      agentIds: ask,
+      skipped,
+      timeBudgetMs: request.timeBudgetMs,
+      ...(request.discoveryParams ? { discoveryParams: request.discoveryParams } : {}),
+      ...(request.preferences ? { preferences: request.preferences } : {}),
+      ...(request.allocation ? { allocation: request.allocation } : {}),
+      ...(request.buyParams ? { buyParams: request.buyParams } : {}),
+      requestedBy: request.requestedBy,
+      ...(this.options.reportingBaseUrl ? { reportingBaseUrl: this.options.reportingBaseUrl } : {}),
+      indexed: this.indexed(),
+    };
+    try {
+      await this.options.client.workflow.start<typeof adcpCampaign>(CAMPAIGN_WORKFLOW_TYPE, {
+        workflowId,
+        taskQueue: this.options.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        staticSummary: `campaign ${request.campaignKey}: ${request.totalBudget}${request.currency ? ` ${request.currency}` : ''} across ${ask.length} sellers`,
+        ...(this.indexed() ? { typedSearchAttributes: [{ key: SA_CAMPAIGN, value: request.campaignKey }] } : {}),
+      });
+      return { campaignId: workflowId, created: true };
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return { campaignId: workflowId, created: false };
+      throw error;
+    }
+  }
+
+  private handle(id: string) {
+    if (!CAMPAIGN_ID_PATTERN.test(id)) throw new CampaignNotFoundError(id);
+    return this.options.client.workflow.getHandle<typeof adcpCampaign>(id);
+  }
+
+  async state(id: string): Promise<CampaignState> {
+    const handle = this.handle(id);
+    try {
+      return await handle.query(campaignStateQuery);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
+      throw error;
+    }
+  }
+
+  /** The campaign and each of its buys as the buy's own workflow says now. */
+  async view(id: string): Promise<CampaignView> {
+    const handle = this.handle(id);
+    let running: boolean;
+    try {
+      running = (await handle.describe()).status.name === 'RUNNING';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
+      throw error;
+    }
+    const state = await handle.query(campaignStateQuery);
+    const buys = await Promise.all(
+      Object.values(state.buys).map(async (buy): Promise<BuySummary> => {
+        const summary: BuySummary = {
+          agentId: buy.agentId,
+          workflowId: buy.workflowId,
+          committedBudget: buy.committedBudget,
+        };
+        try {
+          const buyState: MediaBuyState = await this.options.client.workflow
+            .getHandle(buy.workflowId)
+            .query(mediaBuyStateQuery);
+          summary.status = buyState.status;
+          if (buyState.mediaBuyId) summary.mediaBuyId = buyState.mediaBuyId;
+          summary.packages = Object.keys(buyState.packages).length;
+          if (buyState.failure) summary.failure = buyState.failure.message;
+        } catch (error) {
+          summary.status = buy.finalStatus;
+          summary.error = error instanceof Error ? error.message : String(error);
+        }
+        return summary;
+      }),
+    );
+    return { campaignId: id, running, state, buys };
+  }
+
+  async result(id: string): Promise<CampaignState> {
+    return this.handle(id).result();
+  }
+
+  private async update<R>(id: string, run: (handle: ReturnType<CampaignClient['handle']>) => Promise<R>): Promise<R> {
+    try {
+      return await run(this.handle(id));
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
+      throw refusal(error) ?? error;
+    }
+  }
+
+  async select(id: string, request: SelectionRequest, options: { idempotencyKey?: string } = {}) {
+    return this.update(id, (handle) =>
+      handle.executeUpdate(selectProductsUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+
+  async approve(id: string, request: ApprovalRequest, options: { idempotencyKey?: string } = {}) {
+    return this.update(id, (handle) =>
+      handle.executeUpdate(approveCampaignUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+
+  async change(
+    id: string,
+    request: CampaignChangeRequest,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<CampaignChangeAnswer> {
+    return this.update(id, (handle) =>
+      handle.executeUpdate(changeCampaignUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * The typed client for seller capabilities: makes sure each configured seller has its capabilities workflow
+ * (one per seller, started on first use or by the worker at start), reads what it keeps (from the query, or the
+ * memo it publishes when no worker answers), asks it to refresh, and answers whether a task may be sent to a
+ * seller at all. A seller never asked yet, or one whose answer is unknown, is allowed everything: refusing needs
+ * a positive answer that the seller lacks the task.
+ */
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import type { AgentConfig, AgentRegistry } from '../config/agents';
+import { type TaskSupport, supportsTask } from '../protocol/capabilities';
+import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
+import {
+  SELLER_CAPABILITIES_MEMO,
+  SELLER_CAPABILITIES_WORKFLOW_TYPE,
+  type SellerCapabilitiesInput,
+  type SellerCapabilitiesState,
+  capabilitiesChangedSignal,
+  sellerCapabilitiesQuery,
+  sellerCapabilitiesWorkflowId,
+} from '../workflows/seller-capabilities-definitions';
+
+export interface SellerCapabilitiesClientOptions {
+  client: Client;
+  taskQueue: string;
+  agents: AgentRegistry;
+  refreshEveryMs?: number;
+  retryEveryMs?: number;
+  /** How long a read waits for a worker before answering from the memo (default 3 s). */
+  queryTimeoutMs?: number;
+  /** How long `supports` reuses what it read (default 30 s): the check sits in front of every operation start. */
+  supportCacheMs?: number;
+}
+
+export class SellerUnknownError extends Error {
+  constructor(readonly agentId: string) {
+    super(`No seller "${agentId}" is configured.`);
+    this.name = 'SellerUnknownError';
+  }
+}
+
+export interface SellerView {
+  agent: AgentConfig;
+  /** Whether the state came from the running workflow (true) or from its last published memo (false). */
+  live: boolean;
+  state?: SellerCapabilitiesState;
+}
+
+export class SellerCapabilitiesClient {
+  private readonly ensured = new Set<string>();
+  private readonly supportCache = new Map<string, { at: number; state?: SellerCapabilitiesState }>();
+  constructor(private readonly options: SellerCapabilitiesClientOptions) {}
+
+  /** The seller's capabilities workflow on this client's task queue. */
+  workflowId(agentId: string): string {
+    return sellerCapabilitiesWorkflowId(this.options.taskQueue, agentId);
+  }
+
+  get agents(): AgentRegistry {
+    return this.options.agents;
+  }
+
+  private agent(agentId: string): AgentConfig {
+    if (!this.options.agents.has(agentId)) throw new SellerUnknownError(agentId);
+    return this.options.agents.get(agentId);
+  }
+
+  /** Starts the seller's capabilities workflow unless it runs already (idempotent). */
+  async ensure(agentId: string): Promise<void> {
+    this.agent(agentId);
+    if (this.ensured.has(agentId)) return;
+    const input: SellerCapabilitiesInput = {
+      agentId,
+      ...(this.options.refreshEveryMs !== undefined ? { refreshEveryMs: this.options.refreshEveryMs } : {}),
+      ...(this.options.retryEveryMs !== undefined ? { retryEveryMs: this.options.retryEveryMs } : {}),
+    };
+    await this.options.client.workflow.start<typeof adcpSellerCapabilities>(SELLER_CAPABILITIES_WORKFLOW_TYPE, {
+      workflowId: this.workflowId(agentId),
+      taskQueue: this.options.taskQueue,
+      args: [input],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `capabilities of seller ${agentId}`,
+    });
+    this.ensured.add(agentId);
+  }
+
+  async ensureAll(): Promise<string[]> {
+    const ids = this.options.agents.agents.map((agent) => agent.id);
+    await Promise.all(ids.map((id) => this.ensure(id)));
+    return ids;
+  }
+
+  /** What the seller's workflow keeps now. */
+  async view(agentId: string): Promise<SellerView> {
+    const agent = this.agent(agentId);
+    await this.ensure(agentId);
+    const handle = this.options.client.workflow.getHandle<typeof adcpSellerCapabilities>(this.workflowId(agentId));
+    try {
+      const state = await this.options.client.withDeadline(Date.now() + (this.options.queryTimeoutMs ?? 3_000), () =>
+        handle.query(sellerCapabilitiesQuery),
+      );
+      return { agent, live: true, state };
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        this.ensured.delete(agentId);
+        return { agent, live: false };
+      }
+      const description = await handle.describe().catch(() => undefined);
+      const memo = description?.memo?.[SELLER_CAPABILITIES_MEMO] as SellerCapabilitiesState | undefined;
+      return { agent, live: false, ...(memo ? { state: memo } : {}) };
+    }
+  }
+
+  async list(): Promise<SellerView[]> {
+    return Promise.all(this.options.agents.agents.map((agent) => this.view(agent.id)));
+  }
+
+  /** Waits until the seller's workflow has made at least `refreshes` refreshes (tests, start-up). */
+  async refreshed(agentId: string, refreshes = 1, timeoutMs = 30_000): Promise<SellerCapabilitiesState> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const view = await this.view(agentId);
+      if (view.state && view.state.refreshes >= refreshes) return view.state;
+      if (Date.now() > deadline)
+        throw new Error(`Seller ${agentId}: capabilities not refreshed within ${timeoutMs} ms.`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  /** The seller's capabilities may have changed: the workflow asks again now. */
+  async capabilitiesChanged(agentId: string, requestedBy: string, reason?: string): Promise<void> {
+    this.agent(agentId);
+    await this.ensure(agentId);
+    await this.options.client.workflow
+      .getHandle(this.workflowId(agentId))
+      .signal(capabilitiesChangedSignal, { requestedBy, ...(reason ? { reason } : {}) });
+  }
+
+  /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */
+  async supports(agentId: string, task: string): Promise<TaskSupport> {
+    const cached = this.supportCache.get(agentId);
+    if (cached && Date.now() - cached.at < (this.options.supportCacheMs ?? 30_000))
+      return supportsTask(cached.state?.capabilities, task);
+    const view = await this.view(agentId);
+    // Only an answer is kept: a seller not asked yet is looked at again on the next start.
+    if (view.state?.capabilities) this.supportCache.set(agentId, { at: Date.now(), state: view.state });
+    return supportsTask(view.state?.capabilities, task);
+  }
+}
+
+/** For the gateway's operations route: why a task is refused, or undefined when it may start. */
+export function taskSupportCheck(
+  sellers: SellerCapabilitiesClient,
+): (agentId: string, task: string) => Promise<string | undefined> {
+  return async (agentId, task) => {
+    if (!sellers.agents.has(agentId)) return undefined; // the operations route answers unknown sellers itself
+    const support = await sellers.supports(agentId, task).catch(() => ({ supported: true as const }));
+    return support.supported ? undefined : `Seller "${agentId}" does not offer ${task}: ${support.reason}`;
+  };
+}

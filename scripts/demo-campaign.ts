@@ -1,0 +1,132 @@
+/**
+ * `npm run demo:campaign`: a campaign across five sellers, end to end, on its own: a Temporal dev server (headless,
+ * on a free port), five media-buy fixture sellers (real @adcp/sdk servers on loopback, test/fixtures), a worker in
+ * this process, and the typed client. One brief goes to every seller (discovery within a time budget), the
+ * top_ranked policy picks each seller's best product, a person approves, and the campaign starts one buy per seller.
+ * It prints each phase as it happens, then the wall time from brief to every buy created and the campaign's history
+ * size. Everything it started is stopped at the end.
+ */
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { CampaignClient } from '../client/campaign-client';
+import { dataConverter } from '../client/payload-codec';
+import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
+import { type AgentConfig, AgentRegistry } from '../config/agents';
+import { createOperationWorker } from '../workers/worker';
+import { freePort, startDevServer } from './lib/dev-server';
+
+const SELLERS = ['north', 'south', 'east', 'west', 'central'];
+const DAY = 86_400_000;
+
+async function main(): Promise<void> {
+  // The demo prints its own lines; the worker's go to the log only when something is wrong.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const { startMediaBuySeller } = await import('../test/fixtures/media-buy-seller');
+  const { productOf } = await import('../test/fixtures/campaign-sellers');
+  const port = await freePort();
+  console.log(`demo:campaign: starting a Temporal dev server on 127.0.0.1:${port} and ${SELLERS.length} sellers`);
+  const server = await startDevServer({ port, headless: true });
+  const sellers = await Promise.all(SELLERS.map((name) => startMediaBuySeller({ name })));
+  const stops: (() => Promise<unknown>)[] = [() => server.stop(), ...sellers.map((seller) => () => seller.close())];
+  try {
+    sellers.forEach((seller, index) =>
+      seller.scripted.setDefaultScript('get_products', [
+        { status: 'completed', bare: true, payload: { products: [productOf(SELLERS[index], 8 + index)] } },
+      ]),
+    );
+    const agents: AgentConfig[] = sellers.map((seller, index) => ({
+      id: SELLERS[index],
+      url: seller.url,
+      protocol: 'mcp',
+      token_env: `DEMO_${SELLERS[index].toUpperCase()}_TOKEN`,
+    }));
+    const env = Object.fromEntries(sellers.map((seller, index) => [agents[index].token_env!, seller.authToken]));
+    const registry = new AgentRegistry(agents, 'demo:campaign sellers');
+    const taskQueue = `demo-campaign-${randomUUID()}`;
+    const connection = await Connection.connect({ address: server.address });
+    stops.unshift(() => connection.close());
+    const client = new Client({ connection, dataConverter: dataConverter() });
+    const workerConnection = await NativeConnection.connect({ address: server.address });
+    console.log('demo:campaign: bundling the workflows and starting a worker');
+    const worker = await createOperationWorker({
+      connection: workerConnection,
+      namespace: 'default',
+      taskQueue,
+      activities: { agents: registry, env: { ...process.env, ...env } },
+      client,
+    });
+    const running = worker.run();
+    stops.unshift(async () => {
+      worker.shutdown();
+      await running.catch(() => undefined);
+      await workerConnection.close();
+    });
+    const campaigns = new CampaignClient({
+      client,
+      taskQueue,
+      sellers: new SellerCapabilitiesClient({ client, taskQueue, agents: registry }),
+    });
+
+    const startedAt = Date.now();
+    const campaignKey = `demo-${randomUUID().slice(0, 8)}`;
+    const { campaignId } = await campaigns.create({
+      campaignKey,
+      brief: 'Display for a spring outdoor campaign, five regions',
+      totalBudget: 50_000,
+      currency: 'USD',
+      flight: {
+        startTime: new Date(startedAt + 2 * DAY).toISOString(),
+        endTime: new Date(startedAt + 32 * DAY).toISOString(),
+      },
+      agentIds: SELLERS,
+      timeBudgetMs: 5_000,
+      allocation: { kind: 'top_ranked' },
+      requestedBy: 'planner@buyer',
+    });
+    console.log(`demo:campaign: campaign ${campaignId} (search attribute AdcpCampaign = "${campaignKey}")`);
+    let phase = '';
+    const wait = async <T>(probe: () => Promise<T | undefined>): Promise<T> => {
+      for (;;) {
+        const state = await campaigns.state(campaignId);
+        if (state.phase !== phase) console.log(`  ${new Date().toISOString()}  phase ${(phase = state.phase)}`);
+        const value = await probe();
+        if (value !== undefined) return value;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    };
+    const proposed = await wait(async () => {
+      const state = await campaigns.state(campaignId);
+      return state.phase === 'awaiting_approval' ? state : undefined;
+    });
+    for (const line of proposed.selection!.lines)
+      console.log(`  selected by policy: ${line.agentId} ${line.productId} budget ${line.budget}`);
+    await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer', note: 'demo' });
+    const created = await wait(async () => {
+      const view = await campaigns.view(campaignId);
+      return view.buys.length === SELLERS.length && view.buys.every((buy) => buy.mediaBuyId) ? view : undefined;
+    });
+    const wallMs = Date.now() - startedAt;
+    for (const buy of created.buys)
+      console.log(
+        `  buy at ${buy.agentId}: ${buy.status} media_buy_id ${buy.mediaBuyId} budget ${buy.committedBudget}`,
+      );
+    const history = await client.workflow.getHandle(campaignId).fetchHistory();
+    const bytes = Buffer.byteLength(JSON.stringify(history));
+    console.log(
+      `demo:campaign: brief to ${SELLERS.length} buys created in ${(wallMs / 1000).toFixed(1)} s; campaign history ${history.events?.length ?? 0} events (${Math.round(bytes / 1024)} KiB as JSON)`,
+    );
+    const canceled = await campaigns.change(campaignId, { kind: 'cancel', requestedBy: 'demo', reason: 'demo over' });
+    console.log(`demo:campaign: canceled (${canceled.outcome}); every buy: ${JSON.stringify(canceled.buys)}`);
+  } finally {
+    for (const stop of stops) await stop().catch(() => undefined);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(`demo:campaign: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);

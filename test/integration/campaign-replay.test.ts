@@ -1,0 +1,25 @@
+/**
+ * Determinism of the discovery and campaign workflows: today's code replays the committed histories of a real
+ * campaign (test/fixtures/campaign-sellers/histories/, recorded by campaign.test.ts with RECORD_CAMPAIGN_HISTORIES=1:
+ * a discovery with a slow and a failing seller, a selection, the approval, three buys of which one rejected, and a
+ * cancel fanned out to every buy). A change that running campaigns would replay differently fails here; ship it
+ * behind `patched()` instead.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { workflowBundle } from '../harness/temporal';
+
+const dir = path.resolve(__dirname, '..', 'fixtures', 'campaign-sellers', 'histories');
+const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
+
+test('there are committed campaign and discovery histories to replay', () => {
+  expect(files).toEqual(expect.arrayContaining(['campaign-approved-rejected-canceled.json', 'discovery-partial.json']));
+});
+
+test.each(files)('replays %s', async (file) => {
+  const history: unknown = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
+  await expect(
+    Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file),
+  ).resolves.toBeUndefined();
+});
