@@ -4,6 +4,8 @@
  * Credentials never live in the file: HMAC secrets and bearer tokens are named by environment variable.
  */
 import { z } from 'zod';
+import { ConfigError } from './errors';
+import { formatZodIssues } from './zod-format';
 
 /** Shared secrets and tokens shorter than this are refused (push_notification_config credentials, §3.1). */
 export const MIN_SHARED_SECRET_LENGTH = 32;
@@ -207,4 +209,96 @@ export function resolveWebhookCredentials(
     return { bearerToken: readSecret(source, config.token_env, 'webhook bearer token', sellerId) };
   }
   return {};
+}
+
+/**
+ * Where the gateway keeps RFC 9421 nonces (the replay cache). Unset: in the gateway's memory, right for one gateway.
+ * Several gateways behind a load balancer must share one store, or a webhook replayed to a sibling is accepted:
+ * `ADCP_REPLAY_STORE_URL=postgres://user:password@host:5432/db` (the table is created on start if missing).
+ */
+export type ReplayStoreConfig =
+  | { kind: 'memory'; maxEntries: number; maxEntriesPerScope: number }
+  | {
+      kind: 'postgres';
+      url: string;
+      /** The URL without its password, for logs and error messages. */
+      redactedUrl: string;
+      tableName: string;
+      maxEntries: number;
+      maxEntriesPerScope: number;
+    };
+
+/** A URL with its password (and any password-like query parameter) replaced, safe for a log line. */
+export function redactUrl(value: string): string {
+  try {
+    const url = new URL(value);
+    if (url.password) url.password = '***';
+    for (const key of [...url.searchParams.keys()]) {
+      if (/pass|secret|key|token/i.test(key)) url.searchParams.set(key, '***');
+    }
+    return url.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+const replayStoreEnvSchema = z.object({
+  ADCP_REPLAY_STORE_URL: z
+    .string()
+    .optional()
+    .transform((value) => (value?.trim() ? value.trim() : undefined))
+    .superRefine((value, ctx) => {
+      if (value === undefined || value === 'memory') return;
+      let url: URL;
+      try {
+        url = new URL(value);
+      } catch {
+        ctx.addIssue({
+          code: 'custom',
+          message: `is not a URL (${redactUrl(value)}). Expected postgres://user:password@host:5432/database, "memory", or leave it unset for the in-memory store of one gateway.`,
+        });
+        return;
+      }
+      if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+        ctx.addIssue({
+          code: 'custom',
+          message: `uses "${url.protocol}//"; the shared replay store supports PostgreSQL only: postgres://user:password@host:5432/database.`,
+        });
+      } else if (!url.hostname) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'names no host. Expected postgres://user:password@host:5432/database.',
+        });
+      }
+    }),
+  /** Table for the nonces in the shared store (lowercase letters, digits, underscores). */
+  ADCP_REPLAY_STORE_TABLE: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lowercase SQL identifier (letters, digits, underscores)')
+    .default('adcp_replay_cache'),
+  /** Live nonces kept in total; when full, new webhooks are refused (fail closed) until old nonces expire. */
+  ADCP_REPLAY_STORE_MAX_ENTRIES: z.coerce.number().int().min(1_000).max(100_000_000).default(200_000),
+  /** Live nonces per (seller, key, operation URL): the per-key cap behind webhook_signature_rate_abuse. */
+  ADCP_REPLAY_STORE_MAX_PER_SCOPE: z.coerce.number().int().min(10).max(10_000_000).default(10_000),
+});
+
+/** Reads the replay-store settings; a bad value stops the gateway at start with the variable named. */
+export function loadReplayStoreConfig(env: Environment = process.env): ReplayStoreConfig {
+  const parsed = replayStoreEnvSchema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(`Invalid environment: ${formatZodIssues(parsed.error.issues)}`);
+  const value = parsed.data;
+  const caps = {
+    maxEntries: value.ADCP_REPLAY_STORE_MAX_ENTRIES,
+    maxEntriesPerScope: value.ADCP_REPLAY_STORE_MAX_PER_SCOPE,
+  };
+  if (value.ADCP_REPLAY_STORE_URL === undefined || value.ADCP_REPLAY_STORE_URL === 'memory') {
+    return { kind: 'memory', ...caps };
+  }
+  return {
+    kind: 'postgres',
+    url: value.ADCP_REPLAY_STORE_URL,
+    redactedUrl: redactUrl(value.ADCP_REPLAY_STORE_URL),
+    tableName: value.ADCP_REPLAY_STORE_TABLE,
+    ...caps,
+  };
 }

@@ -18,8 +18,8 @@ interface ReplayEntry {
 /**
  * The RFC 9421 nonce cache for one gateway process: TTL-based and bounded in total, unlike the SDK's
  * InMemoryReplayStore, which keeps a bucket per (keyid, target URI) forever; every operation has its own URL.
- * Implements the SDK's ReplayStore, so a store shared between gateway replicas (Redis, the SDK's
- * PostgresReplayStore) can replace it without other changes.
+ * Implements the SDK's ReplayStore, so a store shared between gateway replicas replaces it without other changes:
+ * SharedReplayStore (postgres-replay-store.ts, PostgreSQL), selected by ADCP_REPLAY_STORE_URL.
  */
 export class BoundedReplayStore implements ReplayStore {
   private readonly entries = new Map<string, ReplayEntry>();
