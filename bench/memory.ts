@@ -6,7 +6,8 @@
  * seller keeps `submitted` (so each polls at its cadence: looks at about 2, 6, 14, 30, 62 s ...), sample the process
  * RSS every second (from /proc, no GC: the peak as the OS sees it) for a fixed window, then read it once more after
  * a full GC, terminate the operations and read it again.
- *   - "as shipped": workers/main.ts, as `npm start` runs it (bundles the workflow code with webpack at start);
+ *   - "as shipped": workers/main.ts, as `npm start` runs it (a child process bundles the workflow code at start,
+ *     the sticky cache holds ADCP_MAX_CACHED_WORKFLOWS = 100, MALLOC_ARENA_MAX=2);
  *   - "prebuilt bundle": bench/worker.ts with the product's code and a bundle built once by the bench;
  *   - further configurations pass worker options (maxCachedWorkflows, ...) through bench/worker.ts.
  * Then bench/idle-stages.ts builds a worker one stage at a time and reports what each stage costs (where an idle

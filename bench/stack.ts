@@ -78,7 +78,7 @@ export interface BenchStack {
   extraWorkers: Set<BenchWorker>;
   /** Workflow bundles built once by the bench (paths). */
   bundles: { orchestrator: string; bare: string };
-  /** Starts another product worker (workers/main.ts, polling only, bundling at start) on a fresh queue, as startWorker. */
+  /** Starts another product worker (workers/main.ts, polling only, as shipped) on a fresh queue, as startWorker. */
   startProductWorker(name: string): Promise<BenchWorker>;
   /** Runs a bench script (bench/idle-stages.ts) as a child with the stack's environment; resolves with its output. */
   runScript(script: string, env: Record<string, string>): Promise<string>;
@@ -146,7 +146,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       ADCP_AGENTS_FILE: agentsFile,
       [TOKEN_ENV]: seller.authToken,
     };
-    log('starting gateway and two workers (each bundles the workflow code)...');
+    log('starting gateway and two workers (each bundles the workflow code in a child process)...');
     // BENCH_CPU_PROFILE=<dir>: the gateway and the workers write V8 CPU profiles there when they stop.
     const profileDir = process.env.BENCH_CPU_PROFILE;
     const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
@@ -169,6 +169,8 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
           ADCP_TASK_QUEUE: taskQueue,
           // Scheduled reconciliation runs would add load at unpredictable moments of a run.
           ADCP_RECONCILE_EVERY: 'off',
+          // As npm start and npm run worker run it.
+          MALLOC_ARENA_MAX: '2',
           ...(webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
         }),
         execArgv: ['--expose-gc', '--require', probe, ...profiling],
