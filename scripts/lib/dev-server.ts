@@ -29,6 +29,12 @@ export interface DevServerOptions {
   /** No Web UI (tests). Default false. */
   headless?: boolean;
   /**
+   * The codec server the Web UI asks to decode payloads (`--ui-codec-endpoint`), e.g. the gateway's `/codec` when
+   * payloads are encrypted; the browser calls it directly, so it must admit the UI's origin (CORS). Ignored when
+   * `headless`.
+   */
+  uiCodecEndpoint?: string;
+  /**
    * SQLite file that keeps workflows across restarts (its folder is created). Without one, state lives
    * in memory and dies with the process.
    */
@@ -98,6 +104,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   args.push('--log-level', options.logLevel ?? 'warn');
   if (headless) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
+  if (!headless && options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
   let dbFilename: string | undefined;
   if (options.dbFilename) {
     dbFilename = resolve(options.dbFilename);

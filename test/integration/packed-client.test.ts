@@ -1,0 +1,226 @@
+/**
+ * The typed client as backend teams get it (#13 item 8): `npm pack` the project, check the tarball carries the client
+ * and its types and nothing of the worker, the activities or the API, install it into a scratch TypeScript project
+ * (offline, from the npm cache, with its install scripts running as they would for a backend team), type-check a small
+ * backend against the package's declarations, and run it: it starts a create_media_buy at the demo seller through the
+ * harness's Temporal server and a worker from this repository, follows it to completion and prints the result.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
+import { createMediaBuyParams } from '../harness/demo-requests';
+import { type PackedTarball, packProject, runCommand, writeScratchProject } from '../harness/packed-project';
+import { type TestStack, demoAgent, registry, startTestStack, testAddress } from '../harness/temporal';
+
+jest.setTimeout(300_000);
+
+let dir: string;
+let packed: PackedTarball;
+let stack: TestStack;
+const timings: Record<string, number> = {};
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'adcp-packed-client-'));
+  // The worker bundles workflows while npm packs: both take seconds on a busy machine. The stack is kept even when
+  // packing fails, so afterAll stops its worker.
+  const starting = startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } }).then(
+    (started) => (stack = started),
+  );
+  const [packing] = await Promise.allSettled([packProject(dir), starting]);
+  await starting;
+  if (packing.status === 'rejected') throw packing.reason;
+  packed = packing.value;
+  timings.packMs = packed.packMs;
+});
+
+afterAll(async () => {
+  await stack?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  // Wall time of the slow steps, for the README and CI budgets (not asserted).
+  console.log(`packed-client timings: ${JSON.stringify(timings)}`);
+});
+
+test('the tarball carries the client, its declarations and the message and state types, and no worker, activity or API code', () => {
+  const files = packed.files;
+  for (const expected of [
+    'dist/client/index.js',
+    'dist/client/index.d.ts',
+    'dist/client/types.js',
+    'dist/client/types.d.ts',
+    'dist/client/orchestrator-client.js',
+    'dist/client/media-buy-client.js',
+    'dist/client/operation-list.js',
+    'dist/client/payload-codec.js',
+    'dist/client/encryption-codec.js',
+    'dist/workflows/definitions.d.ts',
+    'dist/workflows/media-buy-definitions.d.ts',
+    'dist/protocol/requests.d.ts',
+  ]) {
+    expect(files).toContain(expected);
+  }
+  const leaked = files.filter(
+    (file) =>
+      /^(workers|activities|api|workflows|protocol|config|client|scripts|test|bench)\//.test(file) ||
+      /^dist\/(workers|api|cli|scripts|test|bench)\//.test(file) ||
+      // The activity contract's declarations describe state fields; no activity code ships.
+      (/^dist\/activities\//.test(file) && file !== 'dist/activities/contract.d.ts') ||
+      // Workflow implementations stay in the worker; only definitions and the pure media-buy state logic ship.
+      /^dist\/workflows\/(operation|media-buy|reconciliation|operation-state|cadence|index)\.js$/.test(file) ||
+      /^dist\/workflows\/legacy\//.test(file) ||
+      /workflow-bundle/.test(file),
+  );
+  expect(leaked).toEqual([]);
+
+  const manifest = JSON.parse(readFileSync(path.join(__dirname, '../../package.json'), 'utf8')) as {
+    exports: Record<string, unknown>;
+  };
+  expect(Object.keys(manifest.exports).sort()).toEqual(['.', './package.json', './types']);
+});
+
+test('a scratch backend installs the tarball, type-checks against it and follows an operation to completion', async () => {
+  const app = path.join(dir, 'backend');
+  mkdirSync(path.join(app, 'src'), { recursive: true });
+  writeScratchProject(app, packed.file);
+  // Install scripts run (no --ignore-scripts): the package's postinstall must not break a backend's install.
+  const install = await runCommand('npm', ['ci', '--offline', '--no-audit', '--no-fund'], { cwd: app });
+  timings.installMs = install.ms;
+
+  writeFileSync(
+    path.join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'node16',
+        moduleResolution: 'node16',
+        strict: true,
+        outDir: 'out',
+        types: ['node'],
+        // As in this repository: @temporalio/common's declarations do not resolve \`ms\` under node16 resolution.
+        skipLibCheck: true,
+      },
+      include: ['src'],
+    }),
+  );
+  writeFileSync(path.join(app, 'src', 'backend.ts'), BACKEND_SOURCE);
+  // A misuse of the package's types must fail the same compiler: the declarations are really checked.
+  writeFileSync(path.join(app, 'src', 'misuse.ts'), MISUSE_SOURCE);
+  const misuse = await runCommand('node_modules/.bin/tsc', ['-p', '.', '--noEmit'], { cwd: app }).then(
+    () => '',
+    (error: Error) => error.message,
+  );
+  expect(misuse).toMatch(/misuse\.ts.*error TS2322/);
+  expect(misuse).not.toMatch(/backend\.ts/);
+  rmSync(path.join(app, 'src', 'misuse.ts'));
+
+  const compile = await runCommand('node_modules/.bin/tsc', ['-p', '.'], { cwd: app });
+  timings.typecheckMs = compile.ms;
+  // Projects still on the classic resolution (no \`exports\`) find both entry points too (typesVersions).
+  await runCommand(
+    'node_modules/.bin/tsc',
+    ['-p', '.', '--noEmit', '--module', 'commonjs', '--moduleResolution', 'node10'],
+    { cwd: app },
+  );
+  // skipLibCheck hides a declaration that imports a file the tarball lacks: check every relative import resolves.
+  expect(missingRelativeImports(path.join(app, 'node_modules', 'adcp-orchestrator'))).toEqual([]);
+
+  const operationKey = `packed-${randomUUID()}`;
+  const run = await runCommand('node', ['out/backend.js'], {
+    cwd: app,
+    env: {
+      TEMPORAL_ADDRESS: testAddress(),
+      ADCP_TASK_QUEUE: stack.taskQueue,
+      OPERATION_KEY: operationKey,
+      PARAMS: JSON.stringify(createMediaBuyParams()),
+    },
+    timeoutMs: 120_000,
+  });
+  timings.runMs = run.ms;
+  const lines = run.stdout.trim().split('\n');
+  const result = JSON.parse(lines[lines.length - 1]) as {
+    operationId: string;
+    status: string;
+    mediaBuyId?: string;
+    seen: string[];
+  };
+  expect(result.status).toBe('completed');
+  expect(result.mediaBuyId).toEqual(expect.any(String));
+  expect(result.seen[result.seen.length - 1]).toBe('completed');
+  // The repository's own client reads the same operation the packaged one started.
+  const state = await stack.orchestrator.result(result.operationId);
+  expect(state.status).toBe('completed');
+  expect(state.result?.media_buy_id).toBe(result.mediaBuyId);
+});
+
+/** Relative imports and requires in the installed package's .js and .d.ts files that name no file in it. */
+function missingRelativeImports(packageDirectory: string): string[] {
+  const missing: string[] = [];
+  const visit = (directory: string): void => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const file = path.join(directory, entry.name);
+      if (entry.isDirectory()) visit(file);
+      else if (/\.(js|d\.ts)$/.test(entry.name)) {
+        const source = readFileSync(file, 'utf8');
+        for (const match of source.matchAll(/(?:from |require\(|import\()['"](\.{1,2}\/[^'"]+)['"]/g)) {
+          const target = path.resolve(path.dirname(file), match[1]);
+          const candidates = file.endsWith('.d.ts')
+            ? [`${target}.d.ts`, path.join(target, 'index.d.ts')]
+            : [`${target}.js`, path.join(target, 'index.js')];
+          if (!candidates.some((candidate) => existsSync(candidate)))
+            missing.push(`${path.relative(packageDirectory, file)} → ${match[1]}`);
+        }
+      }
+    }
+  };
+  visit(path.join(packageDirectory, 'dist'));
+  return missing;
+}
+
+/** The backend a team would write: its own Temporal Client, the packaged OrchestratorClient, typed state. */
+const BACKEND_SOURCE = `
+import { Client, Connection } from '@temporalio/client';
+import { OrchestratorClient, dataConverter, type OperationView } from 'adcp-orchestrator';
+import type { OperationState, OperationStatus } from 'adcp-orchestrator/types';
+
+async function main(): Promise<void> {
+  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  try {
+    const client = new Client({ connection, dataConverter: dataConverter() });
+    const orchestrator = new OrchestratorClient({ client, taskQueue: process.env.ADCP_TASK_QUEUE! });
+    const { operationId } = await orchestrator.start({
+      agentId: 'demo',
+      task: 'create_media_buy',
+      params: JSON.parse(process.env.PARAMS!) as Record<string, unknown>,
+      idempotencyKey: process.env.OPERATION_KEY!,
+    });
+    console.log('started ' + operationId);
+    const seen: OperationStatus[] = [];
+    for (;;) {
+      const view: OperationView = await orchestrator.status(operationId);
+      const status = view.state?.status;
+      if (status && seen[seen.length - 1] !== status) {
+        seen.push(status);
+        console.log('status ' + status);
+      }
+      if (!view.running) break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    const state: OperationState = await orchestrator.result(operationId);
+    const mediaBuyId = typeof state.result?.media_buy_id === 'string' ? state.result.media_buy_id : undefined;
+    console.log(JSON.stringify({ operationId, status: state.status, mediaBuyId, seen }));
+  } finally {
+    await connection.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
+`;
+
+const MISUSE_SOURCE = `
+import type { OperationStatus } from 'adcp-orchestrator/types';
+export const status: OperationStatus = 'finished';
+`;
