@@ -335,7 +335,7 @@ export function createActivities(deps: ActivityDependencies) {
     if (spec.pushNotifications && deps.publicBaseUrl) {
       const scheme = webhookScheme(agent);
       pushNotificationConfig = {
-        url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(input.operationId)}`,
+        url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(input.agentId)}/${encodeURIComponent(input.operationId)}`,
         operation_id: input.operationId,
         ...(scheme ? { authentication: { schemes: scheme.schemes } } : {}),
       };

@@ -1,5 +1,6 @@
 /**
- * POST /webhooks/adcp/:operationId — where sellers push task status. The raw body is verified with the
+ * POST /webhooks/adcp/:agentId/:operationId — where sellers push task status (and /webhooks/adcp/:operationId, the
+ * form of URLs handed out before the seller was put in the path). The raw body is verified with the
  * seller's configured scheme (RFC 9421, legacy HMAC, or Bearer where allowed), parsed into one event type,
  * and signalled to the operation's workflow, which deduplicates and orders. 2xx means Temporal has the event.
  */
@@ -141,17 +142,9 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
     );
   };
 
-  router.post(
-    '/webhooks/adcp/:operationId',
-    (req, res, next) => {
-      if (!req.is('application/json')) {
-        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Webhooks must be sent as application/json.');
-        return;
-      }
-      next();
-    },
-    express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT }),
-    async (req: Request, res: Response) => {
+  const receive =
+    (sellerInPath: boolean) =>
+    async (req: Request, res: Response): Promise<void> => {
       const operationId = String(req.params.operationId);
       const rawBody: Buffer = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       if (!isOperationId(operationId)) {
@@ -176,18 +169,24 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       };
       let operation = known.get(operationId);
       let running = true;
-      if (operation === undefined) {
+      /** Learns the operation's seller and task from Temporal; false once the seller has been answered. */
+      const learn = async (): Promise<boolean> => {
         const description = await describeOrAnswer();
-        if (!description) return;
-        const agentId = description.typedSearchAttributes.get(SA_AGENT);
+        if (!description) return false;
+        const recordedAgentId = description.typedSearchAttributes.get(SA_AGENT);
         running = description.status.name === 'RUNNING';
-        if (agentId) {
+        if (recordedAgentId) {
           const taskId = taskIdFrom(description);
-          operation = { agentId, ...(taskId ? { taskId } : {}) };
+          operation = { agentId: recordedAgentId, ...(taskId ? { taskId } : {}) };
           if (running) remember(operationId, operation);
         }
-      }
-      const agentId = operation?.agentId;
+        return true;
+      };
+      // With the seller in the path, the sender is verified before anything is asked of Temporal: an
+      // unauthenticated request costs no RPC and cannot tell which operations exist. The legacy path (URLs given to
+      // sellers before) has to look the operation up first to know whose signature to expect.
+      if (!sellerInPath && operation === undefined && !(await learn())) return;
+      const agentId = sellerInPath ? String(req.params.agentId) : operation?.agentId;
       const agent = agentId && options.agents.has(agentId) ? options.agents.get(agentId) : undefined;
       if (!agent?.webhooks) {
         log(`webhook rejected for ${operationId}: seller ${agentId ?? '?'} has no webhook verification configured`);
@@ -208,6 +207,14 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
         answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
         return;
+      }
+      if (sellerInPath) {
+        if (operation === undefined && !(await learn())) return;
+        // A verified seller learns nothing about another seller's operations.
+        if (operation?.agentId !== agent.id) {
+          answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+          return;
+        }
       }
       let body: unknown;
       try {
@@ -292,7 +299,17 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         throw error;
       }
       answer(res, 200, 'accepted', 'Event recorded.');
-    },
-  );
+    };
+  const jsonOnly = (req: Request, res: Response, next: () => void) => {
+    if (!req.is('application/json')) {
+      answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Webhooks must be sent as application/json.');
+      return;
+    }
+    next();
+  };
+  const rawBody = express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT });
+  // Push URLs name the seller (activities/index.ts); the seller-less form serves URLs handed out before.
+  router.post('/webhooks/adcp/:agentId/:operationId', jsonOnly, rawBody, receive(true));
+  router.post('/webhooks/adcp/:operationId', jsonOnly, rawBody, receive(false));
   return router;
 }

@@ -229,7 +229,7 @@ async function main(): Promise<void> {
     'adcp-orchestrator is running:',
     `  Temporal   ${address} (namespace ${namespace})${devServer ? `, history in ${path.relative(process.cwd(), devServer.dbFilename ?? '')}` : ''}`,
     devServer ? `  Web UI     http://127.0.0.1:${devServer.uiPort ?? 8233}` : `  Web UI     your Temporal server's UI`,
-    `  Gateway    ${gatewayUrl}  (GET /healthz; POST /v1/operations, GET /v1/operations/:id; POST /webhooks/adcp/:operationId)`,
+    `  Gateway    ${gatewayUrl}  (GET /healthz; POST /v1/operations, GET /v1/operations/:id; POST /webhooks/adcp/:agentId/:operationId)`,
     ...(runtime.webhookListener
       ? [`  Webhooks   http://${runtime.webhookListener.host}:${runtime.webhookListener.port}  (POST /webhooks/...)`]
       : []),

@@ -196,7 +196,7 @@ async function startSubmitted(
     operationId,
     (candidate) => candidate.status === 'submitted' && candidate.taskId !== undefined,
   );
-  return { operationId, taskId: state.taskId!, url: `${gateway.base}/webhooks/adcp/${operationId}` };
+  return { operationId, taskId: state.taskId!, url: `${gateway.base}/webhooks/adcp/${agentId}/${operationId}` };
 }
 
 async function cancel(operationId: string): Promise<void> {
@@ -393,7 +393,10 @@ test('malformed JSON at the webhook route is a 400 MALFORMED_JSON, a non-webhook
   // Correctly signed, so the body is what fails (unsigned bodies are refused before anything parses them).
   const malformed = await post(signWebhookRequest({ url, body: truncated, key: webhookKey.signerKey }));
   expect(malformed.status).toBe(400);
-  expect(malformed.body.error).toEqual({ code: 'MALFORMED_JSON', message: 'The body is not valid JSON.' });
+  expect(malformed.body.error).toEqual({
+    code: 'MALFORMED_JSON',
+    message: expect.stringMatching(/^The body is not valid JSON/),
+  });
   const unsigned = await post({ url, headers: { 'content-type': 'application/json' }, body: Buffer.from(truncated) });
   expect(unsigned.status).toBe(401);
 
@@ -434,7 +437,7 @@ test('a webhook the seller loses: the operation still completes, by backup polli
   expect(deliveries).toEqual([
     expect.objectContaining({ status: 'completed', dropped: true, delivered: false, attempts: 0 }),
   ]);
-  expect(gateway.answers.filter((answer) => answer.path === `/webhooks/adcp/${operationId}`)).toEqual([]);
+  expect(gateway.answers.filter((answer) => answer.path.endsWith(`/${operationId}`))).toEqual([]);
   expect(await webhookSignals(stack.client, operationId)).toBe(0);
 });
 
@@ -520,7 +523,7 @@ test('Temporal stopped: the gateway answers 503, the seller retries, and after a
       operationId,
       (state) => state.status === 'submitted' && state.taskId !== undefined,
     );
-    const webhookPath = `/webhooks/adcp/${operationId}`;
+    const webhookPath = `/webhooks/adcp/fixture/${operationId}`;
 
     await temporal.stop();
     seller.advanceTask(submitted.taskId!); // completed at the seller; the emitter starts delivering

@@ -72,7 +72,9 @@ test('a signed completion webhook completes a submitted operation long before th
   expect(state.webhooksApplied).toBe(1);
   expect(typeof state.result?.media_buy_id).toBe('string');
   const call = seller.callsTo('create_media_buy')[0];
-  expect((call.args.push_notification_config as { url: string }).url).toBe(`${base}/webhooks/adcp/${operationId}`);
+  expect((call.args.push_notification_config as { url: string }).url).toBe(
+    `${base}/webhooks/adcp/fixture/${operationId}`,
+  );
 });
 
 test('forged, malformed, unknown-operation and wrong-type webhooks are refused; the operation is unchanged', async () => {
@@ -121,6 +123,27 @@ test('forged, malformed, unknown-operation and wrong-type webhooks are refused; 
   const view = await stack.orchestrator.status(operationId);
   expect(view.state).toMatchObject({ status: 'submitted', webhooksApplied: 0 });
   await stack.orchestrator.cancel(operationId, { requestedBy: 'test', reason: 'cleanup' });
+});
+
+test('with the seller in the path, the sender is checked before Temporal is asked: probing learns nothing', async () => {
+  const body = JSON.stringify({ task_id: 't', task_type: 'create_media_buy', status: 'completed' });
+  const post = async (path: string) => {
+    const response = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, any> };
+  };
+  const missing = `adcp-create_media_buy-${randomUUID()}`;
+  // The seller-less form (URLs handed out before) must look the operation up to know whose signature to expect.
+  expect((await post(`/webhooks/adcp/${missing}`)).status).toBe(404);
+  // With the seller in the path, an unsigned request is refused whether or not the operation exists.
+  const unsignedMissing = await post(`/webhooks/adcp/fixture/${missing}`);
+  expect(unsignedMissing.status).toBe(401);
+  expect(unsignedMissing.body.error.reason).toMatch(/^webhook_signature/);
+  const unknownSeller = await post(`/webhooks/adcp/no-such-seller/${missing}`);
+  expect(unknownSeller).toMatchObject({ status: 401, body: { error: { reason: 'webhooks_not_configured' } } });
 });
 
 test('the same signed webhook delivered ten times concurrently is applied once; after the end it is ignored', async () => {
@@ -189,7 +212,9 @@ test('A2A: the push config travels in configuration.pushNotificationConfig, and 
     expect(typeof state.result?.media_buy_id).toBe('string');
     const call = a2aSeller.callsTo('create_media_buy')[0];
     expect(call.transport).toBe('a2a');
-    expect(call.a2a?.pushNotificationConfig).toMatchObject({ url: `${a2aBase}/webhooks/adcp/${operationId}` });
+    expect(call.a2a?.pushNotificationConfig).toMatchObject({
+      url: `${a2aBase}/webhooks/adcp/fixture-a2a/${operationId}`,
+    });
     // An RFC 9421 seller gets no legacy `authentication` block (its presence would switch it to HMAC).
     expect(call.a2a?.pushNotificationConfig?.authentication).toBeUndefined();
     expect(call.args.push_notification_config).toBeUndefined();
