@@ -22,6 +22,7 @@ import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { actorSchema } from '../protocol/requests';
+import { callerOf } from './app';
 
 export class ApiError extends Error {
   constructor(
@@ -142,6 +143,9 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
     id: view.campaignId,
     running: view.running,
     campaign_key: state.campaignKey,
+    // Whose campaign it is (#12): null for campaigns started without an authenticated caller.
+    tenant: state.tenant ?? null,
+    principal: state.principal ?? null,
     phase: state.phase,
     brief: state.brief,
     total_budget: state.totalBudget,
@@ -252,27 +256,30 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
   router.post('/v1/campaigns', requireJson, json, async (req, res) => {
     const body = parseBody(createSchema, req.body);
     const preferences = preferencesFrom(body.preferences);
-    const created = await campaigns.create({
-      campaignKey: body.campaign_key,
-      brief: body.brief,
-      totalBudget: body.total_budget,
-      ...(body.currency ? { currency: body.currency } : {}),
-      flight: { startTime: body.flight.start_time, endTime: body.flight.end_time },
-      ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
-      timeBudgetMs: body.time_budget_seconds * 1000,
-      ...(body.discovery_params ? { discoveryParams: body.discovery_params } : {}),
-      ...(preferences ? { preferences } : {}),
-      ...(body.allocation
-        ? {
-            allocation: {
-              kind: body.allocation.kind,
-              ...(body.allocation.max_sellers ? { maxSellers: body.allocation.max_sellers } : {}),
-            },
-          }
-        : {}),
-      ...(body.buy_params ? { buyParams: body.buy_params } : {}),
-      requestedBy: body.requested_by,
-    });
+    const created = await campaigns.create(
+      {
+        campaignKey: body.campaign_key,
+        brief: body.brief,
+        totalBudget: body.total_budget,
+        ...(body.currency ? { currency: body.currency } : {}),
+        flight: { startTime: body.flight.start_time, endTime: body.flight.end_time },
+        ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
+        timeBudgetMs: body.time_budget_seconds * 1000,
+        ...(body.discovery_params ? { discoveryParams: body.discovery_params } : {}),
+        ...(preferences ? { preferences } : {}),
+        ...(body.allocation
+          ? {
+              allocation: {
+                kind: body.allocation.kind,
+                ...(body.allocation.max_sellers ? { maxSellers: body.allocation.max_sellers } : {}),
+              },
+            }
+          : {}),
+        ...(body.buy_params ? { buyParams: body.buy_params } : {}),
+        requestedBy: body.requested_by,
+      },
+      callerOf(req),
+    );
     res
       .status(created.created ? 202 : 200)
       .location(`/v1/campaigns/${created.campaignId}`)
@@ -280,7 +287,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
   });
 
   router.get('/v1/campaigns/:id', async (req, res) => {
-    res.json(campaignView(await campaigns.view(String(req.params.id))));
+    res.json(campaignView(await campaigns.view(String(req.params.id), callerOf(req))));
   });
 
   router.post('/v1/campaigns/:id/selection', requireJson, json, async (req, res) => {
@@ -298,6 +305,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         })),
       },
       body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
     );
     res.json({ accepted: answer.accepted, committed_budget: answer.committedBudget });
   });
@@ -308,6 +316,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
       String(req.params.id),
       { approvedBy: body.approved_by, ...(body.note ? { note: body.note } : {}) },
       body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
     );
     res.json({ accepted: answer.accepted, buys: answer.buys });
   });
@@ -324,6 +333,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.budget !== undefined ? { budget: body.budget } : {}),
       },
       body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
     );
     res.status(answer.outcome === 'failed' ? 409 : 200).json({
       sequence: answer.sequence,

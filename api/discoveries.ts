@@ -10,6 +10,7 @@ import { z } from 'zod';
 import type { CampaignClient } from '../client/campaign-client';
 import type { DiscoveryState } from '../workflows/discovery-definitions';
 import { actorSchema } from '../protocol/requests';
+import { callerOf } from './app';
 import {
   campaignErrorHandler,
   keySchema,
@@ -39,6 +40,9 @@ export function discoveryView(id: string, running: boolean, state: DiscoveryStat
     status: state.status,
     partial: state.partial,
     brief: state.brief,
+    // Whose discovery it is (#12): null for discoveries started without an authenticated caller.
+    tenant: state.tenant ?? null,
+    principal: state.principal ?? null,
     started_at: state.startedAt,
     deadline: state.deadline,
     finished_at: state.finishedAt ?? null,
@@ -91,15 +95,18 @@ export function createDiscoveryRouter(options: { campaigns: CampaignClient }): e
   router.post('/v1/discoveries', requireJson, json, async (req, res) => {
     const body = parseBody(createSchema, req.body);
     const preferences = preferencesFrom(body.preferences);
-    const started = await campaigns.discover({
-      discoveryKey: body.discovery_key,
-      brief: body.brief,
-      ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
-      timeBudgetMs: body.time_budget_seconds * 1000,
-      ...(body.params ? { params: body.params } : {}),
-      ...(preferences ? { preferences } : {}),
-      ...(body.requested_by ? { requestedBy: body.requested_by } : {}),
-    });
+    const started = await campaigns.discover(
+      {
+        discoveryKey: body.discovery_key,
+        brief: body.brief,
+        ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
+        timeBudgetMs: body.time_budget_seconds * 1000,
+        ...(body.params ? { params: body.params } : {}),
+        ...(preferences ? { preferences } : {}),
+        ...(body.requested_by ? { requestedBy: body.requested_by } : {}),
+      },
+      callerOf(req),
+    );
     res
       .status(started.created ? 202 : 200)
       .location(`/v1/discoveries/${started.discoveryId}`)
@@ -108,7 +115,7 @@ export function createDiscoveryRouter(options: { campaigns: CampaignClient }): e
 
   router.get('/v1/discoveries/:id', async (req, res) => {
     const id = String(req.params.id);
-    const view = await campaigns.discovery(id);
+    const view = await campaigns.discovery(id, callerOf(req));
     res.json(discoveryView(id, view.running, view.state));
   });
 

@@ -76,6 +76,7 @@ async function main(): Promise<void> {
     taskQueue: runtime.taskQueue,
     sellers,
     ...(runtime.publicBaseUrl ? { reportingBaseUrl: runtime.publicBaseUrl } : {}),
+    ...(untenantedTenant ? { untenantedTenant } : {}),
   });
   // Nonces live in ADCP_REPLAY_STORE_URL (PostgreSQL) when gateways are replicated, else in this process.
   const replayStore = await openWebhookReplayStore(replayStoreConfig);

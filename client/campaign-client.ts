@@ -15,9 +15,10 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_CAMPAIGN } from '../config/search-attributes';
+import { SA_CAMPAIGN, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import type { RankingPreferences } from '../protocol/catalogue';
+import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
 import type { adcpCampaign } from '../workflows/campaign';
 import {
   type AllocationPolicy,
@@ -57,6 +58,8 @@ export interface CampaignClientOptions {
   searchAttributes?: boolean;
   /** The gateway's public base URL: each buy registers its reporting webhook there (see CampaignInput). */
   reportingBaseUrl?: string;
+  /** The tenant that owns campaigns and discoveries recorded without one (as OrchestratorClientOptions.untenantedTenant). */
+  untenantedTenant?: string;
 }
 
 export class CampaignRequestError extends Error {
@@ -178,18 +181,72 @@ export class CampaignClient {
     return this.options.searchAttributes !== false;
   }
 
+  /**
+   * Tenancy (#12): with a caller, a campaign or discovery that is not the caller's tenant's answers exactly like one
+   * that does not exist. The owner is the workflow's AdcpTenant search attribute, else the tenant its starter put in
+   * the memo, else (recorded without a tenant) `untenantedTenant`.
+   */
+  private async ensureVisible(id: string, caller: CallerIdentity | undefined): Promise<void> {
+    if (!caller) return;
+    let owner: string | undefined;
+    try {
+      const description = await this.options.client.workflow.getHandle(id).describe();
+      const memo = description.memo?.tenant;
+      owner =
+        description.typedSearchAttributes.get(SA_TENANT) ??
+        (typeof memo === 'string' ? memo : undefined) ??
+        this.options.untenantedTenant;
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
+      throw error;
+    }
+    if (owner !== caller.tenant) throw new CampaignNotFoundError(id);
+  }
+
+  /** The caller's key scoped by its tenant (protocol/tenancy.ts), or the key as is without a caller. */
+  private scopedKey(field: string, key: string, caller: CallerIdentity | undefined): string {
+    if (caller && !isTenantName(caller.tenant))
+      throw new CampaignRequestError(
+        'tenant',
+        `The caller's tenant cannot own ${field.split('_')[0]}s: ${TENANT_RULE}.`,
+      );
+    const scoped = tenantScopedKey(caller?.tenant, key);
+    if (scoped === undefined)
+      throw new CampaignRequestError(field, `${field} is too long for tenant "${caller?.tenant}".`);
+    return scoped;
+  }
+
+  /** Start options that record the caller: memo and (indexed) AdcpTenant/AdcpPrincipal. */
+  private tenantRecord(caller: CallerIdentity | undefined) {
+    return {
+      memo: caller ? { tenant: caller.tenant } : undefined,
+      attributes: caller
+        ? [
+            { key: SA_TENANT, value: caller.tenant },
+            { key: SA_PRINCIPAL, value: caller.principal },
+          ]
+        : [],
+    };
+  }
+
   // ---- discoveries -----------------------------------------------------------------------------------------------
 
-  async discover(request: DiscoveryRequest): Promise<{ discoveryId: string; created: boolean }> {
+  async discover(
+    request: DiscoveryRequest,
+    caller?: CallerIdentity,
+  ): Promise<{ discoveryId: string; created: boolean }> {
     if (!CALLER_KEY_PATTERN.test(request.discoveryKey))
       throw new CampaignRequestError(
         'discovery_key',
         'discovery_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
       );
+    // Two tenants' equal discovery keys name two discoveries: the key is scoped by the tenant.
+    const discoveryKey = this.scopedKey('discovery_key', request.discoveryKey, caller);
     const { ask, skipped } = await this.checkSellers(request.agentIds);
-    const workflowId = discoveryWorkflowId(request.discoveryKey);
+    const workflowId = discoveryWorkflowId(discoveryKey);
+    const record = this.tenantRecord(caller);
     const input: DiscoveryInput = {
-      discoveryKey: request.discoveryKey,
+      discoveryKey,
       brief: request.brief,
       agentIds: ask,
       skipped,
@@ -199,6 +256,7 @@ export class CampaignClient {
       ...(request.preferences ? { preferences: request.preferences } : {}),
       ...(request.requestedBy ? { requestedBy: request.requestedBy } : {}),
       indexed: this.indexed(),
+      ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
     };
     try {
       await this.options.client.workflow.start<typeof adcpDiscovery>(DISCOVERY_WORKFLOW_TYPE, {
@@ -208,16 +266,22 @@ export class CampaignClient {
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         staticSummary: `discovery ${request.discoveryKey} across ${ask.length} sellers`,
+        ...(record.memo ? { memo: record.memo } : {}),
+        ...(this.indexed() && caller ? { typedSearchAttributes: record.attributes } : {}),
       });
       return { discoveryId: workflowId, created: true };
     } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) return { discoveryId: workflowId, created: false };
+      if (error instanceof WorkflowExecutionAlreadyStartedError) {
+        await this.ensureVisible(workflowId, caller);
+        return { discoveryId: workflowId, created: false };
+      }
       throw error;
     }
   }
 
-  async discovery(id: string): Promise<{ running: boolean; state: DiscoveryState }> {
+  async discovery(id: string, caller?: CallerIdentity): Promise<{ running: boolean; state: DiscoveryState }> {
     if (!DISCOVERY_ID_PATTERN.test(id)) throw new CampaignNotFoundError(id);
+    await this.ensureVisible(id, caller);
     const handle = this.options.client.workflow.getHandle<typeof adcpDiscovery>(id);
     try {
       const description = await handle.describe();
@@ -229,14 +293,15 @@ export class CampaignClient {
     }
   }
 
-  async discoveryResult(id: string): Promise<DiscoveryState> {
+  async discoveryResult(id: string, caller?: CallerIdentity): Promise<DiscoveryState> {
     if (!DISCOVERY_ID_PATTERN.test(id)) throw new CampaignNotFoundError(id);
+    await this.ensureVisible(id, caller);
     return this.options.client.workflow.getHandle<typeof adcpDiscovery>(id).result();
   }
 
   // ---- campaigns -------------------------------------------------------------------------------------------------
 
-  async create(request: CampaignRequest): Promise<{ campaignId: string; created: boolean }> {
+  async create(request: CampaignRequest, caller?: CallerIdentity): Promise<{ campaignId: string; created: boolean }> {
     if (!CALLER_KEY_PATTERN.test(request.campaignKey))
       throw new CampaignRequestError(
         'campaign_key',
@@ -254,10 +319,13 @@ export class CampaignClient {
           `buy_params must not set ${reserved}: the campaign owns it.`,
         );
     }
+    // Two tenants' equal campaign keys name two campaigns (and two discoveries, two sets of buys).
+    const campaignKey = this.scopedKey('campaign_key', request.campaignKey, caller);
     const { ask, skipped } = await this.checkSellers(request.agentIds);
-    const workflowId = campaignWorkflowId(request.campaignKey);
+    const workflowId = campaignWorkflowId(campaignKey);
+    const record = this.tenantRecord(caller);
     const input: CampaignInput = {
-      campaignKey: request.campaignKey,
+      campaignKey,
       brief: request.brief,
       totalBudget: request.totalBudget,
       ...(request.currency ? { currency: request.currency } : {}),
@@ -272,6 +340,7 @@ export class CampaignClient {
       requestedBy: request.requestedBy,
       ...(this.options.reportingBaseUrl ? { reportingBaseUrl: this.options.reportingBaseUrl } : {}),
       indexed: this.indexed(),
+      ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
     };
     try {
       await this.options.client.workflow.start<typeof adcpCampaign>(CAMPAIGN_WORKFLOW_TYPE, {
@@ -281,11 +350,17 @@ export class CampaignClient {
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         staticSummary: `campaign ${request.campaignKey}: ${request.totalBudget}${request.currency ? ` ${request.currency}` : ''} across ${ask.length} sellers`,
-        ...(this.indexed() ? { typedSearchAttributes: [{ key: SA_CAMPAIGN, value: request.campaignKey }] } : {}),
+        ...(record.memo ? { memo: record.memo } : {}),
+        ...(this.indexed()
+          ? { typedSearchAttributes: [{ key: SA_CAMPAIGN, value: campaignKey }, ...record.attributes] }
+          : {}),
       });
       return { campaignId: workflowId, created: true };
     } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) return { campaignId: workflowId, created: false };
+      if (error instanceof WorkflowExecutionAlreadyStartedError) {
+        await this.ensureVisible(workflowId, caller);
+        return { campaignId: workflowId, created: false };
+      }
       throw error;
     }
   }
@@ -295,8 +370,9 @@ export class CampaignClient {
     return this.options.client.workflow.getHandle<typeof adcpCampaign>(id);
   }
 
-  async state(id: string): Promise<CampaignState> {
+  async state(id: string, caller?: CallerIdentity): Promise<CampaignState> {
     const handle = this.handle(id);
+    await this.ensureVisible(id, caller);
     try {
       return await handle.query(campaignStateQuery);
     } catch (error) {
@@ -306,8 +382,9 @@ export class CampaignClient {
   }
 
   /** The campaign and each of its buys as the buy's own workflow says now. */
-  async view(id: string): Promise<CampaignView> {
+  async view(id: string, caller?: CallerIdentity): Promise<CampaignView> {
     const handle = this.handle(id);
+    await this.ensureVisible(id, caller);
     let running: boolean;
     try {
       running = (await handle.describe()).status.name === 'RUNNING';
@@ -341,21 +418,34 @@ export class CampaignClient {
     return { campaignId: id, running, state, buys };
   }
 
-  async result(id: string): Promise<CampaignState> {
-    return this.handle(id).result();
+  async result(id: string, caller?: CallerIdentity): Promise<CampaignState> {
+    const handle = this.handle(id);
+    await this.ensureVisible(id, caller);
+    return handle.result();
   }
 
-  private async update<R>(id: string, run: (handle: ReturnType<CampaignClient['handle']>) => Promise<R>): Promise<R> {
+  private async update<R>(
+    id: string,
+    caller: CallerIdentity | undefined,
+    run: (handle: ReturnType<CampaignClient['handle']>) => Promise<R>,
+  ): Promise<R> {
+    const handle = this.handle(id);
+    await this.ensureVisible(id, caller);
     try {
-      return await run(this.handle(id));
+      return await run(handle);
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) throw new CampaignNotFoundError(id);
       throw refusal(error) ?? error;
     }
   }
 
-  async select(id: string, request: SelectionRequest, options: { idempotencyKey?: string } = {}) {
-    return this.update(id, (handle) =>
+  async select(
+    id: string,
+    request: SelectionRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ) {
+    return this.update(id, caller, (handle) =>
       handle.executeUpdate(selectProductsUpdate, {
         args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
@@ -363,8 +453,13 @@ export class CampaignClient {
     );
   }
 
-  async approve(id: string, request: ApprovalRequest, options: { idempotencyKey?: string } = {}) {
-    return this.update(id, (handle) =>
+  async approve(
+    id: string,
+    request: ApprovalRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ) {
+    return this.update(id, caller, (handle) =>
       handle.executeUpdate(approveCampaignUpdate, {
         args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
@@ -376,8 +471,9 @@ export class CampaignClient {
     id: string,
     request: CampaignChangeRequest,
     options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
   ): Promise<CampaignChangeAnswer> {
-    return this.update(id, (handle) =>
+    return this.update(id, caller, (handle) =>
       handle.executeUpdate(changeCampaignUpdate, {
         args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),

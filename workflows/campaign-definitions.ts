@@ -60,6 +60,13 @@ export interface CampaignInput {
    */
   reportingBaseUrl?: string;
   indexed?: boolean;
+  /**
+   * The tenant that owns the campaign (#12; absent in single-tenant/dev mode): recorded in state, and carried by its
+   * discovery and its buys (their AdcpTenant, their seller credentials). The campaign key is then already scoped by it.
+   */
+  tenant?: string;
+  /** The authenticated principal that created it (`tenant/id`). */
+  principal?: string;
 }
 
 export interface SelectionLine {
@@ -142,6 +149,10 @@ export interface CampaignState {
   alerts: { at: string; kind: 'buy_rejected' | 'buy_failed' | 'seller_unavailable'; agentId: string; note: string }[];
   startedAt: string;
   updatedAt: string;
+  /** The tenant that owns the campaign (absent in single-tenant/dev mode). */
+  tenant?: string;
+  /** The principal that created it (`tenant/id`). */
+  principal?: string;
 }
 
 export interface CampaignChangeAnswer {

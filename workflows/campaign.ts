@@ -27,7 +27,7 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../activities/campaign';
-import { SA_AGENT, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS } from '../config/search-attributes';
+import { SA_AGENT, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import {
   type ApprovalRequest,
   type CampaignChangeAnswer,
@@ -92,6 +92,15 @@ function errorOf(failure: unknown): { code: string; message: string } {
   return { code: 'FAILED', message: cause instanceof Error ? cause.message : String(cause) };
 }
 
+/** The AdcpTenant/AdcpPrincipal search attributes of the campaign's children: none without a tenant. */
+function tenantAttributes(input: CampaignInput) {
+  if (input.tenant === undefined) return [];
+  return [
+    { key: SA_TENANT, value: input.tenant },
+    ...(input.principal !== undefined ? [{ key: SA_PRINCIPAL, value: input.principal }] : []),
+  ];
+}
+
 export async function adcpCampaign(input: CampaignInput): Promise<CampaignState> {
   const info = workflowInfo();
   const indexed = input.indexed ?? info.typedSearchAttributes.get(SA_CAMPAIGN) !== undefined;
@@ -111,6 +120,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     alerts: [],
     startedAt: iso(Date.now()),
     updatedAt: iso(Date.now()),
+    // Tenancy (#12): only campaigns created with a tenant carry these fields (older histories are unchanged).
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.principal !== undefined ? { principal: input.principal } : {}),
   };
   let products: ProductIndex = new Map();
   const queue: { record: CampaignChangeRecord; request: CampaignChangeRequest }[] = [];
@@ -240,13 +252,20 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     ...(input.preferences ? { preferences: input.preferences } : {}),
     requestedBy: input.requestedBy,
     indexed,
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.principal !== undefined ? { principal: input.principal } : {}),
   };
   const discovery: DiscoveryState = await executeChild(DISCOVERY_WORKFLOW_TYPE, {
     workflowId: state.discoveryId,
     args: [discoveryInput],
     parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
     staticSummary: `discovery for campaign ${input.campaignKey}`,
-    ...(indexed ? { typedSearchAttributes: [{ key: SA_CAMPAIGN, value: input.campaignKey }] } : {}),
+    ...(input.tenant !== undefined ? { memo: { tenant: input.tenant } } : {}),
+    ...(indexed
+      ? {
+          typedSearchAttributes: [{ key: SA_CAMPAIGN, value: input.campaignKey }, ...tenantAttributes(input)],
+        }
+      : {}),
   });
   products = indexCatalogue(discovery.catalogue);
   state.discovery = {
@@ -292,6 +311,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         params: buyParamsFor(input, buy.lines),
         requestedBy: state.approval!.approvedBy,
         indexed,
+        // The campaign's buys are its tenant's: their AdcpTenant, their seller credentials, their reads.
+        ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+        ...(input.principal !== undefined ? { principal: input.principal } : {}),
         ...(input.reportingBaseUrl
           ? {
               reporting: {
@@ -309,12 +331,14 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
           parentClosePolicy: ParentClosePolicy.ABANDON,
           workflowIdReusePolicy: 'REJECT_DUPLICATE',
           staticSummary: `media buy ${buy.buyKey} at ${buy.agentId} for campaign ${input.campaignKey}`,
+          ...(input.tenant !== undefined ? { memo: { tenant: input.tenant } } : {}),
           ...(indexed
             ? {
                 typedSearchAttributes: [
                   { key: SA_AGENT, value: buy.agentId },
                   { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
                   { key: SA_CAMPAIGN, value: input.campaignKey },
+                  ...tenantAttributes(input),
                 ],
               }
             : {}),

@@ -34,6 +34,10 @@ export interface DiscoveryInput {
   requestedBy?: string;
   /** Index the child operations (false on servers without the AdCP search attributes). */
   indexed?: boolean;
+  /** The tenant that owns the discovery (#12; absent in single-tenant/dev mode): its operations act for it. */
+  tenant?: string;
+  /** The authenticated principal that started it (`tenant/id`). */
+  principal?: string;
 }
 
 export type DiscoverySellerStatus = 'asking' | 'answered' | 'failed' | 'timed_out' | 'skipped';
@@ -66,6 +70,10 @@ export interface DiscoveryState {
   catalogue: RankedEntry[];
   proposals: CatalogueProposal[];
   incomplete: SellerIncomplete[];
+  /** The tenant that owns the discovery (absent in single-tenant/dev mode). */
+  tenant?: string;
+  /** The principal that started it (`tenant/id`). */
+  principal?: string;
 }
 
 export const discoveryStateQuery = defineQuery<DiscoveryState>('discoveryState');

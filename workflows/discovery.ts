@@ -19,7 +19,7 @@ import {
   setHandler,
   startChild,
 } from '@temporalio/workflow';
-import { SA_AGENT, SA_STATUS, SA_TASK } from '../config/search-attributes';
+import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
 import { operationIdFor } from '../protocol/ids';
 import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../protocol/catalogue';
 import {
@@ -71,6 +71,9 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     catalogue: [],
     proposals: [],
     incomplete: [],
+    // Tenancy (#12): only discoveries started with a tenant carry these fields (older histories are unchanged).
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.principal !== undefined ? { principal: input.principal } : {}),
   };
   for (const skipped of input.skipped ?? []) {
     state.sellers[skipped.agentId] = {
@@ -98,7 +101,15 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
   async function ask(agentId: string): Promise<void> {
     const operationId = operationIdFor('get_products', `${input.discoveryKey}.${agentId}`);
     state.sellers[agentId] = { agentId, status: 'asking', operationId };
-    const operationInput: OperationInput = { agentId, task: 'get_products', params, budgetMs: input.timeBudgetMs };
+    const operationInput: OperationInput = {
+      agentId,
+      task: 'get_products',
+      params,
+      budgetMs: input.timeBudgetMs,
+      // The discovery's calls act for its tenant: its seller credentials, its AdcpTenant.
+      ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+      ...(input.principal !== undefined ? { principal: input.principal } : {}),
+    };
     let operation: OperationState;
     try {
       const child = await startChild(OPERATION_WORKFLOW_TYPE, {
@@ -116,6 +127,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
                 { key: SA_TASK, value: 'get_products' },
                 { key: SA_AGENT, value: agentId },
                 { key: SA_STATUS, value: 'pending' },
+                ...(input.tenant !== undefined ? [{ key: SA_TENANT, value: input.tenant }] : []),
               ],
             }
           : {}),

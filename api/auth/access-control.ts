@@ -18,7 +18,7 @@ import {
 } from './middleware';
 import type { Role } from './principal';
 
-export type ResourceKind = 'operation' | 'media-buy';
+export type ResourceKind = 'operation' | 'media-buy' | 'campaign' | 'discovery';
 
 export interface RoutePolicy {
   method: string;
@@ -78,11 +78,23 @@ export const V1_POLICY: RoutePolicy[] = [
     roles: ['buyer'],
     resource: 'media-buy',
   },
-  // Discoveries and campaigns (#14). Not yet tenant-scoped here: their workflows do not record a tenant yet.
+  // Discoveries and campaigns (#14), tenant-scoped like media buys (#12): their workflows record their tenant.
   { method: 'POST', pattern: /^\/v1\/discoveries$/i, roles: ['buyer'] },
+  { method: 'GET', pattern: new RegExp(`^/v1/discoveries/${ID}$`, 'i'), roles: ['reader'], resource: 'discovery' },
   { method: 'POST', pattern: /^\/v1\/campaigns$/i, roles: ['buyer'] },
-  { method: 'POST', pattern: new RegExp(`^/v1/campaigns/${ID}/(selection|changes)$`, 'i'), roles: ['buyer'] },
-  { method: 'POST', pattern: new RegExp(`^/v1/campaigns/${ID}/approval$`, 'i'), roles: ['approver'] },
+  { method: 'GET', pattern: new RegExp(`^/v1/campaigns/${ID}$`, 'i'), roles: ['reader'], resource: 'campaign' },
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/(?:selection|changes)$`, 'i'),
+    roles: ['buyer'],
+    resource: 'campaign',
+  },
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/approval$`, 'i'),
+    roles: ['approver'],
+    resource: 'campaign',
+  },
 ];
 
 export interface AccessControlOptions {
@@ -96,6 +108,9 @@ export interface AccessControlOptions {
 const NOT_FOUND: Record<ResourceKind, NotFoundAnswer> = {
   operation: OPERATION_NOT_FOUND,
   'media-buy': { code: 'MEDIA_BUY_NOT_FOUND', noun: 'media buy' },
+  // The body the campaigns API answers for a missing campaign or discovery (CampaignNotFoundError).
+  campaign: { code: 'NOT_FOUND', noun: 'campaign or discovery' },
+  discovery: { code: 'NOT_FOUND', noun: 'campaign or discovery' },
 };
 
 function fullPath(req: Request): string {

@@ -1,5 +1,5 @@
 /**
- * Which tenant owns an operation or a media buy, for the /v1 access policy (404 for another tenant's resource).
+ * Which tenant owns an operation, a media buy, a campaign or a discovery, for the /v1 access policy (404 for another tenant's resource).
  *
  * The owner is read from the workflow itself, the source of truth: its `AdcpTenant` search attribute (set at start),
  * else the `tenant` in the state it publishes in its memo. A workflow that records neither was started before
@@ -39,7 +39,10 @@ export function recordedTenant(description: {
   return undefined;
 }
 
-/** `tenantOf` for every kind of /v1 resource: operations and media buys are both workflows whose ID is in the path. */
+/**
+ * `tenantOf` for every kind of /v1 resource: operations, media buys, campaigns and discoveries are all workflows whose
+ * ID is in the path.
+ */
 export function createTenantResolvers(options: TenantResolverOptions): Record<ResourceKind, TenantOf> {
   const deadlineMs = options.deadlineMs ?? 4_000;
   const cacheSize = options.cacheSize ?? 10_000;
@@ -68,5 +71,10 @@ export function createTenantResolvers(options: TenantResolverOptions): Record<Re
     return tenant;
   };
 
-  return { operation: tenantOfWorkflow, 'media-buy': tenantOfWorkflow };
+  return {
+    operation: tenantOfWorkflow,
+    'media-buy': tenantOfWorkflow,
+    campaign: tenantOfWorkflow,
+    discovery: tenantOfWorkflow,
+  };
 }
