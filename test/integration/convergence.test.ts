@@ -125,6 +125,7 @@ async function start(
     idempotencyKey: randomUUID(),
   });
   started.push({ orchestratorOf: on, operationId });
+  sellerOf.set(operationId, agentId);
   return operationId;
 }
 
@@ -156,7 +157,9 @@ async function waitForState(
   }, timeoutMs);
 }
 
-const urlOf = (operationId: string) => `${base}/webhooks/adcp/${operationId}`;
+/** Which seller each started operation went to: push URLs name it (/webhooks/adcp/<seller>/<operation>). */
+const sellerOf = new Map<string, string>();
+const urlOf = (operationId: string) => `${base}/webhooks/adcp/${sellerOf.get(operationId)}/${operationId}`;
 
 /** Waits until the seller has sent a webhook to the operation's URL and knows how the gateway answered it. */
 async function webhookSent(seller: ScriptedSeller, operationId: string): Promise<void> {

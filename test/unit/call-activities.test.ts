@@ -84,7 +84,7 @@ describe('planCall', () => {
       brand: { domain: 'acme.example' },
       idempotency_key: idempotencyKeyFor(createInput.operationId, 'call'),
       push_notification_config: {
-        url: 'https://buyer.example/webhooks/adcp/adcp-create_media_buy-po-1',
+        url: 'https://buyer.example/webhooks/adcp/seller/adcp-create_media_buy-po-1',
         operation_id: createInput.operationId,
         authentication: { schemes: ['HMAC-SHA256'] },
       },
