@@ -129,10 +129,21 @@ export class SellerCapabilitiesClient {
   /** The seller's capabilities may have changed: the workflow asks again now. */
   async capabilitiesChanged(agentId: string, requestedBy: string, reason?: string): Promise<void> {
     this.agent(agentId);
-    await this.ensure(agentId);
-    await this.options.client.workflow
-      .getHandle(this.workflowId(agentId))
-      .signal(capabilitiesChangedSignal, { requestedBy, ...(reason ? { reason } : {}) });
+    const signal = async () => {
+      await this.ensure(agentId);
+      await this.options.client.workflow
+        .getHandle(this.workflowId(agentId))
+        .signal(capabilitiesChangedSignal, { requestedBy, ...(reason ? { reason } : {}) });
+    };
+    try {
+      await signal();
+    } catch (error) {
+      // The run closed under us (it continues as new every 50 refreshes, or was ended): start or find the current
+      // run again and signal that one, as view() does.
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      this.ensured.delete(agentId);
+      await signal();
+    }
   }
 
   /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */

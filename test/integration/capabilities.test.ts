@@ -142,3 +142,25 @@ test('a task the seller does not offer is refused before any call; one it offers
   });
   expect(done.state?.status).toBe('completed');
 });
+
+test("capabilities-changed reaches the seller's current run even when the run it knew has closed", async () => {
+  await sellers.refreshed('down');
+  const closed = stack.client.workflow.getHandle(sellers.workflowId('down'));
+  const closedRunId = (await closed.describe()).runId;
+  // The client has seen this run; it closes (as at a continue-as-new, or an operator's terminate) before the signal.
+  await closed.terminate('closed under the client');
+  const answer = await fetch(`${base}/v1/sellers/down/capabilities-changed`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ requested_by: 'operator', reason: 'after close' }),
+  });
+  expect(answer.status).toBe(202);
+  const current = await stack.client.workflow.getHandle(sellers.workflowId('down')).describe();
+  expect(current.runId).not.toBe(closedRunId);
+  expect(current.status.name).toBe('RUNNING');
+  const state = await eventually(async () => {
+    const view = await sellers.view('down');
+    return view.state?.notices.some((notice) => notice.reason === 'after close') ? view.state : undefined;
+  });
+  expect(state.notices).toEqual([expect.objectContaining({ requestedBy: 'operator', reason: 'after close' })]);
+});
