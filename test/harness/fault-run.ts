@@ -107,6 +107,9 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   ];
   seller.chaos('create_media_buy', { rate: scenario.faultRate, faults });
   seller.chaos('tasks/get', { rate: scenario.faultRate, faults });
+  // Chance alone leaves a short run without any fault about one time in twelve (0.9^24): the first create always
+  // fails once, so every run exercises a retry.
+  if (scenario.faultRate > 0) seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 1 });
   if (scenario.hangRate && scenario.hangRate > 0) {
     // Hanging sockets on top of the chaos: a request hangs with probability hangRate; half of the hanging creates
     // after the seller acted (the buy exists, the answer never comes), half before.
