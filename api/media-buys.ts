@@ -189,6 +189,17 @@ export function mediaBuyView(
   };
 }
 
+/** A change's or a creatives attachment's answer: 200 when applied, 409 when the buy or the seller refused it. */
+function sendChangeAnswer(res: Response, answer: Awaited<ReturnType<MediaBuyClient['change']>>): void {
+  res.status(answer.outcome === 'applied' ? 200 : 409).json({
+    sequence: answer.sequence,
+    outcome: answer.outcome,
+    status: answer.status,
+    operation_id: answer.operationId ?? null,
+    ...(answer.error ? { error: answer.error } : {}),
+  });
+}
+
 export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Router {
   const { mediaBuys } = options;
   const router = express.Router();
@@ -288,13 +299,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
         body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
         callerOf(req),
       );
-      res.status(answer.outcome === 'applied' ? 200 : 409).json({
-        sequence: answer.sequence,
-        outcome: answer.outcome,
-        status: answer.status,
-        operation_id: answer.operationId ?? null,
-        ...(answer.error ? { error: answer.error } : {}),
-      });
+      sendChangeAnswer(res, answer);
     }),
   );
 
@@ -314,13 +319,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
         body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
         callerOf(req),
       );
-      res.status(answer.outcome === 'applied' ? 200 : 409).json({
-        sequence: answer.sequence,
-        outcome: answer.outcome,
-        status: answer.status,
-        operation_id: answer.operationId ?? null,
-        ...(answer.error ? { error: answer.error } : {}),
-      });
+      sendChangeAnswer(res, answer);
     }),
   );
 
