@@ -10,12 +10,10 @@ import {
   OperationNotFoundError,
   OperationRejectedError,
   OperationRequestError,
-  type OperationView,
   type OrchestratorClient,
   SellerNotFoundError,
 } from '../client/orchestrator-client';
 import { listOperations, parseOperationListQuery } from '../client/operation-list';
-import { pendingActivityHttpView } from '../client/pending-activity';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN } from '../protocol';
@@ -30,10 +28,12 @@ import {
 import type { CallerIdentity } from '../protocol/tenancy';
 import type { AdcpJsonWebKey } from '@adcp/sdk/signing/client';
 import { createJwksRouter } from './jwks';
-import { GatewayMetrics, countPendingOperations } from '../observability/gateway-metrics';
-import { describeOperation } from '../observability/request-logging';
-import type { OperationResource, OperationState } from '../workflows/definitions';
-import type { ReconciliationReport } from '../workflows/reconciliation';
+import { operationView, reconciliationReportView } from './operation-view';
+
+export { operationView, reconciliationReportView } from './operation-view';
+import { GatewayMetrics, attachGatewayMetrics, countPendingOperations } from '../observability/gateway-metrics';
+import { errorFields } from '../observability/logger';
+import { describeOperation, requestLoggerOf } from '../observability/request-logging';
 
 export interface GatewayOptions {
   orchestrator: OrchestratorClient;
@@ -151,36 +151,6 @@ function servesPost(path: string): boolean {
   return ROUTES.some((route) => route.methods.includes('POST') && route.pattern.test(path.toLowerCase()));
 }
 
-function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
-  return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;
-}
-
-/** The reconciliation report in the API's naming (snake_case). */
-export function reconciliationReportView(report: ReconciliationReport): Record<string, unknown> {
-  return {
-    agent_id: report.agentId,
-    requested_by: report.requestedBy,
-    at: report.at,
-    open_operations: report.openOperations,
-    seller_lists_tasks: report.sellerListsTasks,
-    ...(report.sellerError !== undefined ? { seller_error: report.sellerError } : {}),
-    seller_open_tasks: report.sellerOpenTasks,
-    seller_list_truncated: report.sellerListTruncated,
-    adopted: report.adopted.map((entry) => ({ operation_id: entry.operationId, task_id: entry.taskId })),
-    unattributed: report.unattributed.map((entry) => ({
-      task_id: entry.taskId,
-      ...(entry.taskType !== undefined ? { task_type: entry.taskType } : {}),
-      status: entry.status,
-    })),
-    missing_from_seller: report.missingFromSeller,
-    poll_requested: report.pollRequested,
-    ...(report.openMediaBuys !== undefined ? { open_media_buys: report.openMediaBuys } : {}),
-    ...(report.mediaBuyRefreshRequested !== undefined
-      ? { media_buy_refresh_requested: report.mediaBuyRefreshRequested }
-      : {}),
-  };
-}
-
 /**
  * Who asks, from the authentication in front of the gateway (api/auth sets `req.principal`): the tenant that scopes
  * every read and change, and the principal the audit trail records. Undefined without authentication (single-tenant).
@@ -200,125 +170,6 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new HttpError(400, 'INVALID_REQUEST', formatZodIssues(parsed.error.issues), field || undefined);
 }
 
-function errorView(error: NonNullable<OperationState['errors']>[number]): Record<string, unknown> {
-  return {
-    code: error.code,
-    message: error.message,
-    recovery: error.recovery,
-    ...(error.field ? { field: error.field } : {}),
-    ...(error.suggestion ? { suggestion: error.suggestion } : {}),
-    ...(error.retryAfterSeconds !== undefined ? { retry_after: error.retryAfterSeconds } : {}),
-    ...(error.details ? { details: error.details } : {}),
-  };
-}
-
-/** The operation as HTTP callers see it: snake_case, with the seller's payload passed through untouched. */
-export function operationView(view: OperationView, links: { webUi?: string }): Record<string, unknown> {
-  const state: OperationState | undefined = view.state;
-  const body: Record<string, unknown> = {
-    operation_id: view.operationId,
-    execution: view.execution,
-    running: view.running,
-    live: view.live,
-    state_source: view.stateSource,
-  };
-  if (view.staleReason) body.state_message = view.staleReason;
-  if (links.webUi) body.web_ui = links.webUi;
-  if (view.executionError) body.execution_error = view.executionError;
-  if (view.pendingActivities && view.pendingActivities.length > 0) {
-    body.pending_activities = view.pendingActivities.map(pendingActivityHttpView);
-  }
-  if (!state) return body;
-  Object.assign(body, {
-    agent_id: state.agentId,
-    task: state.task,
-    status: state.status,
-    task_id: state.taskId ?? null,
-    context_id: state.contextId ?? null,
-    message: state.message ?? null,
-    progress: state.progress
-      ? {
-          percentage: state.progress.percentage,
-          current_step: state.progress.currentStep,
-          total_steps: state.progress.totalSteps,
-          step_number: state.progress.stepNumber,
-        }
-      : null,
-    poll_count: state.pollCount,
-    webhooks_applied: state.webhooksApplied,
-    webhook_registered: state.webhookRegistered,
-    input_request: state.inputRequest ?? null,
-    input_rounds: state.inputRounds,
-    auth_required: state.authRequired ?? null,
-    errors: (state.errors ?? []).map(errorView),
-    failure: state.failure
-      ? {
-          reason: state.failure.reason,
-          message: state.failure.message,
-          ...(state.failure.error ? { error: errorView(state.failure.error) } : {}),
-        }
-      : null,
-    cancellation: state.cancellation
-      ? {
-          requested_by: state.cancellation.requestedBy,
-          reason: state.cancellation.reason,
-          at: state.cancellation.at,
-          seller_notified: state.cancellation.sellerNotified,
-          seller_note: state.cancellation.sellerNote,
-          ...(state.cancellation.resource ? { resource: resourceView(state.cancellation.resource) } : {}),
-        }
-      : null,
-    reconciliation: (state.reconciliation ?? []).map((entry) => ({
-      at: entry.at,
-      trigger: entry.trigger,
-      outcome: entry.outcome,
-      ...(entry.taskId ? { task_id: entry.taskId } : {}),
-      note: entry.note,
-    })),
-    transitions: state.transitions,
-    anomalies: state.anomalies,
-    started_at: state.startedAt,
-    updated_at: state.updatedAt,
-    deadline: state.deadline,
-  });
-  // Fields the workflow adds as it learns them (older running operations do not carry them).
-  if ('replayed' in state && state.replayed !== undefined) body.replayed = state.replayed;
-  if (state.resource) body.resource = resourceView(state.resource);
-  // Tenancy (#12): whose operation it is, and who did what to it as authenticated (the audit trail).
-  if (state.tenant !== undefined) body.tenant = state.tenant;
-  if (state.principal !== undefined) body.principal = state.principal;
-  if (state.audit) body.audit = state.audit;
-  if (state.cancellation?.principal !== undefined && body.cancellation)
-    (body.cancellation as Record<string, unknown>).principal = state.cancellation.principal;
-  if (state.callInFlight) body.call_in_flight = state.callInFlight;
-  if (state.heldWebhooks !== undefined) body.held_webhooks = state.heldWebhooks;
-  if (state.provisional) {
-    const { taskId, ...rest } = state.provisional;
-    body.provisional = { ...rest, ...(taskId ? { task_id: taskId } : {}) };
-  }
-  if (state.conflicts) {
-    body.conflicts = state.conflicts.map(({ taskId, ...rest }) => ({
-      ...rest,
-      ...(taskId ? { task_id: taskId } : {}),
-    }));
-  }
-  if (state.webhooksRefused !== undefined) body.webhooks_refused = state.webhooksRefused;
-  if (state.refusedWebhooks) {
-    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, ...rest }) => ({
-      ...rest,
-      ...(taskId ? { task_id: taskId } : {}),
-      ...(operationId ? { operation_id: operationId } : {}),
-    }));
-  }
-  const ended = !view.running;
-  if (ended) {
-    body.result = state.result ?? null;
-    body.outcome = state.outcome ?? null;
-    body.outcome_notes = state.outcomeNotes ?? [];
-  }
-  return body;
-}
-
 export function createGateway(options: GatewayOptions): express.Express {
   const { orchestrator } = options;
   const app = express();
@@ -327,6 +178,7 @@ export function createGateway(options: GatewayOptions): express.Express {
   const metrics =
     options.metrics ?? new GatewayMetrics({ pendingOperations: () => countPendingOperations(orchestrator.temporal) });
   app.use(metrics.middleware());
+  attachGatewayMetrics(app, metrics);
   app.get('/metrics', async (_req, res) => {
     const { contentType, body } = await metrics.exposition();
     res.type(contentType).send(body);
@@ -533,10 +385,13 @@ export function createGateway(options: GatewayOptions): express.Express {
     next(new HttpError(404, 'NOT_FOUND', `No route ${req.method} ${req.path}; see api/openapi.yaml.`));
   });
 
-  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const answer = toHttpError(error);
     if (answer.status >= 500 && answer.status !== 503)
-      console.error(`gateway: ${answer.status} ${(error as Error)?.stack ?? String(error)}`);
+      requestLoggerOf(res).error(
+        { ...errorFields(error), status: answer.status, path: req.path.slice(0, 200) },
+        'unexpected error',
+      );
     res
       .status(answer.status)
       .set(answer.headers)

@@ -80,7 +80,7 @@ async function main(): Promise<void> {
   });
   // Nonces live in ADCP_REPLAY_STORE_URL (PostgreSQL) when gateways are replicated, else in this process.
   const replayStore = await openWebhookReplayStore(replayStoreConfig);
-  console.log(`gateway: webhook replay store: ${replayStore.description}`);
+  logger.info(`gateway: webhook replay store: ${replayStore.description}`);
   const mounted = mountGateway({
     replayStore: replayStore.store,
     campaignRouters: [
@@ -96,10 +96,11 @@ async function main(): Promise<void> {
     runtime,
     auth,
     codecs,
+    logger,
     ...(notificationKey ? { notificationJwks: [notificationKey.publicJwk] } : {}),
     // AdCP's audit set: failures and denials go to the log (no secrets in them); successes would drown it.
     onEvent: (event) => {
-      if (event.type !== 'auth_success') console.warn(JSON.stringify({ audit: event }));
+      if (event.type !== 'auth_success') logger.warn({ audit: event }, `auth: ${event.type}`);
     },
   });
   const servers: http.Server[] = [];
@@ -113,18 +114,18 @@ async function main(): Promise<void> {
     const webhookServer = createHardenedServer(observeGateway(mounted.webhooks, { logger }));
     servers.push(webhookServer);
     await listen(webhookServer, runtime.webhookListener.port, runtime.webhookListener.host);
-    console.log(`gateway: ${url} (operations API, codec server at /codec, /healthz${encrypted})`);
-    console.log(
+    logger.info(`gateway: ${url} (operations API, codec server at /codec, /healthz${encrypted})`);
+    logger.info(
       `gateway: http://${runtime.webhookListener.host}:${runtime.webhookListener.port} (seller webhooks, /healthz)`,
     );
   } else {
-    console.log(`gateway: ${url} (operations API, webhooks, codec server at /codec, /healthz${encrypted})`);
+    logger.info(`gateway: ${url} (operations API, webhooks, codec server at /codec, /healthz${encrypted})`);
   }
   const dev = mounted.developmentKey;
   if (dev?.issuedHere)
-    console.log(`gateway: no authentication configured; loopback only.\n${describeDevelopmentKey(dev, url)}`);
+    logger.info(`gateway: no authentication configured; loopback only.\n${describeDevelopmentKey(dev, url)}`);
   else if (dev)
-    console.log('gateway: no authentication configured; loopback only, accepting the development key (ADCP_API_KEY).');
+    logger.info('gateway: no authentication configured; loopback only, accepting the development key (ADCP_API_KEY).');
 
   const stop = () => {
     let open = servers.length;

@@ -15,6 +15,7 @@ import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
 import type { AgentRegistry } from '../config/agents';
 import type { RuntimeConfig } from '../config/runtime';
+import { type Logger, createLogger } from '../observability/logger';
 import { createGateway } from './app';
 import {
   type AuthConfig,
@@ -55,6 +56,8 @@ export interface MountOptions {
   principalRateLimit?: { burst: number; perSecond: number };
   /** RFC 9421 nonce store (openWebhookReplayStore: ADCP_REPLAY_STORE_URL); default this process's memory. */
   replayStore?: WebhookReplayStore;
+  /** Where webhook refusals are logged (pino); default a gateway logger of its own. */
+  logger?: Logger;
   /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
   campaignRouters?: express.Router[];
   /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
@@ -133,17 +136,25 @@ export function mountGateway(options: MountOptions): MountedGateway {
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
   });
   // One authenticator (one nonce replay store) for task and reporting webhooks alike.
+  const logger = options.logger ?? createLogger({ service: 'gateway' });
   const authenticator = createWebhookAuthenticator(options.replayStore ? { replayStore: options.replayStore } : {});
   const gateway = createGateway({
     orchestrator: options.orchestrator,
     webUiUrl: runtime.webUiUrl,
     namespace,
-    webhookRouter: createWebhookRouter({ client, agents, authenticator, publicBaseUrl: runtime.publicBaseUrl }),
+    webhookRouter: createWebhookRouter({
+      client,
+      agents,
+      authenticator,
+      publicBaseUrl: runtime.publicBaseUrl,
+      log: (line) => logger.warn({ webhook: 'task' }, line),
+    }),
     reportingWebhookRouter: createReportingWebhookRouter({
       client,
       agents,
       authenticator,
       publicBaseUrl: runtime.publicBaseUrl,
+      log: (line) => logger.warn({ webhook: 'reporting' }, line),
     }),
     mediaBuyRouter: createMediaBuyRouter({ mediaBuys: options.mediaBuys, webUiUrl: runtime.webUiUrl, namespace }),
     ...(options.campaignRouters ? { campaignRouters: options.campaignRouters } : {}),

@@ -179,6 +179,12 @@ export interface OperationListRow {
   waiting: boolean;
   /** The tenant the operation belongs to (absent for operations started without one). */
   tenant?: string;
+  /**
+   * True when the state the operation published (its memo) could not be decoded here, e.g. it is encrypted with a
+   * payload key this process does not hold. The row then comes from visibility alone: `updated_at` is the start or
+   * close time.
+   */
+  state_unreadable?: true;
 }
 
 export interface OperationList {
@@ -308,6 +314,24 @@ export function operationListRow(
   };
 }
 
+/**
+ * The row of one raw execution. A memo this process cannot decode (encrypted with a key it does not hold, or a codec
+ * it lacks) costs that row its published state, not the whole page.
+ */
+async function rowOf(
+  raw: temporal.api.workflow.v1.IWorkflowExecutionInfo,
+  dataConverter: Client['options']['loadedDataConverter'],
+  namespace: string,
+): Promise<OperationListRow> {
+  try {
+    return operationListRow(await executionInfoFromRaw(raw, dataConverter, undefined, namespace));
+  } catch (error) {
+    if (!raw.memo?.fields || Object.keys(raw.memo.fields).length === 0) throw error;
+    const info = await executionInfoFromRaw({ ...raw, memo: null }, dataConverter, undefined, namespace);
+    return { ...operationListRow(info), state_unreadable: true };
+  }
+}
+
 function matchesUpdated(row: OperationListRow, filters: CheckedFilters): boolean {
   const updated = Date.parse(row.updated_at);
   if (filters.updatedAfter && updated < filters.updatedAfter.getTime()) return false;
@@ -370,8 +394,7 @@ export async function listOperations(
         ? Buffer.from(page.nextPageToken).toString('base64url')
         : undefined;
     for (let index = position.s; index < executions.length; index++) {
-      const info = await executionInfoFromRaw(executions[index], dataConverter, undefined, client.options.namespace);
-      const row = operationListRow(info);
+      const row = await rowOf(executions[index]!, dataConverter, client.options.namespace);
       if (rowFilter && !matchesUpdated(row, checked)) continue;
       rows.push(row);
       if (rows.length === checked.limit) {

@@ -1,6 +1,6 @@
 import { Client, type ClientInterceptors, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
-import { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import { dataConverter } from '../client/payload-codec';
 
 /**
@@ -39,6 +39,9 @@ export async function connectWorker(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ connection: NativeConnection; namespace: string }> {
   const { connectionOptions, namespace } = temporalSettings(env);
-  const connection = await NativeConnection.connect(connectionOptions);
+  // Loaded here, not at the top: the gateway, the CLI and the packed client use this module too, and
+  // @temporalio/worker (its native core, webpack) is only the worker's.
+  const { NativeConnection: Native } = await import('@temporalio/worker');
+  const connection = await Native.connect(connectionOptions);
   return { connection, namespace };
 }

@@ -44,10 +44,45 @@ export async function countPendingOperations(
   return { counts: [...tally.values()], truncated: false };
 }
 
+/** The /v1 collections and the actions on their members: the only path words a template made from a raw path keeps. */
+const V1_COLLECTIONS = new Set(['operations', 'media-buys', 'sellers', 'discoveries', 'campaigns']);
+const V1_ACTIONS = new Set([
+  'input',
+  'cancel',
+  'credentials-refreshed',
+  'reconcile',
+  'delivery',
+  'changes',
+  'creatives',
+  'refresh',
+  'selection',
+  'approval',
+  'capabilities-changed',
+]);
+
+/**
+ * The template of a /v1 path that no route matched because it was answered before routing (401, 403 and 429 from
+ * authentication, roles and rate limits): `/v1/operations/:id/cancel`. Only known words are kept, so a caller cannot
+ * grow the series by inventing paths; anything else is `unmatched`.
+ */
+export function templateOfPath(path: string): string {
+  const segments = path.split('?')[0]!.replace(/\/+$/, '').split('/').slice(1);
+  if (segments[0]?.toLowerCase() !== 'v1' || segments.length < 2 || segments.length > 4) return 'unmatched';
+  const collection = segments[1]!.toLowerCase();
+  if (!V1_COLLECTIONS.has(collection)) return 'unmatched';
+  if (segments.length === 2) return `/v1/${collection}`;
+  if (segments.length === 3) return `/v1/${collection}/:id`;
+  const action = segments[3]!.toLowerCase();
+  return V1_ACTIONS.has(action) ? `/v1/${collection}/:id/${action}` : 'unmatched';
+}
+
+/** Set on a request once a GatewayMetrics middleware counts it, so an outer and an inner mount count it once. */
+const COUNTED = Symbol('adcp.gateway-metrics.counted');
+
 /** The route as declared (`/v1/operations/:id`), never the raw path: one series per route, not per operation. */
 export function routeTemplate(req: Request): string {
   const route = (req as Request & { route?: { path?: unknown } }).route;
-  if (!route || typeof route.path !== 'string') return 'unmatched';
+  if (!route || typeof route.path !== 'string') return templateOfPath(req.originalUrl);
   if (req.baseUrl) return `${req.baseUrl}${route.path}`;
   // An error answered outside the router that matched has lost that router's mount path: take it from the URL.
   const mount = /^\/v\d+(?=\/)/.exec(req.originalUrl)?.[0];
@@ -144,9 +179,16 @@ export class GatewayMetrics {
     }
   }
 
-  /** Counts and times every request once its response has finished. */
+  /**
+   * Counts and times every request once its response has finished. Mounted by createGateway, and again in front of
+   * the secure gateway's protections (createSecureGateway), so refusals by authentication, roles, rate limits and the
+   * Host allow-list are counted too; a request is counted once, by the outermost mount.
+   */
   middleware(): RequestHandler {
     return (req: Request, res: Response, next: NextFunction) => {
+      const marked = req as Request & { [COUNTED]?: true };
+      if (marked[COUNTED]) return next();
+      marked[COUNTED] = true;
       const end = this.duration.startTimer();
       res.once('finish', () => {
         const labels = { method: req.method, route: routeTemplate(req), status: String(res.statusCode) };
@@ -166,4 +208,14 @@ export class GatewayMetrics {
   async exposition(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
+}
+
+/** The metrics createGateway made for an app, so the wrapper around it (createSecureGateway) counts with them. */
+export function gatewayMetricsOf(app: { locals: Record<string, unknown> }): GatewayMetrics | undefined {
+  const metrics = app.locals.adcpGatewayMetrics;
+  return metrics instanceof GatewayMetrics ? metrics : undefined;
+}
+
+export function attachGatewayMetrics(app: { locals: Record<string, unknown> }, metrics: GatewayMetrics): void {
+  app.locals.adcpGatewayMetrics = metrics;
 }

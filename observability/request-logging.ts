@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Logger } from './logger';
+import { type Logger, createLogger } from './logger';
 import { routeTemplate } from './gateway-metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -19,6 +19,7 @@ export interface OperationFields {
 }
 
 const OPERATION_FIELDS = Symbol('adcp.operationFields');
+const REQUEST_LOGGER = Symbol('adcp.requestLogger');
 
 type Locals = Record<string | symbol, unknown>;
 
@@ -28,6 +29,20 @@ export function describeOperation(res: Response, fields: OperationFields): void 
   const known = (locals[OPERATION_FIELDS] as OperationFields | undefined) ?? {};
   const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => typeof value === 'string'));
   locals[OPERATION_FIELDS] = { ...known, ...defined };
+}
+
+let fallbackLogger: Logger | undefined;
+
+/**
+ * The logger for lines about this request: requestLogging's child logger (its lines carry the request ID), or, for a
+ * gateway mounted without the request log (tests), a gateway logger of its own. Error handlers log through it, never
+ * through console.
+ */
+export function requestLoggerOf(res: Response): Logger {
+  const own = (res.locals as Locals)[REQUEST_LOGGER] as Logger | undefined;
+  if (own) return own;
+  fallbackLogger ??= createLogger({ service: 'gateway' });
+  return fallbackLogger;
 }
 
 /** The request ID of this request (set by requestLogging). */
@@ -60,6 +75,7 @@ export function requestLogging(logger: Logger): RequestHandler {
     const requestId = requestIdFor(req);
     const started = process.hrtime.bigint();
     res.locals.requestId = requestId;
+    (res.locals as Locals)[REQUEST_LOGGER] = logger.child({ requestId });
     res.setHeader('X-Request-Id', requestId);
     res.once('finish', () => {
       const operation = ((res.locals as Locals)[OPERATION_FIELDS] as OperationFields | undefined) ?? {};

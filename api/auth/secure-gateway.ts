@@ -10,6 +10,9 @@
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { isTemporalUnavailable } from '../../client/temporal-errors';
+import { gatewayMetricsOf } from '../../observability/gateway-metrics';
+import { errorFields } from '../../observability/logger';
+import { requestLoggerOf } from '../../observability/request-logging';
 import {
   type RateLimitOptions,
   hostAllowList,
@@ -71,7 +74,7 @@ function listenerFilter(serve: 'api' | 'webhooks'): RequestHandler {
  * Errors that reach the wrapper (a tenant lookup that failed, a body the parser refused) answer in the gateway's
  * error shape: 503 when Temporal did not answer, the parser's own 4xx, and 500 only for what is really a bug.
  */
-function errorAnswer(error: unknown, _req: Request, res: Response, _next: NextFunction): void {
+function errorAnswer(error: unknown, req: Request, res: Response, _next: NextFunction): void {
   if (isTemporalUnavailable(error)) {
     res
       .status(503)
@@ -84,7 +87,7 @@ function errorAnswer(error: unknown, _req: Request, res: Response, _next: NextFu
     res.status(status).json({ error: { code: 'INVALID_REQUEST', message: (error as Error).message } });
     return;
   }
-  console.error(`gateway: 500 ${(error as Error)?.stack ?? String(error)}`);
+  requestLoggerOf(res).error({ ...errorFields(error), status: 500, path: req.path.slice(0, 200) }, 'unexpected error');
   res.status(500).json({ error: { code: 'INTERNAL', message: 'Unexpected error; see the gateway log.' } });
 }
 
@@ -93,6 +96,9 @@ export function createSecureGateway(options: SecureGatewayOptions): express.Expr
   app.disable('x-powered-by');
   // Behind a proxy the lead sets `trust proxy` so `req.ip` (the per-address limit) is the client's.
   app.set('trust proxy', options.gateway.get('trust proxy'));
+  // Counted first, so the API error rate includes what the protections below refuse (401, 403, 421, 429, 413).
+  const metrics = gatewayMetricsOf(options.gateway);
+  if (metrics) app.use(metrics.middleware());
   app.use(securityHeaders({ hsts: options.hsts ?? false }));
   if (options.allowedHosts) app.use(hostAllowList(options.allowedHosts));
   app.use(rejectMalformedPath());

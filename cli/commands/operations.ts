@@ -1,7 +1,7 @@
 /** `start`, `status`, `answer`, `cancel`: one operation at a time, through the typed client. */
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { operationView } from '../../api/app';
+import { operationView } from '../../api/operation-view';
 import { pendingActivityHttpView } from '../../client/pending-activity';
 import {
   EXIT,

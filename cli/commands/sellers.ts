@@ -1,6 +1,6 @@
 /** `sellers` (the agents file the worker reads) and `reconcile` (one seller's reconciliation, now). */
 import type { Command } from 'commander';
-import { reconciliationReportView } from '../../api/app';
+import { reconciliationReportView } from '../../api/operation-view';
 import {
   type GlobalOptions,
   agentsFile,

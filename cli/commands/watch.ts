@@ -6,7 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { operationView } from '../../api/app';
+import { operationView } from '../../api/operation-view';
 import type { OperationView, OrchestratorClient } from '../../client/orchestrator-client';
 import { type PendingActivityView, pendingActivityHttpView } from '../../client/pending-activity';
 import type { Transition } from '../../workflows/definitions';

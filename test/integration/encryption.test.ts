@@ -17,6 +17,7 @@ import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 import { msToTs } from '@temporalio/common/lib/time';
 import { NativeConnection } from '@temporalio/worker';
 import { OrchestratorClient } from '../../client/orchestrator-client';
+import { listOperations } from '../../client/operation-list';
 import { createOperationWorker } from '../../workers/worker';
 import { ensureSearchAttributes } from '../../scripts/lib/dev-server';
 import { type TestStack, eventually, quietRuntime, registry, testAddress, workflowBundle } from '../harness/temporal';
@@ -260,4 +261,25 @@ test('the codec server decrypts the history for an operator (Web UI origin allow
     body: JSON.stringify(body),
   });
   expect(anonymous.status).toBe(401);
+});
+
+test('a client without the payload keys still lists the encrypted operations: each row says its state is unreadable', async () => {
+  const keyless = new Client({ connection: stack.client.connection, namespace: stack.client.options.namespace });
+  // The encrypting client lists the same row with its published state.
+  const clear = await listOperations(stack.client, { limit: 50 });
+  const withKeys = clear.operations.find((row) => row.operation_id === operationId);
+  expect(withKeys).toMatchObject({ status: 'completed', task: 'create_media_buy' });
+  expect(withKeys?.state_unreadable).toBeUndefined();
+
+  const listed = await listOperations(keyless, { limit: 50 });
+  const row = listed.operations.find((candidate) => candidate.operation_id === operationId);
+  // Visibility's fields (search attributes are never encrypted) are still there; the memo is not.
+  expect(row).toMatchObject({
+    operation_id: operationId,
+    task: 'create_media_buy',
+    agent_id: 'fixture',
+    status: 'completed',
+    state_unreadable: true,
+  });
+  expect(row?.updated_at).toBe(row?.closed_at);
 });

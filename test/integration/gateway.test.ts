@@ -396,7 +396,13 @@ test('every path and method in api/openapi.yaml is served by the gateway', async
         headers: { 'content-type': 'application/json' },
         ...(method === 'get' ? {} : { body: '{}' }),
       });
-      const body = (await response.json()) as { error?: { code?: string } };
+      // GET /metrics answers the Prometheus text format; every other route answers JSON.
+      const body = (
+        response.headers.get('content-type')?.startsWith('text/plain')
+          ? { text: await response.text() }
+          : await response.json()
+      ) as { error?: { code?: string }; text?: string };
+      if (template === '/metrics') expect(body.text).toMatch(/adcp_gateway_http_requests_total/);
       // Any answer but the router's own "No such route" shows the route exists (400s, 404 OPERATION_NOT_FOUND...).
       expect({ route: `${method} ${template}`, code: body.error?.code }).not.toEqual({
         route: `${method} ${template}`,

@@ -57,13 +57,16 @@ test('the tarball carries the client, its declarations and the message and state
     'dist/workflows/definitions.d.ts',
     'dist/workflows/media-buy-definitions.d.ts',
     'dist/protocol/requests.d.ts',
+    'cli/bin.js',
+    'dist/cli/main.js',
   ]) {
     expect(files).toContain(expected);
   }
   const leaked = files.filter(
     (file) =>
       /^(workers|activities|api|workflows|protocol|config|client|scripts|test|bench)\//.test(file) ||
-      /^dist\/(workers|api|cli|scripts|test|bench)\//.test(file) ||
+      // The CLI ships (the package's bin), with the one API module it renders operations with.
+      (/^dist\/(workers|api|scripts|test|bench)\//.test(file) && !/^dist\/api\/operation-view\./.test(file)) ||
       // The activity contract's declarations describe state fields; no activity code ships.
       (/^dist\/activities\//.test(file) && file !== 'dist/activities/contract.d.ts') ||
       // Workflow implementations stay in the worker; only definitions and the pure media-buy state logic ship.
@@ -151,6 +154,22 @@ test('a scratch backend installs the tarball, type-checks against it and follows
   const state = await stack.orchestrator.result(result.operationId);
   expect(state.status).toBe('completed');
   expect(state.result?.media_buy_id).toBe(result.mediaBuyId);
+
+  // The package's bin runs from the install (compiled, no tsx): help, and the same operation read back as JSON.
+  const bin = path.join(app, 'node_modules', '.bin', 'adcp-orchestrator');
+  const help = await runCommand(bin, ['--help'], { cwd: app });
+  expect(help.stdout).toMatch(/Usage: adcp-orchestrator/);
+  expect(help.stdout).toMatch(/\bwatch\b/);
+  const status = await runCommand(bin, ['--json', 'status', result.operationId], {
+    cwd: app,
+    env: { TEMPORAL_ADDRESS: testAddress(), ADCP_TASK_QUEUE: stack.taskQueue },
+    timeoutMs: 60_000,
+  });
+  expect(JSON.parse(status.stdout)).toMatchObject({
+    operation_id: result.operationId,
+    status: 'completed',
+    result: { media_buy_id: result.mediaBuyId },
+  });
 });
 
 /** Relative imports and requires in the installed package's .js and .d.ts files that name no file in it. */

@@ -144,6 +144,45 @@ test('two listeners: /v1 is 404 on the webhook listener, webhooks are 404 on the
   ).toBe(200);
 });
 
+test('/metrics counts what the protections refuse (401, 403, 421) by route template, and each request once', async () => {
+  const scrape = async () => (await call('GET', `${gateway.apiUrl}/metrics`)).body.text as string;
+  const count = (text: string, labels: string) =>
+    Number(new RegExp(`adcp_gateway_http_requests_total\\{${labels}\\} (\\d+)`).exec(text)?.[1] ?? 0);
+  const before = await scrape();
+  const unauthenticated = '(?=[^}]*method="GET")(?=[^}]*route="/v1/operations/:id")(?=[^}]*status="401")[^}]*';
+  const forbidden = '(?=[^}]*method="POST")(?=[^}]*route="/v1/operations/:id/cancel")(?=[^}]*status="403")[^}]*';
+  const served = '(?=[^}]*method="GET")(?=[^}]*route="/v1/operations/:id")(?=[^}]*status="200")[^}]*';
+  const wrongHost = '(?=[^}]*status="421")[^}]*';
+
+  expect((await call('GET', `${gateway.apiUrl}/v1/operations/${operationId}`)).status).toBe(401);
+  expect((await call('GET', `${gateway.apiUrl}/v1/operations/${operationId}`, { key: 'not-a-key' })).status).toBe(401);
+  // A reader may not cancel: refused by the role check, before any route runs.
+  const cancel = await call('POST', `${gateway.apiUrl}/v1/operations/${operationId}/cancel`, {
+    key: gateway.keys['acme/reader'],
+    body: '{}',
+  });
+  expect(cancel.status).toBe(403);
+  const read = await call('GET', `${gateway.apiUrl}/v1/operations/${operationId}`, { key: gateway.keys['acme/reader'] });
+  expect(read.status).toBe(200);
+  const rebinding = await new Promise<number>((resolve, reject) => {
+    const url = new URL(`${gateway.apiUrl}/v1/operations/${operationId}`);
+    http
+      .get({ host: url.hostname, port: url.port, path: url.pathname, headers: { host: 'attacker.example' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+      .on('error', reject);
+  });
+  expect(rebinding).toBe(421);
+
+  const after = await scrape();
+  expect(count(after, unauthenticated) - count(before, unauthenticated)).toBe(2);
+  expect(count(after, forbidden) - count(before, forbidden)).toBe(1);
+  // Served by the inner gateway, which counts too: still counted once.
+  expect(count(after, served) - count(before, served)).toBe(1);
+  expect(count(after, wrongHost) - count(before, wrongHost)).toBeGreaterThanOrEqual(1);
+});
+
 describe('the fuzz list answers 4xx on the mounted gateway', () => {
   const start = (params: string) =>
     `{"agent_id":"fixture","task":"create_media_buy","params":${params},"idempotency_key":"${randomUUID()}"}`;

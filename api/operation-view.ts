@@ -1,0 +1,158 @@
+/**
+ * How an operation and a reconciliation report look over HTTP (snake_case, the seller's payload passed through): the
+ * gateway's answers and the CLI's `--json` output. No express here, so the CLI (and the packed client) can use it
+ * without loading the gateway.
+ */
+import type { OperationView } from '../client/orchestrator-client';
+import { pendingActivityHttpView } from '../client/pending-activity';
+import type { OperationResource, OperationState } from '../workflows/definitions';
+import type { ReconciliationReport } from '../workflows/reconciliation';
+
+function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
+  return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;
+}
+
+/** The reconciliation report in the API's naming (snake_case). */
+export function reconciliationReportView(report: ReconciliationReport): Record<string, unknown> {
+  return {
+    agent_id: report.agentId,
+    requested_by: report.requestedBy,
+    at: report.at,
+    open_operations: report.openOperations,
+    seller_lists_tasks: report.sellerListsTasks,
+    ...(report.sellerError !== undefined ? { seller_error: report.sellerError } : {}),
+    seller_open_tasks: report.sellerOpenTasks,
+    seller_list_truncated: report.sellerListTruncated,
+    adopted: report.adopted.map((entry) => ({ operation_id: entry.operationId, task_id: entry.taskId })),
+    unattributed: report.unattributed.map((entry) => ({
+      task_id: entry.taskId,
+      ...(entry.taskType !== undefined ? { task_type: entry.taskType } : {}),
+      status: entry.status,
+    })),
+    missing_from_seller: report.missingFromSeller,
+    poll_requested: report.pollRequested,
+    ...(report.openMediaBuys !== undefined ? { open_media_buys: report.openMediaBuys } : {}),
+    ...(report.mediaBuyRefreshRequested !== undefined
+      ? { media_buy_refresh_requested: report.mediaBuyRefreshRequested }
+      : {}),
+  };
+}
+
+function errorView(error: NonNullable<OperationState['errors']>[number]): Record<string, unknown> {
+  return {
+    code: error.code,
+    message: error.message,
+    recovery: error.recovery,
+    ...(error.field ? { field: error.field } : {}),
+    ...(error.suggestion ? { suggestion: error.suggestion } : {}),
+    ...(error.retryAfterSeconds !== undefined ? { retry_after: error.retryAfterSeconds } : {}),
+    ...(error.details ? { details: error.details } : {}),
+  };
+}
+
+/** The operation as HTTP callers see it: snake_case, with the seller's payload passed through untouched. */
+export function operationView(view: OperationView, links: { webUi?: string }): Record<string, unknown> {
+  const state: OperationState | undefined = view.state;
+  const body: Record<string, unknown> = {
+    operation_id: view.operationId,
+    execution: view.execution,
+    running: view.running,
+    live: view.live,
+    state_source: view.stateSource,
+  };
+  if (view.staleReason) body.state_message = view.staleReason;
+  if (links.webUi) body.web_ui = links.webUi;
+  if (view.executionError) body.execution_error = view.executionError;
+  if (view.pendingActivities && view.pendingActivities.length > 0) {
+    body.pending_activities = view.pendingActivities.map(pendingActivityHttpView);
+  }
+  if (!state) return body;
+  Object.assign(body, {
+    agent_id: state.agentId,
+    task: state.task,
+    status: state.status,
+    task_id: state.taskId ?? null,
+    context_id: state.contextId ?? null,
+    message: state.message ?? null,
+    progress: state.progress
+      ? {
+          percentage: state.progress.percentage,
+          current_step: state.progress.currentStep,
+          total_steps: state.progress.totalSteps,
+          step_number: state.progress.stepNumber,
+        }
+      : null,
+    poll_count: state.pollCount,
+    webhooks_applied: state.webhooksApplied,
+    webhook_registered: state.webhookRegistered,
+    input_request: state.inputRequest ?? null,
+    input_rounds: state.inputRounds,
+    auth_required: state.authRequired ?? null,
+    errors: (state.errors ?? []).map(errorView),
+    failure: state.failure
+      ? {
+          reason: state.failure.reason,
+          message: state.failure.message,
+          ...(state.failure.error ? { error: errorView(state.failure.error) } : {}),
+        }
+      : null,
+    cancellation: state.cancellation
+      ? {
+          requested_by: state.cancellation.requestedBy,
+          reason: state.cancellation.reason,
+          at: state.cancellation.at,
+          seller_notified: state.cancellation.sellerNotified,
+          seller_note: state.cancellation.sellerNote,
+          ...(state.cancellation.resource ? { resource: resourceView(state.cancellation.resource) } : {}),
+        }
+      : null,
+    reconciliation: (state.reconciliation ?? []).map((entry) => ({
+      at: entry.at,
+      trigger: entry.trigger,
+      outcome: entry.outcome,
+      ...(entry.taskId ? { task_id: entry.taskId } : {}),
+      note: entry.note,
+    })),
+    transitions: state.transitions,
+    anomalies: state.anomalies,
+    started_at: state.startedAt,
+    updated_at: state.updatedAt,
+    deadline: state.deadline,
+  });
+  // Fields the workflow adds as it learns them (older running operations do not carry them).
+  if ('replayed' in state && state.replayed !== undefined) body.replayed = state.replayed;
+  if (state.resource) body.resource = resourceView(state.resource);
+  // Tenancy (#12): whose operation it is, and who did what to it as authenticated (the audit trail).
+  if (state.tenant !== undefined) body.tenant = state.tenant;
+  if (state.principal !== undefined) body.principal = state.principal;
+  if (state.audit) body.audit = state.audit;
+  if (state.cancellation?.principal !== undefined && body.cancellation)
+    (body.cancellation as Record<string, unknown>).principal = state.cancellation.principal;
+  if (state.callInFlight) body.call_in_flight = state.callInFlight;
+  if (state.heldWebhooks !== undefined) body.held_webhooks = state.heldWebhooks;
+  if (state.provisional) {
+    const { taskId, ...rest } = state.provisional;
+    body.provisional = { ...rest, ...(taskId ? { task_id: taskId } : {}) };
+  }
+  if (state.conflicts) {
+    body.conflicts = state.conflicts.map(({ taskId, ...rest }) => ({
+      ...rest,
+      ...(taskId ? { task_id: taskId } : {}),
+    }));
+  }
+  if (state.webhooksRefused !== undefined) body.webhooks_refused = state.webhooksRefused;
+  if (state.refusedWebhooks) {
+    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, ...rest }) => ({
+      ...rest,
+      ...(taskId ? { task_id: taskId } : {}),
+      ...(operationId ? { operation_id: operationId } : {}),
+    }));
+  }
+  const ended = !view.running;
+  if (ended) {
+    body.result = state.result ?? null;
+    body.outcome = state.outcome ?? null;
+    body.outcome_notes = state.outcomeNotes ?? [];
+  }
+  return body;
+}
