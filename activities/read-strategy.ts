@@ -5,11 +5,17 @@
  * completed. A seller without `tasks/get` used to fail every polled operation ("Unknown tool: tasks/get").
  *
  * Order: the method that worked last time, then the AdCP names, the list, MCP Tasks, the resource read; a method the
- * seller's tools/list (cached per seller per process) does not offer is skipped. A missing method is never a failed
- * task: when nothing works the outcome is `unreadable`, and the operation keeps its deadline, webhooks and
- * reconciliation. Free of Temporal so it is tested with a fake SellerClient.
+ * seller does not offer is skipped. What it offers comes from its stored capabilities (the seller-capabilities
+ * workflow's answer, read through a per-process cache: activities/capabilities.ts), so no call is spent on learning
+ * it, and a 3.1 seller is read by `get_task_status` before `tasks/get`; without stored capabilities, from its
+ * tools/list (cached per seller per process). When every method the stored capabilities name fails as missing
+ * (they are stale), the read probes as without them. A missing method is never a failed task: when nothing works
+ * the outcome is `unreadable`, and the operation keeps its deadline, webhooks and reconciliation. Free of Temporal
+ * so it is tested with a fake SellerClient.
  */
 import { type AdcpError, describeError } from '../protocol';
+import { type SellerCapabilities, storedReadMethods } from '../protocol/capabilities';
+import type { StoredCapabilitiesLookup } from './capabilities';
 import type { ReadMethod, ReadTaskOutcome } from './contract';
 import { type CallContext, type SellerClient, type SellerDescription, isUnknownToolError } from './seller-client';
 
@@ -62,6 +68,8 @@ export class SellerDescriptionCache {
   constructor(
     private readonly ttlMs = 10 * 60_000,
     private readonly now: () => number = Date.now,
+    /** The sellers' stored capabilities; without it (or for a seller with none) reads probe. */
+    private readonly capabilities?: StoredCapabilitiesLookup,
   ) {}
 
   async get(seller: SellerClient, context: CallContext): Promise<SellerDescription | undefined> {
@@ -77,6 +85,40 @@ export class SellerDescriptionCache {
     }
     this.entries.set(key, { at: this.now(), description });
     return description;
+  }
+
+  /**
+   * What the seller's stored capabilities say it offers for reads, as a description (its tasks and read tools)
+   * with the read methods in the order to try them; undefined when nothing usable is stored.
+   */
+  async stored(
+    agentId: string,
+  ): Promise<
+    { description: SellerDescription; order: Exclude<ReadMethod, 'none'>[]; wireVersion: string } | undefined
+  > {
+    if (!this.capabilities) return undefined;
+    let capabilities: SellerCapabilities | undefined;
+    try {
+      capabilities = await this.capabilities.get(agentId);
+    } catch {
+      return undefined;
+    }
+    const methods = storedReadMethods(capabilities);
+    if (!capabilities || !methods || methods.length === 0) return undefined;
+    const order = [
+      ...new Set(
+        methods.map((method) => (method === 'tasks/list' ? 'list_tasks' : method) as Exclude<ReadMethod, 'none'>),
+      ),
+    ];
+    const readTools = capabilities.readMethods.filter((method) => method !== 'mcp-tasks');
+    return {
+      description: {
+        tools: [...new Set([...capabilities.tasks, ...readTools])],
+        mcpTasks: capabilities.readMethods.includes('mcp-tasks'),
+      },
+      order,
+      wireVersion: capabilities.wireVersion,
+    };
   }
 }
 
@@ -140,6 +182,8 @@ export async function readTaskWithStrategy(
   const order = context.agent.protocol === 'mcp' ? MCP_READ_ORDER : A2A_READ_ORDER;
   let description: SellerDescription | undefined;
   let described = false;
+  /** The description came from stored capabilities (not a tools/list): their methods failing means probe. */
+  let fromStore = false;
   const tried: string[] = [];
   let notFound: { method: ReadMethod; error: AdcpError } | undefined;
   let refused: { method: ReadMethod; error: AdcpError } | undefined;
@@ -148,45 +192,83 @@ export async function readTaskWithStrategy(
     request.readMethod && request.readMethod !== 'none' && order.includes(request.readMethod)
       ? request.readMethod
       : undefined;
-  const candidates = start ? [start, ...order.filter((method) => method !== start)] : [...order];
-  for (const method of candidates) {
-    // What worked last time is tried before asking for the tool list: the usual poll costs one call.
-    if ((method !== start || method === 'list_tasks') && !described && context.agent.protocol === 'mcp') {
-      description = await descriptions.get(seller, context);
-      described = true;
+  let candidates: Exclude<ReadMethod, 'none'>[] = start
+    ? [start, ...order.filter((method) => method !== start)]
+    : [...order];
+
+  /** What the seller offers, stored or listed: learned once, before the first method that needs it. */
+  async function describeSeller(): Promise<void> {
+    described = true;
+    if (context.agent.protocol !== 'mcp') return;
+    const stored = await descriptions.stored(context.agent.id);
+    if (stored) {
+      description = stored.description;
+      fromStore = true;
+      // The stored order (3.1 names first for a 3.1 seller) for what is still to try; the rest after it.
+      const rest = candidates.filter((method) => !stored.order.includes(method));
+      candidates = [...stored.order.filter((method) => candidates.includes(method)), ...rest];
+      return;
     }
-    const worked = method === start && method !== 'get_media_buys' && method !== 'list_tasks';
-    if (!worked && !methodAvailable(method, request, description)) continue;
-    tried.push(method);
-    let answer;
-    try {
-      answer = await seller.readTask({
-        ...context,
-        method,
-        task: request.task,
-        taskId: request.taskId,
-        ...(request.contextId ? { contextId: request.contextId } : {}),
-        ...(request.account !== undefined ? { account: request.account } : {}),
-        ...(request.mediaBuyId ? { mediaBuyId: request.mediaBuyId } : {}),
-        ...(method === 'list_tasks' ? { listTool: listToolOf(description) } : {}),
-      });
-    } catch (error) {
-      if (context.signal.aborted || !isUnknownToolError(error)) throw error;
-      continue; // the seller has no such method (JSON-RPC -32601 and the like)
+    description = await descriptions.get(seller, context);
+  }
+
+  async function tryMethods(): Promise<ReadTaskOutcome | undefined> {
+    for (let index = 0; index < candidates.length; index++) {
+      const method = candidates[index];
+      if (tried.includes(method)) continue;
+      // What worked last time is tried before asking what the seller offers: the usual poll costs one call.
+      if ((method !== start || method === 'list_tasks') && !described) {
+        const before = candidates;
+        await describeSeller();
+        if (candidates !== before) {
+          index = -1; // the order changed: walk it again from the top (tried methods are skipped)
+          continue;
+        }
+      }
+      const worked = method === start && method !== 'get_media_buys' && method !== 'list_tasks';
+      if (!worked && !methodAvailable(method, request, description)) continue;
+      tried.push(method);
+      let answer;
+      try {
+        answer = await seller.readTask({
+          ...context,
+          method,
+          task: request.task,
+          taskId: request.taskId,
+          ...(request.contextId ? { contextId: request.contextId } : {}),
+          ...(request.account !== undefined ? { account: request.account } : {}),
+          ...(request.mediaBuyId ? { mediaBuyId: request.mediaBuyId } : {}),
+          ...(method === 'list_tasks' ? { listTool: listToolOf(description) } : {}),
+        });
+      } catch (error) {
+        if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+        continue; // the seller has no such method (JSON-RPC -32601 and the like)
+      }
+      if (!answer.callError) return { snapshot: answer.snapshot, readMethod: method };
+      const error = answer.snapshot.errors?.[0] ?? {
+        code: 'READ_REFUSED',
+        message: answer.snapshot.message ?? 'The seller refused the read.',
+        recovery: 'terminal' as const,
+      };
+      if (isMissingMethod(error)) continue;
+      if (isNotFound(error)) {
+        notFound ??= { method, error };
+        continue;
+      }
+      if (error.recovery === 'transient') throw new SellerRefusedReadForNow(error);
+      refused ??= { method, error }; // access, validation of our read: another method may still work
     }
-    if (!answer.callError) return { snapshot: answer.snapshot, readMethod: method };
-    const error = answer.snapshot.errors?.[0] ?? {
-      code: 'READ_REFUSED',
-      message: answer.snapshot.message ?? 'The seller refused the read.',
-      recovery: 'terminal' as const,
-    };
-    if (isMissingMethod(error)) continue;
-    if (isNotFound(error)) {
-      notFound ??= { method, error };
-      continue;
-    }
-    if (error.recovery === 'transient') throw new SellerRefusedReadForNow(error);
-    refused ??= { method, error }; // access, validation of our read: another method may still work
+    return undefined;
+  }
+
+  const read = await tryMethods();
+  if (read) return read;
+  if (fromStore && !notFound && !refused) {
+    // Every method the stored capabilities name is missing at the seller: they are stale. Probe as without them.
+    description = await descriptions.get(seller, context);
+    fromStore = false;
+    const probed = await tryMethods();
+    if (probed) return probed;
   }
   if (notFound) return { readMethod: notFound.method, unreadable: notFound.error };
   if (refused) return { readMethod: refused.method, unreadable: refused.error };

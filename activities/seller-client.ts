@@ -82,6 +82,8 @@ export interface CallContext {
   signal: AbortSignal;
   /** Bound of each MCP request in the call; the signal bounds the whole call. Default 60 s. */
   timeoutMs?: number;
+  /** The AdCP version @adcp/sdk shapes the envelope for (`3.1`: stored capabilities, activities/capabilities.ts). */
+  adcpVersion?: string;
 }
 
 export interface TaskCallRequest extends CallContext {
@@ -136,6 +138,7 @@ async function sdkCallTool(
   a2aPushNotificationConfig?: Record<string, unknown>,
 ): Promise<unknown> {
   const { agent, token, signal } = context;
+  if (context.adcpVersion) options = { ...options, adcpVersion: context.adcpVersion };
   if (agent.protocol === 'mcp') {
     return withMcpConnection(
       { url: agent.url, token, signal, requestTimeoutMs: context.timeoutMs ?? 60_000 },

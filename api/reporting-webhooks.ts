@@ -7,13 +7,18 @@
 import express, { type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
-import { legacyReportingScheme, reportingMasterSecret, reportingWebhookCredential } from '../activities/media-buy';
+import {
+  REPORTING_SECRET_ENV,
+  reportingMasterSecret,
+  reportingScheme,
+  reportingWebhookCredential,
+} from '../activities/media-buy';
 import type { AgentConfig, AgentRegistry } from '../config/agents';
 import { SA_AGENT, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
 import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
 import { JsonBodyError, parseJsonStrict } from './hardening';
-import type { WebhookAuthenticator } from './webhook-verification';
+import type { WebhookAuthenticator, WebhookRequest, WebhookVerification } from './webhook-verification';
 import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, unavailable } from './webhooks';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 
@@ -31,26 +36,42 @@ const CACHE_SIZE = 10_000;
 /** Where the derived credential is handed to the verifier (an overlay on the environment, never process.env). */
 const DERIVED_CREDENTIAL_ENV = 'ADCP_REPORTING_CREDENTIAL_FOR_THIS_BUY';
 
+type WebhookConfig = NonNullable<AgentConfig['webhooks']>;
+
 /**
- * How this buy's reports are verified: RFC 9421 sellers by their keys, as task webhooks; legacy HMAC / Bearer sellers
- * by the buy's own credential, derived from the master secret and the buy ID exactly as the worker derived it when
- * it registered the reporting webhook (activities/media-buy.ts). Without a master secret, the seller's configured one.
+ * The ways a report for this buy may prove it comes from the buy's seller:
+ *  - `credential`: the buy's own credential (Bearer token or HMAC-SHA256 key, per the scheme sent on create),
+ *    derived from the master secret and the buy ID exactly as the worker derived it (activities/media-buy.ts);
+ *  - `signature`: an RFC 9421 signature by the seller's keys, for a seller configured for RFC 9421.
+ * A seller on legacy HMAC / Bearer without any master secret keeps its configured verification (which then
+ * reports itself misconfigured); a seller with neither way is refused before any Temporal call.
  */
-function verificationFor(
-  agent: AgentConfig & { webhooks: NonNullable<AgentConfig['webhooks']> },
+function verificationsFor(
+  agent: AgentConfig,
   mediaBuyWorkflowId: string,
   env: NodeJS.ProcessEnv,
-): { webhooks: NonNullable<AgentConfig['webhooks']>; env: NodeJS.ProcessEnv } {
-  const scheme = legacyReportingScheme(agent);
-  const master = scheme ? reportingMasterSecret(agent, env) : undefined;
-  if (!scheme || !master || master.length < 32) return { webhooks: agent.webhooks, env };
-  const credential = reportingWebhookCredential(master, mediaBuyWorkflowId);
+): { credential?: { webhooks: WebhookConfig; env: NodeJS.ProcessEnv }; signature?: WebhookConfig } {
+  const master = reportingMasterSecret(agent, env);
+  const signature = agent.webhooks?.scheme === 'rfc9421' ? agent.webhooks : undefined;
+  if (!master) {
+    if (agent.webhooks && !signature) return { credential: { webhooks: agent.webhooks, env } };
+    return signature ? { signature } : {};
+  }
+  const scheme = reportingScheme(agent);
   const webhooks = (
     scheme === 'HMAC-SHA256'
-      ? { ...agent.webhooks, secret_env: DERIVED_CREDENTIAL_ENV }
-      : { ...agent.webhooks, token_env: DERIVED_CREDENTIAL_ENV }
-  ) as NonNullable<AgentConfig['webhooks']>;
-  return { webhooks, env: { ...env, [DERIVED_CREDENTIAL_ENV]: credential } };
+      ? { ...agent.webhooks, scheme: 'hmac-sha256', secret_env: DERIVED_CREDENTIAL_ENV }
+      : { scheme: 'bearer', token_env: DERIVED_CREDENTIAL_ENV }
+  ) as WebhookConfig;
+  const credential = reportingWebhookCredential(master, mediaBuyWorkflowId);
+  return {
+    credential: { webhooks, env: { ...env, [DERIVED_CREDENTIAL_ENV]: credential } },
+    ...(signature ? { signature } : {}),
+  };
+}
+
+function hasHeader(headers: Request['headers'], name: string): boolean {
+  return headers[name] !== undefined;
 }
 
 /** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
@@ -120,21 +141,45 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
         return;
       }
       const agent = buy && options.agents.has(buy.agentId) ? options.agents.get(buy.agentId) : undefined;
-      if (!agent?.webhooks) {
+      const ways = agent ? verificationsFor(agent, id, env) : {};
+      if (!agent || (!ways.credential && !ways.signature)) {
         log(
-          `reporting webhook rejected for ${id}: seller ${buy?.agentId ?? '?'} has no webhook verification configured`,
+          `reporting webhook rejected for ${id}: seller ${buy?.agentId ?? '?'} has no webhook verification configured ` +
+            `and no reporting credential can be derived (${REPORTING_SECRET_ENV} unset)`,
         );
         publishWebhookVerificationFailure({ webhook: 'reporting', reason: 'webhooks_not_configured' });
         answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
         return;
       }
       const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
-      const verifyWith = verificationFor({ ...agent, webhooks: agent.webhooks }, id, env);
-      const verification = await options.authenticator.verify(
-        { method: req.method, url: `${base}${req.originalUrl}`, headers: req.headers, rawBody },
+      const request: WebhookRequest = {
+        method: req.method,
+        url: `${base}${req.originalUrl}`,
+        headers: req.headers,
+        rawBody,
+      };
+      // Either way is enough. The credential is tried when its header is there (or there is no other way); the
+      // signature when signature headers are there (or the credential failed or is absent). The answer to a report
+      // that passes neither is the rejection of the way it attempted (the signature's when it carried one).
+      const credentialHeader = reportingScheme(agent) === 'HMAC-SHA256' ? 'x-adcp-signature' : 'authorization';
+      const signed = hasHeader(req.headers, 'signature-input') || hasHeader(req.headers, 'signature');
+      let verification: WebhookVerification | undefined;
+      if (ways.credential && (hasHeader(req.headers, credentialHeader) || !ways.signature || !signed)) {
+        verification = await options.authenticator.verify(
+          request,
+          agent.id,
+          ways.credential.webhooks,
+          ways.credential.env,
+        );
+      }
+      if (ways.signature && !verification?.ok && (signed || !verification)) {
+        verification = await options.authenticator.verify(request, agent.id, ways.signature, env);
+      }
+      verification ??= await options.authenticator.verify(
+        request,
         agent.id,
-        verifyWith.webhooks,
-        verifyWith.env,
+        ways.credential!.webhooks,
+        ways.credential!.env,
       );
       if (!verification.ok) {
         publishWebhookVerificationFailure({ webhook: 'reporting', reason: verification.reason });

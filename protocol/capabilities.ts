@@ -167,3 +167,42 @@ export function supportsTask(capabilities: SellerCapabilities | undefined, task:
         : `The seller declares the protocols ${capabilities.supportedProtocols.join(', ') || '(none)'}, none of which has ${task}.`,
   };
 }
+
+const WIRE_VERSIONS: readonly WireVersion[] = ['3.1', '3.0', 'rc.2'];
+
+/**
+ * Stored capabilities read back from the capabilities workflow's memo, checked for the fields calls rely on (the
+ * wire version and the read methods); anything else is undefined, and the call goes on as if nothing were stored.
+ */
+export function storedCapabilitiesOf(value: unknown): SellerCapabilities | undefined {
+  const record = asRecord(value);
+  if (!record) return undefined;
+  if (!WIRE_VERSIONS.includes(record.wireVersion as WireVersion)) return undefined;
+  const stringList = (item: unknown) => Array.isArray(item) && item.every((entry) => typeof entry === 'string');
+  if (!stringList(record.readMethods) || !stringList(record.tasks)) return undefined;
+  if (record.tasksSource !== 'tools' && record.tasksSource !== 'protocols') return undefined;
+  return record as unknown as SellerCapabilities;
+}
+
+/**
+ * The version @adcp/sdk shapes a call's envelope for (its `adcpVersion` option): `3.1` for a 3.1 seller, which then
+ * gets `adcp_version: "3.1"` beside `adcp_major_version: 3`; undefined (the SDK's 3.0 default, the integer only)
+ * for 3.0 sellers, rc.2 sellers (configured, shaped by the call plan) and unknown capabilities.
+ */
+export function sdkAdcpVersionFor(capabilities: SellerCapabilities | undefined): string | undefined {
+  return capabilities?.wireVersion === '3.1' ? '3.1' : undefined;
+}
+
+/**
+ * The read methods the stored capabilities say the seller offers, in the order to try them: the 3.1 name
+ * (`get_task_status`) before the 3.0 one for a 3.1 seller, else the 3.0 name first. Undefined when the stored
+ * answer cannot tell (its tool list was not known): then the reads probe, as without capabilities.
+ */
+export function storedReadMethods(capabilities: SellerCapabilities | undefined): string[] | undefined {
+  if (!capabilities || capabilities.tasksSource !== 'tools') return undefined;
+  const preferred =
+    capabilities.wireVersion === '3.1'
+      ? ['get_task_status', 'tasks/get', 'get_task', 'list_tasks', 'tasks/list', 'mcp-tasks', 'get_media_buys']
+      : ['tasks/get', 'get_task_status', 'get_task', 'list_tasks', 'tasks/list', 'mcp-tasks', 'get_media_buys'];
+  return preferred.filter((method) => capabilities.readMethods.includes(method));
+}
