@@ -70,7 +70,13 @@ export interface PlanCallInput {
 }
 
 export interface SendCallInput {
-  plan: CallPlan;
+  /** The plan `planCall` recorded in history (every mutation, and every call of operations before revision 3). */
+  plan?: CallPlan;
+  /**
+   * A read of an operation of revision 3 or later: planned and sent by this one activity. A read carries no
+   * idempotency key, so there is nothing to pin in history, and the call costs one local activity instead of two.
+   */
+  planInput?: PlanCallInput;
 }
 
 export interface SendCallOutcome {
@@ -78,6 +84,8 @@ export interface SendCallOutcome {
   webhookRegistered: boolean;
   /** Where the seller's answer did not match the schema the orchestrator knows: kept, and shown as warnings. */
   schemaWarnings?: string[];
+  /** The timeouts the call was planned with, when `sendCall` planned it itself (`planInput`). */
+  timeouts?: CallTimeouts;
 }
 
 /** One read of a seller task, by whatever method works for this seller. */
@@ -110,6 +118,24 @@ export interface ReadTaskOutcome {
 
 export interface AwaitTaskMoveInput extends ReadTaskInput {
   since: { status: string; progress: unknown };
+}
+
+/**
+ * `awaitTaskMoveOnCadence` (operations of revision 3 or later): the look cadence is kept by the activity itself. Its
+ * first attempt only asks to be retried after `firstLookAfterMs` (no durable timer, no workflow task), and each
+ * unchanged look asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through
+ * `nextRetryDelay`. The retry policy's own interval is then short: it only applies to an attempt that was lost (a
+ * killed worker), so a lost look is made again seconds after its heartbeat times out, not a backoff interval later.
+ */
+export interface AwaitTaskMoveOnCadenceInput extends AwaitTaskMoveInput {
+  cadence: LookCadence;
+}
+
+/** When the looks of one wait are due: the first after `firstLookAfterMs`, then intervals doubling to a cap. */
+export interface LookCadence {
+  firstLookAfterMs: number;
+  initialIntervalMs: number;
+  maxIntervalMs: number;
 }
 
 export interface AwaitTaskMoveOutcome extends ReadTaskOutcome {

@@ -22,12 +22,14 @@ import {
 import { type CircuitTransition, CircuitBreakerRegistry, countsAsCircuitFailure } from './circuit-breaker';
 import type {
   AwaitTaskMoveInput,
+  AwaitTaskMoveOnCadenceInput,
   AwaitTaskMoveOutcome,
   CallPlan,
   CallTimeouts,
   CancelAtSellerInput,
   CancelAtSellerOutcome,
   FindLostTaskInput,
+  LookCadence,
   FindLostTaskOutcome,
   PlanCallInput,
   ReadTaskInput,
@@ -53,6 +55,7 @@ import {
 import { classifyTransportFailure, retryDelayMs } from './transport-errors';
 import type { NotificationSigningKey } from '../config/notification-key';
 import { createNotificationActivities } from './notifications';
+import { type StoredCapabilitiesLookup, withStoredWireVersion } from './capabilities';
 import { tracedSellerClient } from '../observability/seller-spans';
 import { deadlineSignal } from './linked-signal';
 
@@ -75,6 +78,8 @@ export interface ActivityDependencies {
   maxAnswerBytes?: number;
   /** Our RFC 9421 key for notifications to the buyer's systems (config/notification-key.ts); none: none are sent. */
   notificationKey?: NotificationSigningKey;
+  /** The sellers' stored capabilities (activities/capabilities.ts): wire version and read strategy; none: probe. */
+  storedCapabilities?: StoredCapabilitiesLookup;
 }
 
 export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
@@ -197,7 +202,9 @@ export function answerTooLarge(
 
 export function createActivities(deps: ActivityDependencies) {
   // Each seller call in its own client span (a no-op unless tracing is on: observability/tracing.ts).
-  const seller = tracedSellerClient(deps.seller ?? createSdkSellerClient());
+  const seller = tracedSellerClient(
+    withStoredWireVersion(deps.seller ?? createSdkSellerClient(), deps.storedCapabilities),
+  );
   const env = deps.env ?? process.env;
   const timeouts = callTimeouts(deps.callTimeoutMs, deps.readTimeoutMs);
   const random = deps.random ?? Math.random;
@@ -205,7 +212,7 @@ export function createActivities(deps: ActivityDependencies) {
   const maxAnswerBytes = deps.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   const breakers =
     deps.breakers ?? new CircuitBreakerRegistry({ ...deps.circuitBreaker, now, onTransition: logCircuitTransition });
-  const descriptions = new SellerDescriptionCache(10 * 60_000, now);
+  const descriptions = new SellerDescriptionCache(10 * 60_000, now, deps.storedCapabilities);
 
   function agentOf(agentId: string): AgentConfig {
     try {
@@ -442,22 +449,46 @@ export function createActivities(deps: ActivityDependencies) {
     }
   }
 
-  /** A read that fails benignly while the task has not moved: the retry policy's retries are the polls. */
+  /**
+   * A read that fails benignly while the task has not moved: the retry policy's retries are the polls. With a
+   * `cadence` (AwaitTaskMoveOnCadenceInput) each attempt names the delay of the next one itself.
+   */
   async function awaitMove(
-    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts },
+    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts; cadence?: LookCadence },
   ): Promise<AwaitTaskMoveOutcome> {
     const attempt = Context.current().info.attempt;
+    const cadence = input.cadence;
+    const waitsFirst = cadence !== undefined && cadence.firstLookAfterMs > 0;
+    if (waitsFirst && attempt === 1) {
+      // The wait before the first look, kept by the server as a retry delay: no timer, no worker slot held.
+      throw ApplicationFailure.create({
+        type: 'TaskLookDue',
+        message: `first look in ${cadence.firstLookAfterMs} ms`,
+        category: 'BENIGN',
+        details: [{ polls: 0 }],
+        nextRetryDelay: cadence.firstLookAfterMs,
+      });
+    }
+    const polls = waitsFirst ? attempt - 1 : attempt;
+    // The delay until the next look: the cadence's interval after look `polls` (2x each time, capped).
+    const nextLookInMs = cadence
+      ? Math.min(cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30), cadence.maxIntervalMs)
+      : undefined;
     let outcome: ReadTaskOutcome;
     try {
       outcome = await read(input);
     } catch (error) {
       if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
+      // A seller's "not before" (retry_after, an open circuit) is honoured when it is later than the next look.
+      const askedDelay =
+        error instanceof ApplicationFailure && typeof error.nextRetryDelay === 'number' ? error.nextRetryDelay : 0;
       // A failed look is one more reason to look again at the same cadence.
       throw ApplicationFailure.create({
         type: 'TaskLookFailed',
         message: (error as Error).message,
         category: 'BENIGN',
-        details: [{ polls: attempt }],
+        details: [{ polls }],
+        ...(nextLookInMs !== undefined ? { nextRetryDelay: Math.max(nextLookInMs, askedDelay) } : {}),
       });
     }
     const snapshot = outcome.snapshot;
@@ -475,10 +506,11 @@ export function createActivities(deps: ActivityDependencies) {
         type: 'TaskUnchanged',
         message: why,
         category: 'BENIGN',
-        details: [{ polls: attempt, readMethod: outcome.readMethod }],
+        details: [{ polls, readMethod: outcome.readMethod }],
+        ...(nextLookInMs !== undefined ? { nextRetryDelay: nextLookInMs } : {}),
       });
     }
-    return { ...outcome, polls: attempt };
+    return { ...outcome, polls };
   }
 
   /** One page of the seller's task list, by whichever list tool it has; `supported: false` when it has none. */
@@ -689,9 +721,21 @@ export function createActivities(deps: ActivityDependencies) {
       return plan(input);
     },
 
-    /** Sends exactly the plan's arguments (plus the webhook credential it names) once. */
+    /**
+     * Sends exactly the plan's arguments (plus the webhook credential it names) once. A read of an operation of
+     * revision 3 comes with `planInput` instead: planned here, in the same local activity (it has no key to pin).
+     */
     async sendCall(input: SendCallInput): Promise<SendCallOutcome> {
-      return send(input.plan);
+      if (input.plan) return send(input.plan);
+      if (!input.planInput || taskSpec(input.planInput.task).mutating) {
+        throw ApplicationFailure.create({
+          type: 'ConfigError',
+          message: `sendCall needs the plan recorded by planCall${input.planInput ? ` for a ${input.planInput.task} call (it mutates)` : ''}.`,
+          nonRetryable: true,
+        });
+      }
+      const callPlan = plan(input.planInput);
+      return { ...(await send(callPlan)), timeouts: callPlan.timeouts };
     },
 
     /** One read of the task, by the method that works for this seller (activities/read-strategy.ts). */
@@ -701,6 +745,14 @@ export function createActivities(deps: ActivityDependencies) {
 
     /** The polling twin of readTask: fails benignly while the task has not moved (or cannot be seen). */
     async awaitTaskMove(input: AwaitTaskMoveInput): Promise<AwaitTaskMoveOutcome> {
+      return awaitMove(input);
+    },
+
+    /**
+     * awaitTaskMove that keeps the look cadence itself (operations of revision 3; see AwaitTaskMoveOnCadenceInput).
+     * A new name, so a worker that does not know the cadence can never run it as a look every retry interval.
+     */
+    async awaitTaskMoveOnCadence(input: AwaitTaskMoveOnCadenceInput): Promise<AwaitTaskMoveOutcome> {
       return awaitMove(input);
     },
 

@@ -17,10 +17,11 @@ import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { idempotencyKeyFor } from '../activities/idempotency';
+import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { type MemoryReading, workflowThreadHeap } from './memory-probe';
 import type { BenchmarkResult, Measurement } from './report';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
-import type { BenchStack, BenchWorker, ExtraWorkerSpec } from './stack';
+import type { BenchStack, BenchWorker, ExtraWorkerSpec, ProductWorkerOptions } from './stack';
 import { mapConcurrent, sleep } from './async';
 import { formatBytes, median, ratio } from './stats';
 
@@ -38,8 +39,12 @@ export interface MemoryOptions {
 
 export interface Configuration {
   name: string;
-  /** undefined: workers/main.ts as shipped; otherwise a bench-built worker with these settings. */
+  /** undefined: the product worker (`npm run worker`); otherwise a bench-built worker with these settings. */
   spec?: Omit<ExtraWorkerSpec, 'name' | 'kind'>;
+  /** The product worker only: compiled with plain node (as shipped since run G, default) or workers/main.ts under tsx. */
+  runtime?: 'compiled' | 'tsx';
+  /** The product worker only: extra node flags and environment. */
+  product?: Omit<ProductWorkerOptions, 'runtime'>;
 }
 
 const GOAL_BYTES = 300 * 1024 * 1024;
@@ -105,7 +110,10 @@ async function measureConfiguration(
   await sellerKeepsMediaBuysSubmitted(stack);
   const worker = configuration.spec
     ? await stack.startWorker({ ...configuration.spec, name: `memory: ${configuration.name}`, kind: 'orchestrator' })
-    : await stack.startProductWorker(`memory: ${configuration.name}`);
+    : await stack.startProductWorker(`memory: ${configuration.name}`, {
+        ...configuration.product,
+        runtime: configuration.runtime ?? 'compiled',
+      });
   try {
     await sleep(2_000);
     const idle = await footprint(worker, options.samples);
@@ -119,14 +127,23 @@ async function measureConfiguration(
       const starts = await Promise.allSettled(
         Array.from({ length: options.operations }, async (_, index) => {
           await sleep((index * 1000) / options.startsPerSecond);
-          return startMediaBuy(stack, worker, `bench-memory-${run}-${index}`);
+          // A start the loaded server did not answer in time is sent again (same key and request: the same operation).
+          const params = createMediaBuyParams();
+          for (let attempt = 1; ; attempt++) {
+            try {
+              return await startMediaBuy(stack, worker, `bench-memory-${run}-${index}`, params);
+            } catch (error) {
+              if (attempt >= 3) throw error;
+              await sleep(1_000 * attempt);
+            }
+          }
         }),
       );
       operationIds = starts.flatMap((start) => (start.status === 'fulfilled' ? [start.value] : []));
       const failedStart = starts.find((start): start is PromiseRejectedResult => start.status === 'rejected');
       if (failedStart) {
         throw new Error(
-          `${options.operations - operationIds.length} of ${options.operations} starts failed on "${configuration.name}": ${String(failedStart.reason)}`,
+          `${options.operations - operationIds.length} of ${options.operations} starts failed on "${configuration.name}": ${String(failedStart.reason)} (cause: ${String((failedStart.reason as { cause?: unknown })?.cause)})`,
         );
       }
       const startedInMs = Date.now() - began;
@@ -210,7 +227,7 @@ export async function workerMemory(stack: BenchStack, options: MemoryOptions): P
     results.push(await measureConfiguration(stack, configuration, options));
   }
   const [bareNode, nodeWithTsx] = [nodeBaseline(false), nodeBaseline(true)];
-  const stagesBundling = parseStages(await stack.runScript('bench/idle-stages.ts', {}));
+  // (Bundling with webpack in the worker's process is no longer what any worker does: only the prebuilt bundle.)
   const stagesPrebuilt = parseStages(
     await stack.runScript('bench/idle-stages.ts', { BENCH_WORKFLOW_BUNDLE: stack.bundles.orchestrator }),
   );
@@ -250,8 +267,7 @@ export async function workerMemory(stack: BenchStack, options: MemoryOptions): P
     `${m} create_media_buy operations started at ${options.startsPerSecond}/s on a fresh worker process per configuration, kept submitted by the seller (polling at their cadence); RSS sampled every second from /proc for ${options.windowSeconds} s from the first start (peak), then read after a full GC in every thread (median of ${options.samples})`,
   );
   notes.push(
-    `where an idle worker's memory goes (bench/idle-stages.ts, RSS after a GC per stage): node alone ${formatBytes(bareNode)}, with tsx's loader ${formatBytes(nodeWithTsx)} (+${formatBytes(nodeWithTsx - bareNode)}); bundling at start: ${describeStages(stagesBundling)}`,
-    `the same with the prebuilt bundle: ${describeStages(stagesPrebuilt)}`,
+    `where an idle worker's memory goes (bench/idle-stages.ts, RSS after a GC per stage): node alone ${formatBytes(bareNode)}, with tsx's loader ${formatBytes(nodeWithTsx)} (+${formatBytes(nodeWithTsx - bareNode)}); with the prebuilt bundle, under tsx: ${describeStages(stagesPrebuilt)}`,
   );
   return {
     id: 'worker-memory',
@@ -266,7 +282,6 @@ export async function workerMemory(stack: BenchStack, options: MemoryOptions): P
       idleStages: {
         bareNodeRss: bareNode,
         nodeWithTsxRss: nodeWithTsx,
-        bundlingAtStart: stagesBundling,
         prebuiltBundle: stagesPrebuilt,
       },
     },

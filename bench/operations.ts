@@ -16,11 +16,16 @@ export async function sellerKeepsMediaBuysSubmitted(stack: BenchStack): Promise<
 }
 
 /** Starts a create_media_buy operation on `worker` and records it as running (stack.close() ends leftovers). */
-export async function startMediaBuy(stack: BenchStack, worker: BenchWorker, idempotencyKey: string): Promise<string> {
+export async function startMediaBuy(
+  stack: BenchStack,
+  worker: BenchWorker,
+  idempotencyKey: string,
+  params = createMediaBuyParams(),
+): Promise<string> {
   const { operationId } = await worker.orchestrator.start({
     agentId: AGENT_ID,
     task: 'create_media_buy',
-    params: createMediaBuyParams(),
+    params,
     idempotencyKey,
   });
   stack.running.add(operationId);

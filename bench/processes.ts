@@ -27,16 +27,19 @@ export function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   return { ...base, ...env };
 }
 
-/** Runs a TypeScript entry point under tsx with an IPC channel (used by the memory probe). */
+/**
+ * Runs a TypeScript entry point under tsx with an IPC channel (used by the memory probe). `tsx: false` runs a
+ * JavaScript entry point (scripts/worker.cjs, the compiled worker) with plain node, as `npm run worker` does.
+ */
 export function startNodeScript(
   name: string,
   script: string,
-  options: { env: NodeJS.ProcessEnv; execArgv?: string[] },
+  options: { env: NodeJS.ProcessEnv; execArgv?: string[]; tsx?: boolean },
 ): NodeProcess {
   const child = fork(path.join(ROOT, script), [], {
     cwd: ROOT,
     env: options.env,
-    execArgv: [...(options.execArgv ?? []), '--import', 'tsx'],
+    execArgv: [...(options.execArgv ?? []), ...(options.tsx === false ? [] : ['--import', 'tsx'])],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let tail = '';

@@ -41,13 +41,12 @@ const BENCHMARKS: Record<string, (stack: BenchStack) => Promise<BenchmarkResult>
       windowSeconds: 70,
       samples: 3,
       configurations: [
-        { name: 'as shipped' },
-        // What workers/main.ts did before: webpack in the worker, Temporal's heap-sized cache, glibc's arenas.
-        { name: 'bundled in process, default cache', spec: { prebuiltBundle: false } },
-        {
-          name: 'as shipped, cache 20',
-          spec: { workerOptions: { maxCachedWorkflows: 20 }, env: { MALLOC_ARENA_MAX: '2' } },
-        },
+        // `npm run worker` since run G: scripts/worker.cjs, the compiled worker, plain node with WORKER_NODE_FLAGS.
+        { name: 'as shipped (compiled, small V8 heap)' },
+        // The same without the heap flags: V8's default heap sizing.
+        { name: 'compiled, default V8 heap', product: { nodeFlags: [] } },
+        // What `npm run worker` ran until run G: workers/main.ts under tsx, default heap (same code, same settings).
+        { name: 'under tsx (run F)', runtime: 'tsx' },
       ],
     }),
   'long-wait': (stack) => longWaitHistory(stack, { waitHours: 23 }),

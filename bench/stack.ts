@@ -24,6 +24,7 @@ import { type WebhookSigningKey, mintWebhookSigningKey } from '../test/fixtures/
 import { type MemoryReading, readMemory, writeMemoryProbe } from './memory-probe';
 import { type NodeProcess, childEnv, startNodeScript, waitUntil } from './processes';
 import { dataConverter } from '../client/payload-codec';
+import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
 import { WORKFLOWS_PATH } from '../workers/worker';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
 
@@ -57,6 +58,15 @@ export interface ExtraWorkerSpec {
   execArgv?: string[];
 }
 
+/** How the memory benchmark runs a product worker: compiled or under tsx, with extra node flags or environment. */
+export interface ProductWorkerOptions {
+  runtime?: 'compiled' | 'tsx';
+  /** Node flags in place of the shipped ones (WORKER_NODE_FLAGS, which a compiled worker gets by default). */
+  nodeFlags?: readonly string[];
+  execArgv?: string[];
+  env?: Record<string, string>;
+}
+
 export interface BenchStack {
   temporal: DevServer;
   client: Client;
@@ -78,8 +88,11 @@ export interface BenchStack {
   extraWorkers: Set<BenchWorker>;
   /** Workflow bundles built once by the bench (paths). */
   bundles: { orchestrator: string; bare: string };
-  /** Starts another product worker (workers/main.ts, polling only, as shipped) on a fresh queue, as startWorker. */
-  startProductWorker(name: string): Promise<BenchWorker>;
+  /**
+   * Starts another product worker (polling only) on a fresh queue, as startWorker: as shipped (`npm run worker`:
+   * scripts/worker.cjs, the compiled worker with plain node), or `{ runtime: 'tsx' }` workers/main.ts under tsx.
+   */
+  startProductWorker(name: string, options?: ProductWorkerOptions): Promise<BenchWorker>;
   /** Runs a bench script (bench/idle-stages.ts) as a child with the stack's environment; resolves with its output. */
   runScript(script: string, env: Record<string, string>): Promise<string>;
   /** Rejects if Temporal, the gateway or a worker exits before close(): race benchmarks against it. */
@@ -160,10 +173,17 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       }),
     });
     cleanups.push(() => gateway.stop());
-    const startProductWorker = (name: string, webhooks: boolean): BenchWorker => {
+    const startProductWorker = (
+      name: string,
+      webhooks: boolean,
+      runtime: 'compiled' | 'tsx' = 'tsx',
+      extra: Omit<ProductWorkerOptions, 'runtime'> = {},
+    ): BenchWorker => {
       // (also used after start-up by startFreshProductWorker, for the memory benchmark's "as shipped" worker)
       const taskQueue = `bench-${name}-${randomUUID().slice(0, 8)}`;
-      const child = startNodeScript(`worker (${name})`, 'workers/main.ts', {
+      const entry = runtime === 'compiled' ? 'scripts/worker.cjs' : 'workers/main.ts';
+      const child = startNodeScript(`worker (${name})`, entry, {
+        tsx: runtime === 'tsx',
         env: childEnv({
           ...common,
           ADCP_TASK_QUEUE: taskQueue,
@@ -172,8 +192,16 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
           // As npm start and npm run worker run it.
           MALLOC_ARENA_MAX: '2',
           ...(webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
+          ...extra.env,
         }),
-        execArgv: ['--expose-gc', '--require', probe, ...profiling],
+        execArgv: [
+          '--expose-gc',
+          '--require',
+          probe,
+          ...profiling,
+          ...(extra.nodeFlags ?? (runtime === 'compiled' ? WORKER_NODE_FLAGS : [])),
+          ...(extra.execArgv ?? []),
+        ],
       });
       cleanups.push(() => child.stop());
       return {
@@ -248,8 +276,8 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       );
       return worker;
     };
-    const startFreshProductWorker = async (name: string): Promise<BenchWorker> => {
-      const worker = startProductWorker(name, false);
+    const startFreshProductWorker = async (name: string, options: ProductWorkerOptions = {}): Promise<BenchWorker> => {
+      const worker = startProductWorker(name, false, options.runtime ?? 'compiled', options);
       extraWorkers.add(worker);
       void new Promise((resolve) => worker.process.child.once('exit', resolve)).then(() => extraWorkers.delete(worker));
       await waitUntil(worker.process, `pollers on task queue ${worker.taskQueue}`, () =>

@@ -32,6 +32,7 @@ import {
   type OperationInput,
   type OperationState,
   type ProvidedInput,
+  CURRENT_OPERATION_REVISION,
   OPERATION_STATE_MEMO,
   cancelOperationUpdate,
   operationStateFromFailure,
@@ -359,6 +360,8 @@ export class OrchestratorClient {
       task: request.task,
       params: request.params,
       requestFingerprint: fingerprint,
+      // The workflow code this operation is started for: it takes the lean path without a patch marker.
+      revision: CURRENT_OPERATION_REVISION,
       ...(budgetMs !== undefined ? { budgetMs } : {}),
       ...(interaction ? { interaction } : {}),
       ...(authDeadlineMs !== undefined ? { authDeadlineMs } : {}),

@@ -12,15 +12,17 @@ import { closeMCPConnections } from '@adcp/sdk';
 import { freePort, startDevServer } from './lib/dev-server';
 import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
-import { createMediaBuyParams } from '../test/harness/demo-requests';
+import { createMediaBuyParams, getProductsParams } from '../test/harness/demo-requests';
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
 
 const OUT = path.resolve(__dirname, '..', 'test', 'histories');
 /**
  * Histories are named by the workflow code that wrote them: `v1-*` predate the convergence rewrite (they replay on
- * workflows/legacy/), `v2-*` are today's. Both must keep replaying.
+ * workflows/legacy/), `v2-*` were started without an input revision (the path `patched()` chose), `v3-*` are today's
+ * (OperationInput.revision 3: no patch marker, reads planned in their call, looks on the activity's own cadence).
+ * All must keep replaying; recording writes only the current generation's files.
  */
-const GENERATION = 'v2';
+const GENERATION = 'v3';
 
 async function main(): Promise<void> {
   const server = await startDevServer({ port: await freePort(), headless: true });
@@ -44,7 +46,12 @@ async function main(): Promise<void> {
   };
   const start = (task = 'create_media_buy') =>
     stack.orchestrator
-      .start({ agentId: 'fixture', task, params: createMediaBuyParams(), idempotencyKey: randomUUID() })
+      .start({
+        agentId: 'fixture',
+        task,
+        params: task === 'get_products' ? getProductsParams : createMediaBuyParams(),
+        idempotencyKey: randomUUID(),
+      })
       .then((started) => started.operationId);
   try {
     seller.script('create_media_buy', [
@@ -75,6 +82,14 @@ async function main(): Promise<void> {
       error: { code: 'IDEMPOTENCY_CONFLICT', recovery: 'correctable' },
     });
     await record('idempotency-conflict-adopted', await start());
+
+    // A synchronous read (one local activity), and a read that goes async and is completed at a look.
+    await record('sync-read', await start('get_products'));
+    seller.script('get_products', [
+      { status: 'submitted' },
+      { status: 'completed', afterPolls: 1, payload: { products: [] } },
+    ]);
+    await record('read-submitted-completed', await start('get_products'));
 
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
     const canceled = await start();

@@ -11,6 +11,7 @@ import { Connection } from '@temporalio/client';
 import { describeDevelopmentKey, generateApiKey, loadAuthConfig } from '../api/auth';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
+import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
 import { DEMO_SELLER_TOKEN } from './lib/demo-seller';
 import { type DevServer, type DevServerOptions, ensureSearchAttributes, startDevServer } from './lib/dev-server';
 import { type ManagedProcess, startProcess } from './lib/processes';
@@ -41,11 +42,16 @@ class Supervised {
     private readonly script: string,
     private readonly env: NodeJS.ProcessEnv,
     private readonly changed: () => void,
+    /** Undefined: the script runs under tsx (TypeScript sources); else with plain node and these flags (scripts/worker.cjs). */
+    private readonly nodeFlags?: readonly string[],
   ) {}
 
   start(): void {
     this.startedAt = Date.now();
-    const child = startProcess(this.name, tsx, [path.join(root, this.script)], { env: this.env, echo: true });
+    const [command, args] = this.nodeFlags
+      ? [process.execPath, [...this.nodeFlags, path.join(root, this.script)]]
+      : [tsx, [path.join(root, this.script)]];
+    const child = startProcess(this.name, command, args, { env: this.env, echo: true });
     this.current = child;
     this.changed();
     child.child.once('exit', (code, signal) => {
@@ -206,7 +212,11 @@ async function main(): Promise<void> {
   }
 
   // glibc's per-thread malloc arenas hold on to freed memory; two arenas cut a parked worker's RSS (bench/README.md).
-  children.push(new Supervised('worker', 'workers/main.ts', { MALLOC_ARENA_MAX: '2', ...env }, recordPids));
+  // The worker runs compiled (dist/app/, built by scripts/worker.cjs when the sources are newer): no TypeScript loader
+  // in its process (bench/README.md, run G). ADCP_WORKER_RUNTIME=tsx runs it from the sources instead.
+  children.push(
+    new Supervised('worker', 'scripts/worker.cjs', { MALLOC_ARENA_MAX: '2', ...env }, recordPids, WORKER_NODE_FLAGS),
+  );
   children.push(new Supervised('gateway', 'api/main.ts', env, recordPids));
   let stopping = false;
   const stopAll = async (code: number) => {

@@ -2,7 +2,6 @@
  * Worker process: `npm run worker`. Connects with the usual Temporal environment variables, reads the seller
  * list, and runs until SIGINT/SIGTERM, finishing in-flight activities within the grace time.
  */
-import { closeMCPConnections } from '@adcp/sdk';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { Runtime } from '@temporalio/worker';
 import { loadAgents } from '../config/agents';
@@ -97,7 +96,9 @@ async function main(): Promise<void> {
   } finally {
     // Flush the last spans first: closing connections below may fail and end the process.
     await tracing?.shutdown().catch(() => undefined);
-    await closeMCPConnections().catch(() => undefined);
+    // @adcp/sdk's root module costs about 20 MiB of RSS the worker never needs while it runs (bench/README.md, run G):
+    // loaded only here, to close the SDK's own cached MCP connections, if any call made one.
+    await import('@adcp/sdk').then((sdk) => sdk.closeMCPConnections()).catch(() => undefined);
     closeIdleMcpConnections();
     await client.connection.close();
     await connection.close();

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
 import { createCampaignActivities } from '../activities/campaign';
-import { createCapabilityActivities } from '../activities/capabilities';
+import { StoredCapabilitiesCache, createCapabilityActivities } from '../activities/capabilities';
 import { CircuitBreakerRegistry } from '../activities/circuit-breaker';
 import { logCircuitTransition } from '../activities';
 import { createMediaBuyActivities, withReportingCredentials } from '../activities/media-buy';
@@ -51,6 +51,8 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: {
       ...createActivities({
+        // Calls choose the wire version and read method from the sellers' stored capabilities (memo, cached).
+        storedCapabilities: new StoredCapabilitiesCache({ client: options.client, taskQueue: options.taskQueue }),
         ...options.activities,
         breakers,
         // Per-buy reporting-webhook credentials are added at the call, never in history (activities/media-buy.ts).

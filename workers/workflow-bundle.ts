@@ -34,7 +34,27 @@ export async function writeWorkflowBundle(outFile: string): Promise<void> {
     logger: new DefaultLogger('WARN'),
   });
   mkdirSync(path.dirname(outFile), { recursive: true });
-  writeFileSync(outFile, code);
+  writeFileSync(outFile, withoutSourcesContent(code));
+}
+
+const SOURCE_MAP_COMMENT = '//# sourceMappingURL=data:';
+
+/**
+ * The bundle with its inline source map minus `sourcesContent` (a copy of every source file, about 1 MB). The worker
+ * parses the map in the workflow thread for stack traces, which keep their file:line:column (mappings, sources and
+ * names stay); only Temporal's `showStackTraceSources` query would miss the text. Measured: 14 MiB less RSS for an
+ * idle worker (bench/README.md, run G). A bundle without an inline map is returned as it is (the worker refuses it).
+ */
+export function withoutSourcesContent(code: string): string {
+  // Found as the worker finds it (webpack writes `data:application/json;charset=utf-8;base64,`).
+  const at = code.lastIndexOf(SOURCE_MAP_COMMENT);
+  const data = at < 0 ? -1 : code.indexOf('base64,', at);
+  if (data < 0) return code;
+  const map = JSON.parse(Buffer.from(code.slice(data + 'base64,'.length).trim(), 'base64').toString('utf8')) as {
+    sourcesContent?: unknown;
+  };
+  delete map.sourcesContent;
+  return `${code.slice(0, data)}base64,${Buffer.from(JSON.stringify(map)).toString('base64')}\n`;
 }
 
 /** The bundle for this worker: the prebuilt one named by ADCP_WORKFLOW_BUNDLE, or one a child process builds now. */

@@ -183,9 +183,20 @@ export interface OperationInput {
   retry?: RetrySettings;
   /** A fingerprint of the caller's request, so a reused idempotency key with other content is detected. */
   requestFingerprint?: string;
+  /**
+   * The workflow code revision the operation was started for (the typed client sets CURRENT_OPERATION_REVISION).
+   * Absent: started before revision 3, so the run decides its path by `patched()` markers as it always did.
+   * From 3 on the run takes the lean path without asking `patched()` (no marker and no TemporalChangeVersion upsert):
+   * reads planned inside their one call, looks scheduled without a first timer, and the cadence kept by the look
+   * activity itself. Carried across continue-as-new with the rest of the input.
+   */
+  revision?: number;
   /** Set only by continue-as-new. */
   carried?: CarriedState;
 }
+
+/** The revision the typed client starts operations with (see OperationInput.revision). */
+export const CURRENT_OPERATION_REVISION = 3;
 
 export interface CarriedState {
   state: OperationState;

@@ -29,7 +29,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../activities';
-import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome } from '../activities/contract';
+import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome, SendCallInput } from '../activities/contract';
 import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import { type AdcpError, INTERRUPTED_STATUSES, normaliseStatus, taskSpec } from '../protocol';
 import { type WaitPlan, planWait } from './cadence';
@@ -143,6 +143,32 @@ function readActivities(timeouts: CallTimeouts) {
   });
 }
 
+/**
+ * Revision 3: a read planned inside its one call records no plan, so its timeouts are not known before it; the local
+ * activity gets room for the longest call a worker may be configured with (the activity bounds the call itself).
+ */
+const UNPLANNED_READ_TIMEOUTS: CallTimeouts = { callMs: 5 * 60_000, readMs: 2 * 60_000 };
+/** Revision 3: a look lost with its worker is made again this long after its heartbeat timed out. */
+const LOST_LOOK_RETRY = '1s';
+
+/**
+ * Revision 3: the looks of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
+ * activities/contract.ts AwaitTaskMoveOnCadenceInput). The retry policy only applies to attempts that were lost.
+ */
+function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
+  return proxyActivities<OperationActivities>({
+    startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
+    retry: {
+      initialInterval: LOST_LOOK_RETRY,
+      backoffCoefficient: 1,
+      maximumInterval: LOST_LOOK_RETRY,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
+
 function pollingActivities(plan: WaitPlan, budgetMs: number, timeouts: CallTimeouts) {
   return proxyActivities<OperationActivities>({
     startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
@@ -203,7 +229,9 @@ function tenantOf(input: OperationInput): { tenant?: string } {
 }
 
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
-  if (!patched(CONVERGENCE_PATCH)) return operationV1(input);
+  // Started for revision 3 or later (OperationInput.revision): never the legacy code, so no patch marker to record.
+  const lean = (input.revision ?? 0) >= 3;
+  if (!lean && !patched(CONVERGENCE_PATCH)) return operationV1(input);
 
   const info = workflowInfo();
   const spec = taskSpec(input.task);
@@ -566,32 +594,45 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   async function callSeller(step: string, params: Record<string, unknown>): Promise<void> {
     const keyStep = keyGeneration === 0 ? step : `${step}#${keyGeneration}`;
     const taskKnownBefore = state.taskId !== undefined;
-    // One plan per step: a repeated call of the step (after auth-required, say) re-sends the same bytes.
-    let plan = plans.get(keyStep);
-    if (!plan) {
-      plan = await planning.planCall({
-        operationId: state.operationId,
-        agentId: state.agentId,
-        task: state.task,
-        step: keyStep,
-        params,
-        ...tenantOf(input),
-        ...(state.contextId ? { contextId: state.contextId } : {}),
-        ...(state.taskId ? { taskId: state.taskId } : {}),
-      });
-      plans.set(keyStep, plan);
+    const planInput = {
+      operationId: state.operationId,
+      agentId: state.agentId,
+      task: state.task,
+      step: keyStep,
+      params,
+      ...tenantOf(input),
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...(state.taskId ? { taskId: state.taskId } : {}),
+    };
+    // Revision 3: a read has no idempotency key whose bytes history must pin, so it is planned inside its one call.
+    const plannedInCall = lean && !spec.mutating;
+    let sendInput: SendCallInput;
+    let callTimeouts: CallTimeouts;
+    if (plannedInCall) {
+      sendInput = { planInput };
+      callTimeouts = state.timeouts ?? UNPLANNED_READ_TIMEOUTS;
+    } else {
+      // One plan per step: a repeated call of the step (after auth-required, say) re-sends the same bytes.
+      let plan = plans.get(keyStep);
+      if (!plan) {
+        plan = await planning.planCall(planInput);
+        plans.set(keyStep, plan);
+      }
+      sendInput = { plan };
+      callTimeouts = plan.timeouts;
+      state.timeouts = plan.timeouts;
     }
-    const sent = plan;
-    state.timeouts = sent.timeouts;
-    const calls = spec.mutating ? callActivities(input, sent.timeouts) : localCallActivities(input, sent.timeouts);
+    const calls = spec.mutating ? callActivities(input, callTimeouts) : localCallActivities(input, callTimeouts);
     state.callInFlight = { step: keyStep, since: iso(Date.now()) };
-    publish();
+    // A local call answers within this workflow task: a memo of the state before it would be overwritten unseen.
+    if (plannedInCall) setCurrentDetails(describeForHumans());
+    else publish();
     // Shielded from the workflow's own cancellation (a cancel waits for the answer); only this loop cancels it.
     let scope: CancellationScope | undefined;
     let settled = false;
     const call = CancellationScope.nonCancellable(() => {
       scope = new CancellationScope();
-      return scope.run(() => calls.sendCall({ plan: sent }));
+      return scope.run(() => calls.sendCall(sendInput));
     });
     call.then(
       () => (settled = true),
@@ -625,6 +666,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     const settle = async (): Promise<void> => {
       try {
         const outcome = await call;
+        if (outcome.timeouts) state.timeouts = outcome.timeouts;
         state.webhookRegistered ||= outcome.webhookRegistered;
         machine.applyCallAnswer(
           outcome.snapshot,
@@ -844,6 +886,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
    * webhook, an answer, a poll request or a cancel arrives.
    */
   async function pollUntilChange(plan: WaitPlan): Promise<void> {
+    if (lean) return pollOnCadence(plan);
     // The first look of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
     // are retries of one polling activity.
     const interrupt = () =>
@@ -892,6 +935,65 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         return;
       }
       // Reads never fail the operation: note it and let the loop look again at the next cadence.
+      const error = errorFromFailure(failure);
+      machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
+      publish();
+      await condition(interrupt, Math.min(plan.maxIntervalMs, Math.max(deadlineMs - Date.now(), 0)));
+    }
+  }
+
+  /**
+   * Revision 3: the same wait without a durable timer for the first look. One activity makes every look of the wait
+   * and keeps the cadence itself (its first attempt only asks to be retried at the first look), so a wait costs an
+   * activity scheduled and its end, and a look lost with a killed worker is made again seconds after its heartbeat
+   * times out instead of a backoff interval later.
+   */
+  async function pollOnCadence(plan: WaitPlan): Promise<void> {
+    const interrupt = () =>
+      inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
+    const untilDeadline = deadlineMs - Date.now();
+    if (untilDeadline <= 0) return;
+    if (!state.taskId) {
+      // Nothing to poll without a task ID: only a webhook, an adoption, a poll request or a cancel can move it now.
+      await condition(interrupt, untilDeadline);
+      return;
+    }
+    const budgetMs = Math.min(untilDeadline, plan.windowMs ?? untilDeadline);
+    const activities = cadencedPollingActivities(budgetMs, timeouts());
+    const scope = new CancellationScope();
+    const since = { status: state.status, progress: state.progress ?? null };
+    const cadence = {
+      firstLookAfterMs: plan.firstLookAfterMs,
+      initialIntervalMs: plan.initialIntervalMs,
+      maxIntervalMs: plan.maxIntervalMs,
+    };
+    const polling = scope.run(() => activities.awaitTaskMoveOnCadence({ ...readInput(state.taskId!), since, cadence }));
+    const interrupted = condition(interrupt);
+    const winner = await Promise.race([
+      polling.then(
+        () => 'poll' as const,
+        () => 'poll' as const,
+      ),
+      interrupted.then(() => 'signal' as const),
+    ]);
+    if (winner === 'signal') scope.cancel();
+    try {
+      const changed = await polling;
+      state.pollCount += changed.polls;
+      applyReadOutcome(changed);
+      publish();
+    } catch (failure) {
+      if (isCancellation(failure) && winner === 'signal') return;
+      if (isCancellation(failure)) throw failure;
+      if (budgetRanOut(failure)) {
+        state.pollCount += pollsBeforeBudgetRanOut(failure);
+        // As above: at the end of a working window the loop continues at the slower cadence; at the deadline it
+        // waits for it (still interruptible) and takes its last look.
+        const toDeadline = deadlineMs - Date.now();
+        if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0)
+          await condition(interrupt, toDeadline);
+        return;
+      }
       const error = errorFromFailure(failure);
       machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
       publish();
@@ -979,7 +1081,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   CancellationScope.current().cancelRequested.catch(() => {
     cancellationRequested = true;
   });
-  publish();
+  // Revision 3: a fresh read publishes with its answer (its call is local: one workflow task), not before it.
+  if (!(lean && !spec.mutating && !input.carried)) publish();
   const main = new CancellationScope();
   let temporalCancelled = false;
   try {

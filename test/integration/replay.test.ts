@@ -11,9 +11,10 @@ import { workflowBundle } from '../harness/temporal';
 const dir = path.resolve(__dirname, '..', 'histories');
 const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
-test('there are committed histories of both workflow generations to replay (v1: before the convergence rewrite)', () => {
+test('there are committed histories of every workflow generation to replay (v1: before the convergence rewrite; v3: input revision 3)', () => {
   expect(files.filter((file) => file.startsWith('v1-')).length).toBeGreaterThanOrEqual(4);
   expect(files.filter((file) => file.startsWith('v2-')).length).toBeGreaterThanOrEqual(4);
+  expect(files.filter((file) => file.startsWith('v3-')).length).toBeGreaterThanOrEqual(6);
 });
 
 test.each(files)('replays %s', async (file) => {

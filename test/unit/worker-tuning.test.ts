@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { ConfigError } from '../../config/errors';
-import { loadWorkerTuning } from '../../config/worker-tuning';
+import { readFileSync } from 'node:fs';
+import { WORKER_NODE_FLAGS, loadWorkerTuning } from '../../config/worker-tuning';
 import { loadWorkflowBundle } from '../../workers/workflow-bundle';
 
 describe('worker tuning', () => {
@@ -22,5 +23,14 @@ describe('worker tuning', () => {
     await expect(loadWorkflowBundle({ ADCP_WORKFLOW_BUNDLE: missing })).rejects.toThrow(
       /does not exist: run `npm run build:workflows`/,
     );
+  });
+
+  it('npm run worker passes the worker node flags that npm start and the bench use', () => {
+    const root = path.resolve(__dirname, '..', '..');
+    const scripts = (
+      JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+    ).scripts;
+    expect(WORKER_NODE_FLAGS.length).toBeGreaterThan(0);
+    expect(scripts.worker).toContain(`node ${WORKER_NODE_FLAGS.join(' ')} scripts/worker.cjs`);
   });
 });

@@ -1,0 +1,497 @@
+/**
+ * The soak (issue 15): many create_media_buy operations parked in `submitted` and polling at their cadence on ONE
+ * worker, as `npm run worker` runs it (scripts/worker.cjs: the compiled worker, plain node, MALLOC_ARENA_MAX=2), for
+ * a fixed time; then every operation is ended and the worker is checked for leaks.
+ *
+ *   npm run bench:soak                                   10,000 operations at 20 starts/s, held 5 minutes after the last start
+ *   npm run bench:soak -- --operations=2000 --rate=25 --hold-minutes=2
+ *
+ * Starts its own Temporal dev server (temporary SQLite file), the scripted seller (in this process) and the worker, on
+ * loopback and free ports, and stops them again. Every 5 s it samples the worker's and the dev server's RSS and CPU
+ * (from /proc); every minute it writes one row: operations started and parked, looks the seller answered, the worker's
+ * RSS (peak of the minute and now), its main and workflow-thread heaps (after a GC, through the bench memory probe),
+ * workflow-task schedule-to-start latency (from the worker's own Prometheus histogram, mean and p95 of the minute),
+ * and the dev server's CPU and RSS. At the end: terminate every operation, then RSS and heaps after a GC, the
+ * operations still open on the queue, and the worker's in-use task slots (which must be none).
+ *
+ * Prints the per-minute table (Markdown) and writes everything to tmp/soak-results.json.
+ * Latency figures move with the machine's load (other processes on 2 shared cores); RSS much less.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { z } from 'zod';
+import { OrchestratorClient } from '../client/orchestrator-client';
+import { dataConverter } from '../client/payload-codec';
+import { idempotencyKeyFor } from '../activities/idempotency';
+import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
+import { freePort, startDevServer } from '../scripts/lib/dev-server';
+import { createMediaBuyParams } from '../test/harness/demo-requests';
+import { startScriptedSeller } from '../test/fixtures/scripted-seller';
+import { mapConcurrent, sleep } from './async';
+import { type MemoryReading, readMemory, workflowThreadHeap, writeMemoryProbe } from './memory-probe';
+import { ROOT, childEnv, startNodeScript, waitUntil } from './processes';
+import { formatBytes, median } from './stats';
+
+const optionsSchema = z.object({
+  operations: z.coerce.number().int().min(1).max(100_000).default(10_000),
+  rate: z.coerce.number().positive().max(500).default(20),
+  holdMinutes: z.coerce.number().min(0).max(120).default(5),
+  sampleSeconds: z.coerce.number().int().min(1).max(60).default(5),
+});
+type SoakOptions = z.infer<typeof optionsSchema>;
+
+const USAGE = `usage: npm run bench:soak -- [--operations=10000] [--rate=20] [--hold-minutes=5] [--sample-seconds=5]`;
+
+function parseOptions(argv: string[]): SoakOptions {
+  const raw: Record<string, string> = {};
+  for (const arg of argv) {
+    const match = /^--([a-z-]+)=(.+)$/.exec(arg);
+    if (!match) throw new Error(`Unknown argument "${arg}".\n${USAGE}`);
+    raw[match[1].replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())] = match[2];
+  }
+  const parsed = optionsSchema.strict().safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `--${issue.path.join('.') || '?'}: ${issue.message}`);
+    throw new Error(`${problems.join('; ')}\n${USAGE}`);
+  }
+  return parsed.data;
+}
+
+const AGENT_ID = 'soak-seller';
+const TOKEN_ENV = 'SOAK_SELLER_TOKEN';
+const { TaskQueueType } = temporal.api.enums.v1;
+
+/** /proc/<pid>/status VmRSS in bytes (NaN once the process is gone). */
+function rssOf(pid: number | undefined): number {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** User + system CPU milliseconds of a process (clock ticks are 100 per second on Linux). */
+function cpuMsOf(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Histogram {
+  buckets: Array<[number, number]>; // [upper bound in seconds, cumulative count]
+  sum: number;
+  count: number;
+}
+
+/** One histogram of the worker's Prometheus text, summed over its label sets. */
+function histogram(text: string, name: string): Histogram | undefined {
+  const buckets = new Map<number, number>();
+  let sum = 0;
+  let count = 0;
+  let seen = false;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith(`${name}_bucket`)) {
+      const le = /le="([^"]+)"/.exec(line)?.[1];
+      const bound = le === '+Inf' ? Number.POSITIVE_INFINITY : Number(le);
+      buckets.set(bound, (buckets.get(bound) ?? 0) + value);
+      seen = true;
+    } else if (line.startsWith(`${name}_sum`)) sum += value;
+    else if (line.startsWith(`${name}_count`)) count += value;
+  }
+  if (!seen) return undefined;
+  return { buckets: [...buckets.entries()].sort((a, b) => a[0] - b[0]), sum, count };
+}
+
+/** Mean and p95 (the upper bound of the bucket holding it) of what a histogram gained between two scrapes. */
+function windowStats(
+  before: Histogram | undefined,
+  after: Histogram | undefined,
+): { mean: number; p95: number; n: number } {
+  if (!after) return { mean: Number.NaN, p95: Number.NaN, n: 0 };
+  const n = after.count - (before?.count ?? 0);
+  if (n <= 0) return { mean: Number.NaN, p95: Number.NaN, n: 0 };
+  const mean = (after.sum - (before?.sum ?? 0)) / n;
+  const previous = new Map(before?.buckets ?? []);
+  const target = 0.95 * n;
+  let p95 = Number.POSITIVE_INFINITY;
+  for (const [bound, cumulative] of after.buckets) {
+    if (cumulative - (previous.get(bound) ?? 0) >= target) {
+      p95 = bound;
+      break;
+    }
+  }
+  return { mean, p95, n };
+}
+
+/** The first metric name of the text that starts with one of `names` (the SDK's suffix depends on its settings). */
+function metricName(text: string, names: string[]): string | undefined {
+  return names.find((name) => text.includes(`${name}_bucket`));
+}
+
+interface Row {
+  minute: number;
+  started: number;
+  called: number;
+  looks: number;
+  workerRssPeak: number;
+  workerRss: number;
+  mainHeap: number;
+  workflowHeap: number;
+  workerCpuPercent: number;
+  scheduleToStartMeanMs: number;
+  scheduleToStartP95Ms: number;
+  workflowTasks: number;
+  activityScheduleToStartMeanMs: number;
+  activityScheduleToStartP95Ms: number;
+  activityTasks: number;
+  temporalCpuPercent: number;
+  temporalRss: number;
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const began = Date.now();
+  const loadAtStart = os.loadavg();
+  const log = (line: string) => console.log(`[soak ${((Date.now() - began) / 1000).toFixed(0)} s] ${line}`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'adcp-soak-'));
+  const cleanups: Array<() => Promise<unknown>> = [async () => rmSync(dir, { recursive: true, force: true })];
+  const cleanup = async () => {
+    for (const step of cleanups.reverse()) await step().catch((error) => log(`cleanup: ${(error as Error).message}`));
+  };
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      log(`${signal}: stopping everything...`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
+  try {
+    log(
+      `starting Temporal dev server and the scripted seller (load average ${loadAtStart.map((l) => l.toFixed(1)).join(' ')})...`,
+    );
+    const [server, seller] = await Promise.all([
+      startDevServer({ port: await freePort(), headless: true, dbFilename: path.join(dir, 'temporal.sqlite') }),
+      startScriptedSeller({ a2a: false, name: AGENT_ID }),
+    ]);
+    cleanups.push(() => server.stop());
+    cleanups.push(() => seller.close());
+    await seller.reset();
+    seller.setDefaultScript('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterPolls: 1_000_000 },
+    ]);
+
+    const agentsFile = path.join(dir, 'agents.json');
+    writeFileSync(
+      agentsFile,
+      JSON.stringify({
+        agents: [{ id: AGENT_ID, name: 'Soak seller', url: seller.url, protocol: 'mcp', token_env: TOKEN_ENV }],
+      }),
+    );
+    const taskQueue = `soak-${randomUUID().slice(0, 8)}`;
+    const metricsAddress = `127.0.0.1:${await freePort()}`;
+    const worker = startNodeScript('worker (soak)', 'scripts/worker.cjs', {
+      tsx: false,
+      env: childEnv({
+        TEMPORAL_ADDRESS: server.address,
+        TEMPORAL_NAMESPACE: server.namespace,
+        ADCP_AGENTS_FILE: agentsFile,
+        [TOKEN_ENV]: seller.authToken,
+        ADCP_TASK_QUEUE: taskQueue,
+        ADCP_RECONCILE_EVERY: 'off',
+        ADCP_METRICS_ADDRESS: metricsAddress,
+        MALLOC_ARENA_MAX: '2',
+        // A worker of its own: fail rather than measure the tsx fallback.
+        ADCP_WORKER_RUNTIME: 'compiled',
+      }),
+      execArgv: ['--expose-gc', '--require', writeMemoryProbe(dir), ...WORKER_NODE_FLAGS],
+    });
+    cleanups.push(() => worker.stop(20_000));
+
+    const connection = await Connection.connect({ address: server.address });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection, namespace: server.namespace, dataConverter: dataConverter() });
+    await waitUntil(worker, `pollers on ${taskQueue}`, async () => {
+      for (const taskQueueType of [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]) {
+        const answer = await client.workflowService.describeTaskQueue({
+          namespace: server.namespace,
+          taskQueue: { name: taskQueue },
+          taskQueueType,
+        });
+        if ((answer.pollers ?? []).length === 0) return false;
+      }
+      return true;
+    });
+    const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID });
+    const scrape = async () => {
+      const response = await fetch(`http://${metricsAddress}/metrics`).catch(() => undefined);
+      return response?.ok ? response.text() : '';
+    };
+    const footprint = async (samples = 3) => {
+      const readings: MemoryReading[] = [];
+      for (let index = 0; index < samples; index++) readings.push(await readMemory(worker.child, 60_000));
+      return {
+        rssBytes: median(readings.map((reading) => reading.rssBytes)),
+        mainHeapBytes: median(readings.map((reading) => reading.main.usedHeapBytes)),
+        workflowHeapBytes: median(readings.map(workflowThreadHeap).filter(Number.isFinite)),
+      };
+    };
+    await sleep(3_000);
+    const idle = await footprint();
+    log(
+      `worker idle: RSS ${formatBytes(idle.rssBytes)}, main heap ${formatBytes(idle.mainHeapBytes)}, workflow heap ${formatBytes(idle.workflowHeapBytes)}`,
+    );
+
+    // Samples every few seconds; a row per minute.
+    const t0 = Date.now();
+    const samples: Array<{
+      t: number;
+      workerRss: number;
+      temporalRss: number;
+      workerCpuMs: number;
+      temporalCpuMs: number;
+    }> = [];
+    const sample = () =>
+      samples.push({
+        t: (Date.now() - t0) / 1000,
+        workerRss: rssOf(worker.child.pid),
+        temporalRss: rssOf(server.child.pid),
+        workerCpuMs: cpuMsOf(worker.child.pid),
+        temporalCpuMs: cpuMsOf(server.child.pid),
+      });
+    sample();
+    const sampler = setInterval(sample, options.sampleSeconds * 1000);
+    cleanups.push(async () => clearInterval(sampler));
+
+    const operationIds: string[] = [];
+    let startFailures = 0;
+    const rows: Row[] = [];
+    let lastMetrics = await scrape();
+    let lastLooks = 0;
+    let minuteStartSample = 0;
+    let minute = 0;
+    const callKeys = new Map<string, string>(); // idempotency key of the call -> operation
+    const calledCount = () => {
+      let called = 0;
+      for (const task of seller.tasks())
+        if (task.idempotencyKey !== undefined && callKeys.has(task.idempotencyKey)) called++;
+      return called;
+    };
+    const writeRow = async () => {
+      minute++;
+      const memory = await footprint(1).catch(() => ({
+        rssBytes: Number.NaN,
+        mainHeapBytes: Number.NaN,
+        workflowHeapBytes: Number.NaN,
+      }));
+      sample();
+      const window = samples.slice(minuteStartSample);
+      minuteStartSample = samples.length - 1;
+      const first = window[0];
+      const last = window[window.length - 1];
+      const seconds = Math.max(last.t - first.t, 1);
+      const metrics = await scrape();
+      // The worker exports durations in seconds (useSecondsForDurations), under names without a unit suffix.
+      const windowOf = (names: string[]) => {
+        const name = metricName(metrics, names);
+        return name
+          ? windowStats(histogram(lastMetrics, name), histogram(metrics, name))
+          : windowStats(undefined, undefined);
+      };
+      const latency = windowOf([
+        'temporal_workflow_task_schedule_to_start_latency_seconds',
+        'temporal_workflow_task_schedule_to_start_latency',
+      ]);
+      const activityLatency = windowOf([
+        'temporal_activity_schedule_to_start_latency_seconds',
+        'temporal_activity_schedule_to_start_latency',
+      ]);
+      const scale = 1000;
+      lastMetrics = metrics;
+      const looks = seller.callsTo('tasks/get').length;
+      const row: Row = {
+        minute,
+        started: operationIds.length,
+        called: calledCount(),
+        looks: looks - lastLooks,
+        workerRssPeak: Math.max(...window.map((s) => s.workerRss)),
+        workerRss: last.workerRss,
+        mainHeap: memory.mainHeapBytes,
+        workflowHeap: memory.workflowHeapBytes,
+        workerCpuPercent: ((last.workerCpuMs - first.workerCpuMs) / (seconds * 1000)) * 100,
+        scheduleToStartMeanMs: latency.mean * scale,
+        scheduleToStartP95Ms: latency.p95 * scale,
+        workflowTasks: latency.n,
+        activityScheduleToStartMeanMs: activityLatency.mean * scale,
+        activityScheduleToStartP95Ms: activityLatency.p95 * scale,
+        activityTasks: activityLatency.n,
+        temporalCpuPercent: ((last.temporalCpuMs - first.temporalCpuMs) / (seconds * 1000)) * 100,
+        temporalRss: last.temporalRss,
+      };
+      lastLooks = looks;
+      rows.push(row);
+      log(
+        `minute ${row.minute}: started ${row.started}, called ${row.called}, looks ${row.looks}, worker RSS ${formatBytes(row.workerRss)} (peak ${formatBytes(row.workerRssPeak)}), ` +
+          `heaps ${formatBytes(row.mainHeap)} / ${formatBytes(row.workflowHeap)}, worker CPU ${row.workerCpuPercent.toFixed(0)}%, ` +
+          `schedule-to-start mean ${row.scheduleToStartMeanMs.toFixed(0)} ms p95 <= ${row.scheduleToStartP95Ms} ms (${row.workflowTasks} workflow tasks), ` +
+          `activities ${row.activityScheduleToStartMeanMs.toFixed(0)} ms p95 <= ${row.activityScheduleToStartP95Ms} ms (${row.activityTasks}), ` +
+          `Temporal CPU ${row.temporalCpuPercent.toFixed(0)}% RSS ${formatBytes(row.temporalRss)}`,
+      );
+    };
+    let rowTimer: NodeJS.Timeout | undefined;
+    let rowWriting: Promise<void> = Promise.resolve();
+    const scheduleRows = () => {
+      rowTimer = setInterval(() => {
+        rowWriting = rowWriting.then(writeRow).catch((error: unknown) => log(`row: ${(error as Error).message}`));
+      }, 60_000);
+    };
+    scheduleRows();
+    cleanups.push(async () => clearInterval(rowTimer));
+
+    log(
+      `starting ${options.operations} create_media_buy operations at ${options.rate}/s on task queue ${taskQueue}...`,
+    );
+    const run = randomUUID().slice(0, 8);
+    const startBegan = Date.now();
+    await mapConcurrent(
+      Array.from({ length: options.operations }, (_, index) => index),
+      64,
+      async (index) => {
+        const due = startBegan + (index * 1000) / options.rate;
+        if (due > Date.now()) await sleep(due - Date.now());
+        // A start the loaded server did not answer in time is sent again (same key and request: the same operation).
+        const params = createMediaBuyParams();
+        for (let attempt = 1; attempt <= 3; attempt++) {
+          try {
+            const { operationId } = await orchestrator.start({
+              agentId: AGENT_ID,
+              task: 'create_media_buy',
+              params,
+              idempotencyKey: `soak-${run}-${index}`,
+            });
+            operationIds.push(operationId);
+            callKeys.set(idempotencyKeyFor(operationId, 'call'), operationId);
+            return;
+          } catch (error) {
+            if (attempt < 3) await sleep(1_000 * attempt);
+            else if (startFailures++ === 0) log(`a start failed: ${(error as Error).message}`);
+          }
+        }
+      },
+    );
+    const startSeconds = (Date.now() - startBegan) / 1000;
+    log(
+      `${operationIds.length} started in ${startSeconds.toFixed(0)} s (${startFailures} failed); holding ${options.holdMinutes} min...`,
+    );
+    await sleep(options.holdMinutes * 60_000);
+    await rowWriting;
+    clearInterval(rowTimer);
+    await writeRow();
+    const parkedFootprint = await footprint();
+    const calledAtEnd = calledCount();
+    const stillSubmitted = seller
+      .tasks()
+      .filter(
+        (task) => task.idempotencyKey !== undefined && callKeys.has(task.idempotencyKey) && task.status === 'submitted',
+      ).length;
+
+    log(`terminating ${operationIds.length} operations...`);
+    const endBegan = Date.now();
+    await mapConcurrent(operationIds, 32, async (operationId) => {
+      await client.workflow
+        .getHandle(operationId)
+        .terminate('soak finished')
+        .catch(() => undefined);
+    });
+    const endSeconds = (Date.now() - endBegan) / 1000;
+    await sleep(10_000);
+    // The worker's seller-capabilities workflow (one per seller) is meant to keep running: only operations count.
+    const openAfter = (
+      await client.workflow.count(
+        `TaskQueue="${taskQueue}" AND ExecutionStatus="Running" AND WorkflowType="adcpOperation"`,
+      )
+    ).count;
+    const afterEnd = await footprint();
+    log('idle for 60 s more, then the last reading...');
+    await sleep(60_000);
+    const afterIdle = await footprint();
+    const metrics = await scrape();
+    const slotsUsed = metrics
+      .split('\n')
+      .filter((line) => /^temporal_worker_task_slots_used\{/.test(line))
+      .map((line) => `${/worker_type="([^"]+)"/.exec(line)?.[1] ?? '?'}=${line.slice(line.lastIndexOf(' ') + 1)}`);
+    const stickyCache = metrics
+      .split('\n')
+      .find((line) => /^temporal_sticky_cache_size/.test(line))
+      ?.split(' ')
+      .pop();
+    clearInterval(sampler);
+    await cleanup();
+
+    const summary = {
+      options,
+      loadAverageAtStart: loadAtStart,
+      loadAverageAtEnd: os.loadavg(),
+      durationSeconds: (Date.now() - began) / 1000,
+      started: operationIds.length,
+      startFailures,
+      startSeconds,
+      calledAtEnd,
+      stillSubmitted,
+      idle,
+      parked: parkedFootprint,
+      peakWorkerRss: Math.max(...samples.map((s) => s.workerRss).filter(Number.isFinite)),
+      peakTemporalRss: Math.max(...samples.map((s) => s.temporalRss).filter(Number.isFinite)),
+      endSeconds,
+      openAfterEnd: openAfter,
+      afterEnd,
+      afterIdle,
+      slotsUsedAfterEnd: slotsUsed,
+      stickyCacheAfterEnd: stickyCache,
+    };
+    const file = path.join(ROOT, 'tmp', 'soak-results.json');
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, `${JSON.stringify({ ...summary, rows, samples }, null, 2)}\n`);
+
+    const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+    const s = (ms: number) =>
+      Number.isFinite(ms) ? (ms / 1000).toFixed(ms < 10_000 ? 2 : 0) : ms === Number.POSITIVE_INFINITY ? '>1000' : '-';
+    console.log(
+      `\n| min | started | called | looks | worker RSS peak / end (MiB) | main / workflow heap (MiB) | worker CPU | WFT schedule-to-start mean / p95 (s) | WFTs | activity schedule-to-start mean / p95 (s) | Temporal CPU | Temporal RSS (MiB) |`,
+    );
+    console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
+    for (const row of rows) {
+      console.log(
+        `| ${row.minute} | ${row.started} | ${row.called} | ${row.looks} | ${mib(row.workerRssPeak)} / ${mib(row.workerRss)} | ${mib(row.mainHeap)} / ${mib(row.workflowHeap)} | ${row.workerCpuPercent.toFixed(0)}% | ${s(row.scheduleToStartMeanMs)} / ${s(row.scheduleToStartP95Ms)} | ${row.workflowTasks} | ${s(row.activityScheduleToStartMeanMs)} / ${s(row.activityScheduleToStartP95Ms)} | ${row.temporalCpuPercent.toFixed(0)}% | ${mib(row.temporalRss)} |`,
+      );
+    }
+    console.log(
+      `\n${summary.started} started in ${startSeconds.toFixed(0)} s (${startFailures} failed); ${calledAtEnd} had made their call at the end of the hold, ${stillSubmitted} submitted and polling. ` +
+        `Worker: idle ${formatBytes(idle.rssBytes)}, peak ${formatBytes(summary.peakWorkerRss)}, parked after a GC ${formatBytes(parkedFootprint.rssBytes)} (heaps ${formatBytes(parkedFootprint.mainHeapBytes)} / ${formatBytes(parkedFootprint.workflowHeapBytes)}); ` +
+        `ended in ${endSeconds.toFixed(0)} s; ${openAfter} still open; after a GC ${formatBytes(afterEnd.rssBytes)} (heaps ${formatBytes(afterEnd.mainHeapBytes)} / ${formatBytes(afterEnd.workflowHeapBytes)}), ` +
+        `60 s later ${formatBytes(afterIdle.rssBytes)} (heaps ${formatBytes(afterIdle.mainHeapBytes)} / ${formatBytes(afterIdle.workflowHeapBytes)}); task slots in use ${slotsUsed.join(', ') || 'n/a'}, sticky cache ${stickyCache ?? 'n/a'}. ` +
+        `Temporal peak RSS ${formatBytes(summary.peakTemporalRss)}. Load average ${loadAtStart.map((l) => l.toFixed(1)).join(' ')} at start, ${summary.loadAverageAtEnd.map((l) => l.toFixed(1)).join(' ')} at the end. Results: tmp/soak-results.json`,
+    );
+    if (openAfter > 0) process.exitCode = 1;
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
+
+main().catch((error) => {
+  console.error(`soak: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  process.exit(1);
+});

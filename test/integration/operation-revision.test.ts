@@ -1,0 +1,113 @@
+/**
+ * Operations carry the workflow code revision they were started for (OperationInput.revision, issue 15 B1/B3/B4).
+ * The typed client starts revision 3: no `patched()` marker, a read planned inside its one local activity, and the
+ * looks of a wait made by one activity that keeps the cadence itself (no durable timer before the first look).
+ * An operation started without a revision (an older client, a parent workflow) keeps the path `patched()` chooses,
+ * so running operations of older code replay unchanged. Real dev server, the scripted seller over MCP.
+ */
+import { randomUUID } from 'node:crypto';
+import type { temporal } from '@temporalio/proto';
+import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
+import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
+import { type TestStack, registry, startTestStack } from '../harness/temporal';
+import type { OperationInput, OperationState } from '../../workflows/definitions';
+
+let seller: ScriptedSeller;
+let stack: TestStack;
+
+beforeAll(async () => {
+  seller = await startScriptedSeller();
+  stack = await startTestStack({
+    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+  });
+});
+afterAll(async () => {
+  await stack?.close();
+  await seller?.close();
+});
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+
+async function historyOf(workflowId: string): Promise<HistoryEvent[]> {
+  return (await stack.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+}
+
+const markers = (events: HistoryEvent[]) =>
+  events.flatMap((event) => (event.markerRecordedEventAttributes ? [event.markerRecordedEventAttributes] : []));
+const patchMarkers = (events: HistoryEvent[]) => markers(events).filter((marker) => marker.markerName === 'core_patch');
+const localActivityMarkers = (events: HistoryEvent[]) =>
+  markers(events).filter((marker) => marker.markerName === 'core_local_activity');
+const activityTypes = (events: HistoryEvent[]) =>
+  events.flatMap((event) =>
+    event.activityTaskScheduledEventAttributes?.activityType?.name
+      ? [event.activityTaskScheduledEventAttributes.activityType.name]
+      : [],
+  );
+const timers = (events: HistoryEvent[]) => events.filter((event) => event.timerStartedEventAttributes);
+
+/** Started as an older client or a parent workflow starts it: no revision in the input. */
+async function startWithoutRevision(task: string, params: Record<string, unknown>): Promise<string> {
+  const workflowId = `adcp-${task}-legacy-start:${randomUUID()}`;
+  const input: OperationInput = { agentId: 'fixture', task, params };
+  await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
+  return workflowId;
+}
+
+async function resultOf(workflowId: string): Promise<OperationState> {
+  return (await stack.client.workflow.getHandle(workflowId).result()) as OperationState;
+}
+
+test('a read started by the typed client is one local activity: no patch marker, no separate plan', async () => {
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'get_products',
+    params: getProductsParams,
+    idempotencyKey: randomUUID(),
+  });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  expect(state.timeouts).toBeDefined(); // recorded from the answer of the call that planned itself
+  const events = await historyOf(operationId);
+  expect(patchMarkers(events)).toHaveLength(0);
+  expect(localActivityMarkers(events)).toHaveLength(1);
+  expect(activityTypes(events)).toEqual([]);
+});
+
+test('a read started without a revision keeps the patched path: patch marker, planCall then sendCall', async () => {
+  const workflowId = await startWithoutRevision('get_products', getProductsParams);
+  expect((await resultOf(workflowId)).status).toBe('completed');
+  const events = await historyOf(workflowId);
+  expect(patchMarkers(events)).toHaveLength(1);
+  expect(localActivityMarkers(events)).toHaveLength(2);
+});
+
+test('a wait of revision 3 has no timer before its first look: one activity keeps the cadence', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
+  const { operationId } = await stack.orchestrator.start({
+    agentId: 'fixture',
+    task: 'create_media_buy',
+    params: createMediaBuyParams(),
+    idempotencyKey: randomUUID(),
+  });
+  const state = await stack.orchestrator.result(operationId);
+  expect(state.status).toBe('completed');
+  expect(state.pollCount).toBe(2); // the looks the seller needed, counted without the attempt that only waited
+  const task = seller.tasks().find((candidate) => candidate.taskId === state.taskId);
+  expect(task?.polls).toBe(2);
+  const events = await historyOf(operationId);
+  expect(timers(events)).toHaveLength(0);
+  expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMoveOnCadence']);
+});
+
+test('a wait started without a revision keeps its first-look timer and awaitTaskMove', async () => {
+  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
+  const workflowId = await startWithoutRevision('create_media_buy', createMediaBuyParams());
+  const state = await resultOf(workflowId);
+  expect(state.status).toBe('completed');
+  expect(state.pollCount).toBe(2);
+  const events = await historyOf(workflowId);
+  expect(timers(events)).toHaveLength(1);
+  expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMove']);
+  expect(patchMarkers(events)).toHaveLength(1);
+});

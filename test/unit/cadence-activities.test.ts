@@ -1,0 +1,189 @@
+/**
+ * Revision 3 of the operation workflow (issue 15, B1/B3/B4): a read is planned inside its one `sendCall`, and the
+ * looks of a wait keep their cadence themselves (`awaitTaskMoveOnCadence`): the first attempt only asks to be retried
+ * at the first look, and each unchanged look names the delay of the next one, so the retry policy's own short
+ * interval only ever applies to an attempt lost with its worker. A fake SellerClient, Temporal's
+ * MockActivityEnvironment for the activity context (attempt numbers).
+ */
+import { ApplicationFailure } from '@temporalio/activity';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { callTimeouts, createActivities } from '../../activities';
+import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
+import { type AgentConfig, AgentRegistry } from '../../config/agents';
+import { lookOffsets, planWait } from '../../workflows/cadence';
+
+const agents = new AgentRegistry(
+  [{ id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as unknown as AgentConfig],
+  'test',
+);
+
+function fakeSeller(options: { answer?: SellerAnswer; read?: () => Promise<SellerAnswer> }) {
+  const calls: TaskCallRequest[] = [];
+  let reads = 0;
+  const seller: SellerClient = {
+    callTask: async (request) => {
+      calls.push(request);
+      return options.answer ?? { snapshot: { status: 'completed', result: { products: [] } }, callError: false };
+    },
+    getTask: async () => ({ status: 'working' }),
+    cancelTask: async () => ({ notified: false, note: '' }),
+    listTasks: async () => ({ tasks: [], supported: false }),
+    describe: async () => ({ tools: ['get_products', 'create_media_buy', 'tasks/get'], mcpTasks: false }),
+    readTask: async () => {
+      reads += 1;
+      return options.read ? options.read() : { snapshot: { status: 'submitted', taskId: 't-1' }, callError: false };
+    },
+  };
+  return { seller, calls, reads: () => reads };
+}
+
+function run<P extends unknown[], R>(
+  fn: (...args: P) => Promise<R>,
+  args: P,
+  info: { attempt?: number } = {},
+): Promise<R> {
+  const environment: { run(fn: unknown, ...args: unknown[]): Promise<unknown> } = new MockActivityEnvironment(info);
+  return environment.run(fn, ...args) as Promise<R>;
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof ApplicationFailure) return error;
+    throw error;
+  }
+  throw new Error('expected the activity to fail');
+}
+
+const planInput = {
+  operationId: 'adcp-get_products-q-1',
+  agentId: 'seller',
+  task: 'get_products',
+  step: 'call',
+  params: { brief: 'video in Paris' },
+};
+
+describe('sendCall planned in the call (reads of revision 3)', () => {
+  test('plans and sends a read in one activity and says which timeouts it was planned with', async () => {
+    const { seller, calls } = fakeSeller({});
+    const activities = createActivities({ agents, seller, callTimeoutMs: 42_000, env: {} });
+    const outcome = await run(activities.sendCall, [{ planInput }]);
+    expect(outcome).toMatchObject({ snapshot: { status: 'completed' }, timeouts: { callMs: 42_000, readMs: 42_000 } });
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ task: 'get_products', args: { brief: 'video in Paris' } });
+    // The same bytes planCall would have recorded: a read carries no idempotency key.
+    const plan = await run(activities.planCall, [planInput]);
+    expect(calls[0].args).toEqual(plan.args);
+    expect(calls[0].args).not.toHaveProperty('idempotency_key');
+  });
+
+  test('refuses to plan a mutation inside its call: its key and bytes must be recorded by planCall first', async () => {
+    const { seller, calls } = fakeSeller({});
+    const activities = createActivities({ agents, seller, env: {} });
+    const failure = await failureOf(
+      run(activities.sendCall, [{ planInput: { ...planInput, task: 'create_media_buy' } }]),
+    );
+    expect(failure.type).toBe('ConfigError');
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toContain('planCall');
+    expect(calls).toHaveLength(0);
+  });
+});
+
+describe('awaitTaskMoveOnCadence', () => {
+  const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false });
+  const cadence = {
+    firstLookAfterMs: plan.firstLookAfterMs,
+    initialIntervalMs: plan.initialIntervalMs,
+    maxIntervalMs: plan.maxIntervalMs,
+  };
+  const lookInput = {
+    operationId: 'op',
+    agentId: 'seller',
+    task: 'create_media_buy',
+    taskId: 't-1',
+    readMethod: 'tasks/get' as const,
+    timeouts: callTimeouts(5_000),
+    since: { status: 'submitted', progress: null },
+    cadence,
+  };
+
+  test('the first attempt does not look: it asks to be retried when the first look is due', async () => {
+    const fake = fakeSeller({});
+    const activities = createActivities({ agents, seller: fake.seller, env: {} });
+    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 1 }));
+    expect(failure.type).toBe('TaskLookDue');
+    expect(failure.category).toBe('BENIGN');
+    expect(failure.nextRetryDelay).toBe(plan.firstLookAfterMs);
+    expect(failure.details?.[0]).toMatchObject({ polls: 0 });
+    expect(fake.reads()).toBe(0);
+  });
+
+  test('each unchanged look asks for the next interval of the cadence, so the looks fall where lookOffsets says', async () => {
+    const fake = fakeSeller({});
+    const activities = createActivities({ agents, seller: fake.seller, env: {} });
+    // Attempt 1 waits for the first look; attempt n + 1 is look n.
+    let at = (await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 1 })))
+      .nextRetryDelay as number;
+    const looksAt: number[] = [];
+    for (let attempt = 2; attempt <= 9; attempt++) {
+      const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt }));
+      expect(failure.type).toBe('TaskUnchanged');
+      expect(failure.details?.[0]).toMatchObject({ polls: attempt - 1 });
+      looksAt.push(at);
+      at += failure.nextRetryDelay as number;
+    }
+    expect(looksAt).toEqual(lookOffsets(plan, looksAt[looksAt.length - 1]));
+    expect(fake.reads()).toBe(8);
+  });
+
+  test('a moved task ends the wait with the looks made', async () => {
+    const fake = fakeSeller({
+      read: async () => ({
+        snapshot: { status: 'completed', taskId: 't-1', result: { media_buy_id: 'mb' } },
+        callError: false,
+      }),
+    });
+    const activities = createActivities({ agents, seller: fake.seller, env: {} });
+    const outcome = await run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 4 });
+    expect(outcome).toMatchObject({ snapshot: { status: 'completed' }, polls: 3 });
+  });
+
+  test('a failed look is retried at the cadence, or later when the seller asked for later', async () => {
+    const rateLimited = fakeSeller({
+      read: async () => ({
+        snapshot: {
+          status: 'failed',
+          errors: [{ code: 'RATE_LIMITED', message: 'slow down', recovery: 'transient', retryAfterSeconds: 90 }],
+        },
+        callError: true,
+      }),
+    });
+    const activities = createActivities({ agents, seller: rateLimited.seller, env: {} });
+    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 2 }));
+    expect(failure.type).toBe('TaskLookFailed');
+    expect(failure.category).toBe('BENIGN');
+    expect(failure.nextRetryDelay).toBe(90_000);
+
+    const broken = fakeSeller({
+      read: async () => {
+        throw new Error('socket hang up');
+      },
+    });
+    const failing = createActivities({ agents, seller: broken.seller, env: {} });
+    const again = await failureOf(run(failing.awaitTaskMoveOnCadence, [lookInput], { attempt: 3 }));
+    expect(again.type).toBe('TaskLookFailed');
+    expect(again.nextRetryDelay).toBe(plan.initialIntervalMs * 2);
+  });
+
+  test('without a cadence (operations before revision 3) awaitTaskMove leaves the delay to the retry policy', async () => {
+    const fake = fakeSeller({});
+    const activities = createActivities({ agents, seller: fake.seller, env: {} });
+    const { cadence: _cadence, ...legacy } = lookInput;
+    const failure = await failureOf(run(activities.awaitTaskMove, [legacy], { attempt: 1 }));
+    expect(failure.type).toBe('TaskUnchanged');
+    expect(failure.nextRetryDelay).toBeUndefined();
+    expect(failure.details?.[0]).toMatchObject({ polls: 1 });
+  });
+});
