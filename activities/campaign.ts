@@ -5,16 +5,22 @@
  * a retried activity never changes a buy twice. A buy still being created is retried (its validator refuses changes
  * until it has a media_buy_id); a buy that has ended needs no pause, resume or cancel.
  */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { BuyOutcome, CampaignChangeKind } from '../workflows/campaign-definitions';
 import {
   type ChangeRequest,
   type MediaBuyState,
+  attachCreativesUpdate,
   changeMediaBuyUpdate,
   mediaBuyStateQuery,
 } from '../workflows/media-buy-definitions';
-import { cents } from '../workflows/campaign-state';
+import {
+  type SellerCapabilitiesState,
+  sellerCapabilitiesQuery,
+  sellerCapabilitiesWorkflowId,
+} from '../workflows/seller-capabilities-definitions';
+import { type BuyDigest, cents, digestOf } from '../workflows/campaign-state';
 
 export interface CampaignActivityDependencies {
   client: Client;
@@ -50,8 +56,79 @@ export function splitBudget(packages: MediaBuyState['packages'], total: number):
   return Object.fromEntries(ids.map((id, index) => [id, shares[index]]));
 }
 
+export interface SyncCampaignCreativesInput {
+  workflowId: string;
+  creatives: Record<string, unknown>[];
+  assignments: Record<string, string[]>;
+  requestedBy: string;
+  /** The campaign, the library version and the seller: a retry is the same Update, never a second sync. */
+  updateId: string;
+}
+
+function sellerOf(state: SellerCapabilitiesState): BuyDigest['seller'] {
+  return {
+    ...(state.reachable !== undefined ? { reachable: state.reachable } : {}),
+    ...(state.circuit ? { circuit: state.circuit.state } : {}),
+    ...(state.lastError ? { error: `${state.lastError.code}: ${state.lastError.message}` } : {}),
+  };
+}
+
 export function createCampaignActivities(deps: CampaignActivityDependencies) {
   return {
+    /** Attach the library to one buy through its `attachCreatives` Update (the buy runs sync_creatives). */
+    async syncCampaignCreatives(input: SyncCampaignCreativesInput): Promise<ChangeCampaignBuyOutcome> {
+      const handle = deps.client.workflow.getHandle(input.workflowId);
+      try {
+        const answer = await handle.executeUpdate(attachCreativesUpdate, {
+          args: [{ creatives: input.creatives, assignments: input.assignments, requestedBy: input.requestedBy }],
+          updateId: input.updateId,
+        });
+        return {
+          outcome: answer.outcome === 'applied' ? 'applied' : answer.outcome === 'refused' ? 'refused' : 'failed',
+          status: answer.status,
+          ...(answer.error ? { error: { code: answer.error.code, message: answer.error.message } } : {}),
+        };
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError)
+          return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${input.workflowId}.` } };
+        if (error instanceof WorkflowUpdateFailedError) {
+          const message = error.cause instanceof Error ? error.cause.message : error.message;
+          const match = /^([A-Z_]+): (.*)$/s.exec(message);
+          return { outcome: 'refused', error: { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message } };
+        }
+        throw error;
+      }
+    },
+
+    /** Every buy's digest, and its seller's reachability from the capabilities workflow (when there is one). */
+    async readCampaignBuys(input: { buys: { agentId: string; workflowId: string }[] }): Promise<BuyDigest[]> {
+      const taskQueue = Context.current().info.taskQueue;
+      return Promise.all(
+        input.buys.map(async ({ agentId, workflowId }): Promise<BuyDigest> => {
+          let digest: BuyDigest;
+          try {
+            digest = digestOf(
+              agentId,
+              workflowId,
+              await deps.client.workflow.getHandle(workflowId).query(mediaBuyStateQuery),
+            );
+          } catch (error) {
+            if (!(error instanceof WorkflowNotFoundError)) throw error;
+            digest = { agentId, workflowId, found: false, packages: [], creatives: {} };
+          }
+          try {
+            const seller: SellerCapabilitiesState = await deps.client.workflow
+              .getHandle(sellerCapabilitiesWorkflowId(taskQueue, agentId))
+              .query(sellerCapabilitiesQuery);
+            digest.seller = sellerOf(seller);
+          } catch {
+            // No capabilities workflow for this seller (never asked): nothing known about its reachability.
+          }
+          return digest;
+        }),
+      );
+    },
+
     async changeCampaignBuy(input: ChangeCampaignBuyInput): Promise<ChangeCampaignBuyOutcome> {
       const handle = deps.client.workflow.getHandle(input.workflowId);
       let state: MediaBuyState;

@@ -143,6 +143,7 @@ const ROUTES: { pattern: RegExp; methods: string[] }[] = [
   { pattern: /^\/v1\/campaigns$/, methods: ['POST'] },
   { pattern: /^\/v1\/campaigns\/[^/]+$/, methods: ['GET'] },
   { pattern: /^\/v1\/campaigns\/[^/]+\/(selection|approval|changes)$/, methods: ['POST'] },
+  { pattern: /^\/v1\/campaigns\/[^/]+\/creatives$/, methods: ['GET', 'POST'] },
 ];
 
 /** Whether POST is served on this path: elsewhere a POST answers 405 (or 404), not a complaint about its body. */

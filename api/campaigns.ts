@@ -4,10 +4,15 @@
  *
  *   POST /v1/campaigns                   {campaign_key, brief, total_budget, currency?, flight, agent_ids?, time_budget_seconds,
  *                                         discovery_params?, preferences?, allocation?, buy_params?, requested_by}
- *   GET  /v1/campaigns/:id               phase, discovery summary, selection, approval, buys (live status), budget, changes, alerts
- *   POST /v1/campaigns/:id/selection     {lines: [{agent_id, product_id, pricing_option_id?, budget}], selected_by, idempotency_key?}
+ *   GET  /v1/campaigns/:id               phase, discovery summary, selection, approval, buys (live status, creative sync and
+ *                                         review, format coverage, delivery and pacing), budget, delivery, changes, alerts
+ *   POST /v1/campaigns/:id/selection     {lines: [{agent_id, product_id, pricing_option_id?, budget}], proposals?: [{agent_id,
+ *                                         proposal_id, budget}], selected_by, idempotency_key?}
  *   POST /v1/campaigns/:id/approval      {approved_by, note?, idempotency_key?}
  *   POST /v1/campaigns/:id/changes       {kind: pause|resume|cancel|budget, requested_by, reason?, agent_id?, budget?, idempotency_key?}
+ *   GET  /v1/campaigns/:id/creatives     the creative library, and per seller: sync, review per creative, format coverage
+ *   POST /v1/campaigns/:id/creatives     {creatives: [{creative_id, format_id: {agent_url, id}, ...}], mode?: add|replace,
+ *                                         requested_by, idempotency_key?}: synced to every buy (and to buys made later)
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
@@ -22,6 +27,13 @@ import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { actorSchema } from '../protocol/requests';
+import type {
+  BuyDelivery,
+  CampaignBuy,
+  CampaignBuyProposal,
+  CampaignCreative,
+} from '../workflows/campaign-definitions';
+import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign-state';
 import { callerOf } from './app';
 
 export class ApiError extends Error {
@@ -71,6 +83,35 @@ export function preferencesFrom(body: z.infer<typeof preferencesSchema> | undefi
   };
 }
 
+/** A sync_creatives `creatives[]` entry: creative_id and format_id are checked, the rest goes to the seller as sent. */
+const creativeSchema = z
+  .object({
+    creative_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, "_", ".", ":" or "-"'),
+    name: z.string().min(1).max(500).optional(),
+    format_id: z.object({ agent_url: z.string().url().optional(), id: z.string().min(1).max(200) }).passthrough(),
+  })
+  .passthrough();
+
+const uniqueCreatives = (creatives: { creative_id: string }[]) =>
+  new Set(creatives.map((creative) => creative.creative_id)).size === creatives.length;
+
+const librarySchema = z
+  .object({
+    creatives: z.array(creativeSchema).max(MAX_LIBRARY_CREATIVES),
+    mode: z.enum(['add', 'replace']).default('add'),
+    requested_by: actorSchema,
+    idempotency_key: keySchema.optional(),
+  })
+  .strict()
+  .refine((body) => uniqueCreatives(body.creatives), {
+    message: 'creatives repeat a creative_id',
+    path: ['creatives'],
+  })
+  .refine((body) => body.mode === 'replace' || body.creatives.length > 0, {
+    message: 'add needs at least one creative',
+    path: ['creatives'],
+  });
+
 const createSchema = z
   .object({
     campaign_key: keySchema,
@@ -91,6 +132,33 @@ const createSchema = z
       .optional(),
     buy_params: z.record(z.string(), z.unknown()).optional(),
     requested_by: actorSchema,
+    creatives: z.array(creativeSchema).max(MAX_LIBRARY_CREATIVES).optional(),
+    monitoring: z
+      .object({
+        interval_seconds: z.number().min(2).max(86_400).optional(),
+        under_delivery_threshold: z.number().positive().max(1).optional(),
+        under_delivery_grace_hours: z
+          .number()
+          .min(0)
+          .max(24 * 90)
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    governance: z
+      .object({
+        agent_id: z.string().min(1, 'agent_id is required'),
+        plan_id: keySchema.optional(),
+        caller: z.url({ error: 'must be the URL (or URN) of the buyer agent' }).optional(),
+        decision_timeout_hours: z
+          .number()
+          .positive()
+          .max(30 * 24)
+          .optional(),
+        plan: z.record(z.string(), z.unknown()).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -108,11 +176,29 @@ const selectionSchema = z
           })
           .strict(),
       )
-      .min(1),
+      .max(200)
+      .default([]),
+    /** Accepted proposals (one per seller): the seller's buy is create_media_buy with proposal_id + total_budget. */
+    proposals: z
+      .array(
+        z
+          .object({
+            agent_id: z.string().min(1),
+            proposal_id: z.string().min(1).max(255),
+            budget: z.number().positive(),
+          })
+          .strict(),
+      )
+      .max(50)
+      .optional(),
     selected_by: actorSchema,
     idempotency_key: keySchema.optional(),
   })
-  .strict();
+  .strict()
+  .refine((body) => body.lines.length > 0 || (body.proposals?.length ?? 0) > 0, {
+    message: 'A selection names at least one product line or one proposal.',
+    path: ['lines'],
+  });
 
 const approvalSchema = z
   .object({
@@ -178,6 +264,11 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
             pricing_option_id: line.pricingOptionId ?? null,
             budget: line.budget,
           })),
+          proposals: (state.selection.proposals ?? []).map((entry) => ({
+            agent_id: entry.agentId,
+            proposal_id: entry.proposalId,
+            budget: entry.budget,
+          })),
         }
       : null,
     approval: state.approval
@@ -190,7 +281,37 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       media_buy_id: buy.mediaBuyId ?? null,
       committed_budget: buy.committedBudget,
       failure: buy.failure ?? null,
+      governance: buy.governance ?? null,
+      proposal: proposalView(state.buys[buy.agentId]?.proposal),
+      ...buyFollowView(state.buys[buy.agentId]),
     })),
+    library: state.library
+      ? {
+          version: state.library.version,
+          creatives: state.library.creatives.map((creative) => ({
+            creative_id: creative.creative_id,
+            format_id: creative.format_id,
+          })),
+          updated_at: state.library.updatedAt,
+          updated_by: state.library.updatedBy,
+        }
+      : null,
+    delivery: state.delivery ? deliveryView(state.delivery) : null,
+    monitoring: state.monitoring
+      ? { looks: state.monitoring.looks, last_look_at: state.monitoring.lastLookAt ?? null }
+      : null,
+    run: state.run ?? 1,
+    governance: state.governance
+      ? {
+          agent_id: state.governance.agentId,
+          plan_id: state.governance.planId,
+          plan_status: state.governance.status,
+          plan_version: state.governance.version ?? null,
+          synced_at: state.governance.at,
+          operation_id: state.governance.operationId,
+          error: state.governance.error ?? null,
+        }
+      : null,
     changes: state.changes.map((change) => ({
       sequence: change.sequence,
       kind: change.kind,
@@ -206,10 +327,73 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       at: entry.at,
       kind: entry.kind,
       agent_id: entry.agentId,
+      creative_id: entry.creativeId ?? null,
       note: entry.note,
+      open: !entry.clearedAt,
+      cleared_at: entry.clearedAt ?? null,
     })),
     started_at: state.startedAt,
     updated_at: state.updatedAt,
+  };
+}
+
+function deliveryView(delivery: BuyDelivery) {
+  return {
+    impressions: delivery.impressions,
+    spend: delivery.spend,
+    clicks: delivery.clicks ?? null,
+    planned_spend: delivery.plannedSpend,
+    pacing: delivery.pacing,
+    at: delivery.at,
+  };
+}
+
+/** What the campaign follows of one buy: its library sync, each creative's review, format coverage, delivery. */
+function buyFollowView(buy: CampaignBuy | undefined) {
+  return {
+    creative_sync: buy?.creativeSync
+      ? {
+          version: buy.creativeSync.version,
+          outcome: buy.creativeSync.outcome,
+          at: buy.creativeSync.at,
+          error: buy.creativeSync.error ?? null,
+        }
+      : null,
+    creatives: Object.entries(buy?.creatives ?? {}).map(([creativeId, review]) => ({
+      creative_id: creativeId,
+      status: review.status ?? null,
+      action: review.action ?? null,
+      error: review.error ?? null,
+    })),
+    coverage: buy?.coverage ?? null,
+    delivery: buy?.delivery ? deliveryView(buy.delivery) : null,
+  };
+}
+
+/** A buy by proposal as the campaign view shows it: what was accepted, finalized, bought, and each requote. */
+function proposalView(proposal: CampaignBuyProposal | undefined) {
+  if (!proposal) return null;
+  return {
+    proposal_id: proposal.proposalId,
+    status: proposal.status ?? null,
+    budget: proposal.budget,
+    bought_proposal_id: proposal.boughtProposalId ?? null,
+    expires_at: proposal.expiresAt ?? null,
+    finalized: proposal.finalized.map((entry) => ({
+      from: entry.from,
+      to: entry.to ?? null,
+      operation_id: entry.operationId,
+      at: entry.at,
+      error: entry.error ?? null,
+    })),
+    requotes: proposal.requotes.map((entry) => ({
+      proposal_id: entry.proposalId,
+      code: entry.code,
+      message: entry.message,
+      buy_id: entry.buyWorkflowId,
+      at: entry.at,
+    })),
+    needs_person: proposal.needsPerson ?? null,
   };
 }
 
@@ -277,6 +461,35 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
           : {}),
         ...(body.buy_params ? { buyParams: body.buy_params } : {}),
         requestedBy: body.requested_by,
+        ...(body.creatives ? { creatives: body.creatives as CampaignCreative[] } : {}),
+        ...(body.monitoring
+          ? {
+              monitoring: {
+                ...(body.monitoring.interval_seconds !== undefined
+                  ? { intervalMs: body.monitoring.interval_seconds * 1000 }
+                  : {}),
+                ...(body.monitoring.under_delivery_threshold !== undefined
+                  ? { underDeliveryThreshold: body.monitoring.under_delivery_threshold }
+                  : {}),
+                ...(body.monitoring.under_delivery_grace_hours !== undefined
+                  ? { underDeliveryGraceMs: body.monitoring.under_delivery_grace_hours * 3_600_000 }
+                  : {}),
+              },
+            }
+          : {}),
+        ...(body.governance
+          ? {
+              governance: {
+                agentId: body.governance.agent_id,
+                ...(body.governance.plan_id ? { planId: body.governance.plan_id } : {}),
+                ...(body.governance.caller ? { caller: body.governance.caller } : {}),
+                ...(body.governance.decision_timeout_hours !== undefined
+                  ? { decisionTimeoutMs: body.governance.decision_timeout_hours * 3_600_000 }
+                  : {}),
+                ...(body.governance.plan ? { plan: body.governance.plan } : {}),
+              },
+            }
+          : {}),
       },
       callerOf(req),
     );
@@ -303,6 +516,15 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
           budget: line.budget,
           ...(line.format_ids ? { formatIds: line.format_ids } : {}),
         })),
+        ...(body.proposals
+          ? {
+              proposals: body.proposals.map((entry) => ({
+                agentId: entry.agent_id,
+                proposalId: entry.proposal_id,
+                budget: entry.budget,
+              })),
+            }
+          : {}),
       },
       body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
       callerOf(req),
@@ -341,6 +563,32 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
       committed_budget: answer.committedBudget,
       buys: answer.buys,
     });
+  });
+
+  router.get('/v1/campaigns/:id/creatives', async (req, res) => {
+    const view = campaignView(await campaigns.view(String(req.params.id), callerOf(req)));
+    res.json({
+      id: view.id,
+      library: view.library,
+      sellers: (view.buys as Record<string, unknown>[]).map((buy) => ({
+        agent_id: buy.agent_id,
+        media_buy_id: buy.media_buy_id,
+        creative_sync: buy.creative_sync,
+        creatives: buy.creatives,
+        coverage: buy.coverage,
+      })),
+    });
+  });
+
+  router.post('/v1/campaigns/:id/creatives', requireJson, json, async (req, res) => {
+    const body = parseBody(librarySchema, req.body);
+    const answer = await campaigns.setCreatives(
+      String(req.params.id),
+      { creatives: body.creatives as CampaignCreative[], mode: body.mode, requestedBy: body.requested_by },
+      body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
+    );
+    res.json({ version: answer.version, creatives: answer.creatives });
   });
 
   router.use('/v1/campaigns', campaignErrorHandler);

@@ -8,6 +8,7 @@
  *   POST /v1/media-buys/:id/changes          {kind, requested_by, reason?, budgets?, start_time?, end_time?, packages?, idempotency_key?}
  *   POST /v1/media-buys/:id/creatives        {creatives, assignments?, requested_by, idempotency_key?}
  *   POST /v1/media-buys/:id/refresh          {requested_by}
+ *   POST /v1/media-buys/:id/governance/decision {decision: approve|decline, decided_by, note?, values?, idempotency_key?}
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
@@ -60,6 +61,29 @@ const createSchema = z
       .max(90 * 24)
       .optional(),
     requested_by: actorSchema.optional(),
+    governance: z
+      .object({
+        agent_id: z.string().min(1, 'agent_id is required'),
+        plan_id: keySchema,
+        caller: z.url({ error: 'must be the URL (or URN) of the buyer agent' }).optional(),
+        decision_timeout_hours: z
+          .number()
+          .positive()
+          .max(30 * 24)
+          .optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+const governanceDecisionSchema = z
+  .object({
+    decision: z.enum(['approve', 'decline']),
+    decided_by: actorSchema,
+    note: z.string().min(1).max(2000).optional(),
+    values: z.record(z.string(), z.unknown()).optional(),
+    idempotency_key: keySchema.optional(),
   })
   .strict();
 
@@ -150,6 +174,13 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
   };
 }
 
+/** The buy's governance, without the signed governance_context itself (it is for the seller, not for readers). */
+export function governanceView(state: MediaBuyState): Record<string, unknown> | null {
+  if (!state.governance) return null;
+  const { governanceContext, ...rest } = state.governance;
+  return { ...rest, hasGovernanceContext: governanceContext !== undefined };
+}
+
 export function mediaBuyView(
   id: string,
   running: boolean,
@@ -180,6 +211,7 @@ export function mediaBuyView(
     anomalies: state.anomalies,
     anomaly_count: state.anomalyCount,
     failure: state.failure ?? null,
+    governance: governanceView(state),
     create_operation_id: state.createOperationId,
     reads: state.reads,
     run: state.run,
@@ -249,6 +281,18 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
             ? { creativeAlertLeadMs: body.creative_alert_lead_hours * 3_600_000 }
             : {}),
           ...(body.requested_by ? { requestedBy: body.requested_by } : {}),
+          ...(body.governance
+            ? {
+                governance: {
+                  agentId: body.governance.agent_id,
+                  planId: body.governance.plan_id,
+                  ...(body.governance.caller ? { caller: body.governance.caller } : {}),
+                  ...(body.governance.decision_timeout_hours !== undefined
+                    ? { decisionTimeoutMs: body.governance.decision_timeout_hours * 3_600_000 }
+                    : {}),
+                },
+              }
+            : {}),
         },
         callerOf(req),
       );
@@ -331,6 +375,27 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
       const body = parse(refreshSchema, req.body);
       await mediaBuys.refresh(String(req.params.id), body.requested_by);
       res.status(202).json({ status: 'accepted' });
+    }),
+  );
+
+  router.post(
+    '/v1/media-buys/:id/governance/decision',
+    requireJson,
+    json,
+    route(async (req, res) => {
+      const body = parse(governanceDecisionSchema, req.body);
+      const answer = await mediaBuys.decideGovernance(
+        String(req.params.id),
+        {
+          decision: body.decision,
+          decidedBy: body.decided_by,
+          ...(body.note ? { note: body.note } : {}),
+          ...(body.values ? { values: body.values } : {}),
+        },
+        body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+        callerOf(req),
+      );
+      res.json({ accepted: answer.accepted, action: answer.action, decision: answer.decision });
     }),
   );
 

@@ -7,6 +7,8 @@
  *   const campaigns = new CampaignClient({ client, taskQueue, sellers });
  *   const { campaignId } = await campaigns.create({ campaignKey: 'spring-26', brief, totalBudget: 50_000, flight, agentIds, timeBudgetMs: 10_000, requestedBy: 'planner@buyer' });
  *   await campaigns.select(campaignId, { lines, selectedBy: 'planner@buyer' });
+ *   // or accept a seller's proposal (mixing is fine: other sellers by lines):
+ *   await campaigns.select(campaignId, { lines: [], proposals: [{ agentId, proposalId, budget }], selectedBy });
  *   await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer' });
  */
 import {
@@ -27,7 +29,10 @@ import {
   type ApprovalRequest,
   type CampaignChangeAnswer,
   type CampaignChangeRequest,
+  type CampaignCreative,
   type CampaignInput,
+  type CreativeLibraryRequest,
+  type MonitoringSettings,
   type CampaignState,
   type Flight,
   type SelectionRequest,
@@ -36,7 +41,9 @@ import {
   campaignWorkflowId,
   changeCampaignUpdate,
   selectProductsUpdate,
+  setCampaignCreativesUpdate,
 } from '../workflows/campaign-definitions';
+import { validateCreativeList } from '../workflows/campaign-state';
 import type { adcpDiscovery } from '../workflows/discovery';
 import {
   DISCOVERY_ID_PATTERN,
@@ -46,6 +53,7 @@ import {
   discoveryStateQuery,
   discoveryWorkflowId,
 } from '../workflows/discovery-definitions';
+import type { CampaignGovernance } from '../workflows/governance-definitions';
 import { type MediaBuyState, mediaBuyStateQuery } from '../workflows/media-buy-definitions';
 import type { SellerCapabilitiesClient } from './seller-capabilities-client';
 
@@ -122,6 +130,13 @@ export interface CampaignRequest {
   allocation?: AllocationPolicy;
   buyParams?: Record<string, unknown>;
   requestedBy: string;
+  /** The creative library the campaign starts with (synced to every buy once it exists at its seller). */
+  creatives?: CampaignCreative[];
+  monitoring?: MonitoringSettings;
+  /** Continue as new past this many history events (tests set it low). */
+  historyEventLimit?: number;
+  /** A governance agent: sync_plans at creation, check_governance before each buy's spend (#14 item 6). */
+  governance?: CampaignGovernance;
 }
 
 export interface BuySummary {
@@ -133,6 +148,8 @@ export interface BuySummary {
   packages?: number;
   failure?: string;
   error?: string;
+  /** The buy's governance status, and the conditions waiting for a person (decided at the buy's decision endpoint). */
+  governance?: { status: string; pending?: { action: string; explanation: string; deadline: string } };
 }
 
 export interface CampaignView {
@@ -143,7 +160,16 @@ export interface CampaignView {
   buys: BuySummary[];
 }
 
-const RESERVED_BUY_PARAMS = ['packages', 'start_time', 'end_time', 'idempotency_key', 'push_notification_config'];
+const RESERVED_BUY_PARAMS = [
+  'packages',
+  'start_time',
+  'end_time',
+  'idempotency_key',
+  'push_notification_config',
+  // A buy by proposal gets them from the selection (workflows/campaign-proposal-rules.ts).
+  'proposal_id',
+  'total_budget',
+];
 
 export class CampaignClient {
   constructor(private readonly options: CampaignClientOptions) {}
@@ -320,8 +346,32 @@ export class CampaignClient {
         );
     }
     // Two tenants' equal campaign keys name two campaigns (and two discoveries, two sets of buys).
+    if (request.creatives) {
+      const verdict = validateCreativeList(request.creatives, 0);
+      if (!verdict.ok) throw new CampaignRequestError('creatives', verdict.message);
+    }
     const campaignKey = this.scopedKey('campaign_key', request.campaignKey, caller);
-    const { ask, skipped } = await this.checkSellers(request.agentIds);
+    if (request.governance) {
+      const known = this.options.sellers?.agents;
+      if (known && !known.has(request.governance.agentId))
+        throw new CampaignRequestError(
+          'governance.agent_id',
+          `No governance agent "${request.governance.agentId}" is configured.`,
+        );
+      if (request.governance.planId !== undefined && !CALLER_KEY_PATTERN.test(request.governance.planId))
+        throw new CampaignRequestError(
+          'governance.plan_id',
+          'governance.plan_id must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+        );
+    }
+    // Without agent_ids every configured agent is asked, except the governance agent (it sells nothing).
+    const governanceAgent = request.governance?.agentId;
+    const { ask, skipped } = await this.checkSellers(
+      request.agentIds ??
+        (governanceAgent && this.options.sellers
+          ? this.options.sellers.agents.agents.map((agent) => agent.id).filter((id) => id !== governanceAgent)
+          : undefined),
+    );
     const workflowId = campaignWorkflowId(campaignKey);
     const record = this.tenantRecord(caller);
     const input: CampaignInput = {
@@ -338,6 +388,20 @@ export class CampaignClient {
       ...(request.allocation ? { allocation: request.allocation } : {}),
       ...(request.buyParams ? { buyParams: request.buyParams } : {}),
       requestedBy: request.requestedBy,
+      ...(request.creatives && request.creatives.length > 0 ? { creatives: request.creatives } : {}),
+      ...(request.monitoring ? { monitoring: request.monitoring } : {}),
+      ...(request.historyEventLimit !== undefined ? { historyEventLimit: request.historyEventLimit } : {}),
+      // check_governance names us as `caller`: our public URL when the gateway has one.
+      ...(request.governance
+        ? {
+            governance: {
+              ...request.governance,
+              ...(!request.governance.caller && this.options.reportingBaseUrl
+                ? { caller: this.options.reportingBaseUrl }
+                : {}),
+            },
+          }
+        : {}),
       ...(this.options.reportingBaseUrl ? { reportingBaseUrl: this.options.reportingBaseUrl } : {}),
       indexed: this.indexed(),
       ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
@@ -408,6 +472,15 @@ export class CampaignClient {
           if (buyState.mediaBuyId) summary.mediaBuyId = buyState.mediaBuyId;
           summary.packages = Object.keys(buyState.packages).length;
           if (buyState.failure) summary.failure = buyState.failure.message;
+          if (buyState.governance) {
+            const pending = buyState.governance.pending;
+            summary.governance = {
+              status: buyState.governance.status,
+              ...(pending
+                ? { pending: { action: pending.action, explanation: pending.explanation, deadline: pending.deadline } }
+                : {}),
+            };
+          }
         } catch (error) {
           summary.status = buy.finalStatus;
           summary.error = error instanceof Error ? error.message : String(error);
@@ -461,6 +534,21 @@ export class CampaignClient {
   ) {
     return this.update(id, caller, (handle) =>
       handle.executeUpdate(approveCampaignUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+
+  /** Add creatives to the library (same creative_id replaces) or replace it: every buy gets the new version. */
+  async setCreatives(
+    id: string,
+    request: CreativeLibraryRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ): Promise<{ version: number; creatives: number }> {
+    return this.update(id, caller, (handle) =>
+      handle.executeUpdate(setCampaignCreativesUpdate, {
         args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
       }),

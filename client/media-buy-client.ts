@@ -17,6 +17,12 @@ import {
 import { SA_AGENT, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
+import {
+  type GovernanceDecisionAnswer,
+  type GovernanceDecisionRequest,
+  type GovernanceSettings,
+  decideGovernanceUpdate,
+} from '../workflows/governance-definitions';
 import type { adcpMediaBuy } from '../workflows/media-buy';
 import {
   type ChangeAnswer,
@@ -56,6 +62,11 @@ export interface CreateMediaBuyRequest {
   reporting?: Omit<ReportingSettings, 'url'>;
   creativeAlertLeadMs?: number;
   requestedBy?: string;
+  /**
+   * A governance agent (an agents.json id) and the plan the buy is checked against: check_governance before the
+   * create and before every budget raise, report_plan_outcome after (#14 item 6).
+   */
+  governance?: GovernanceSettings;
 }
 
 export class MediaBuyRequestError extends Error {
@@ -92,7 +103,13 @@ export interface MediaBuyView {
   state: MediaBuyState;
 }
 
-const RESERVED = ['idempotency_key', 'push_notification_config', 'reporting_webhook', 'context_id'];
+const RESERVED = [
+  'idempotency_key',
+  'push_notification_config',
+  'reporting_webhook',
+  'context_id',
+  'governance_context',
+];
 
 function refusal(error: unknown): MediaBuyChangeRefusedError | undefined {
   if (!(error instanceof WorkflowUpdateFailedError)) return undefined;
@@ -152,6 +169,18 @@ export class MediaBuyClient {
           `params must not set ${reserved}: the orchestrator owns it.`,
         );
     }
+    if (request.governance) {
+      if (this.options.knownAgent && !this.options.knownAgent(request.governance.agentId))
+        throw new MediaBuyRequestError(
+          'governance.agent_id',
+          `No governance agent "${request.governance.agentId}" is configured.`,
+        );
+      if (!CALLER_KEY_PATTERN.test(request.governance.planId))
+        throw new MediaBuyRequestError(
+          'governance.plan_id',
+          'governance.plan_id must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
+        );
+    }
     if (request.reporting?.authentication) {
       throw new MediaBuyRequestError(
         'reporting.authentication',
@@ -190,6 +219,17 @@ export class MediaBuyClient {
       ...(request.creativeAlertLeadMs !== undefined ? { creativeAlertLeadMs: request.creativeAlertLeadMs } : {}),
       ...(request.requestedBy ? { requestedBy: request.requestedBy } : {}),
       ...(caller ? { tenant: caller.tenant, principal: caller.principal } : {}),
+      // check_governance names us as `caller`: our public URL when the gateway has one.
+      ...(request.governance
+        ? {
+            governance: {
+              ...request.governance,
+              ...(!request.governance.caller && this.options.reportingBaseUrl
+                ? { caller: this.options.reportingBaseUrl }
+                : {}),
+            },
+          }
+        : {}),
     };
     try {
       await this.options.client.workflow.start<typeof adcpMediaBuy>(MEDIA_BUY_WORKFLOW_TYPE, {
@@ -285,6 +325,31 @@ export class MediaBuyClient {
     try {
       return await this.handle(id).executeUpdate(attachCreativesUpdate, {
         args: [attachment],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      });
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+      throw refusal(error) ?? error;
+    }
+  }
+
+  /**
+   * A person's decision on governance conditions the orchestrator could not apply itself (approve, with values for
+   * the conditions' fields if any, or decline). Refused (MediaBuyChangeRefusedError INVALID_STATE) when nothing waits.
+   */
+  async decideGovernance(
+    id: string,
+    decision: GovernanceDecisionRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ): Promise<GovernanceDecisionAnswer> {
+    const request: GovernanceDecisionRequest = caller ? { ...decision, principal: caller.principal } : decision;
+    const state = await this.state(id, caller);
+    if (!state.governance)
+      throw new MediaBuyChangeRefusedError('INVALID_STATE', 'This media buy names no governance agent.');
+    try {
+      return await this.handle(id).executeUpdate(decideGovernanceUpdate, {
+        args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
       });
     } catch (error) {

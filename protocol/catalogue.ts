@@ -36,9 +36,23 @@ export interface CatalogueProposal {
   agentId: string;
   proposalId: string;
   name?: string;
+  /** 3.1 `proposal_status`: `draft` must be finalized before create_media_buy, `committed` is bought as is. */
   status?: string;
   allocations: Record<string, unknown>[];
+  /** When the proposal lapses: for a committed one, the end of the seller's inventory hold. */
+  expiresAt?: string;
+  /** The seller's `total_budget_guidance` (min/recommended/max, currency). */
+  budgetGuidance?: ProposalBudgetGuidance;
+  /** The proposal this one was refined or finalized from. */
+  parentProposalId?: string;
   raw: Record<string, unknown>;
+}
+
+export interface ProposalBudgetGuidance {
+  min?: number;
+  recommended?: number;
+  max?: number;
+  currency?: string;
 }
 
 export interface SellerIncomplete {
@@ -140,24 +154,7 @@ export function normaliseProducts(agentId: string, result: unknown): Catalogue {
       raw: product,
     });
   }
-  const proposals: CatalogueProposal[] = [];
-  for (const item of Array.isArray(answer.proposals) ? answer.proposals : []) {
-    const proposal = asRecord(item);
-    const proposalId = str(proposal?.proposal_id);
-    if (!proposal || !proposalId) continue;
-    const name = str(proposal.name);
-    const status = str(proposal.proposal_status);
-    proposals.push({
-      agentId,
-      proposalId,
-      ...(name ? { name } : {}),
-      ...(status ? { status } : {}),
-      allocations: (Array.isArray(proposal.allocations) ? proposal.allocations : [])
-        .map((allocation) => asRecord(allocation))
-        .filter((allocation): allocation is Record<string, unknown> => allocation !== undefined),
-      raw: proposal,
-    });
-  }
+  const proposals = proposalsOf(agentId, answer);
   const incompleteEntries = (Array.isArray(answer.incomplete) ? answer.incomplete : [])
     .map((entry) => asRecord(entry))
     .filter((entry): entry is Record<string, unknown> => entry !== undefined);
@@ -166,6 +163,65 @@ export function normaliseProducts(agentId: string, result: unknown): Catalogue {
     proposals,
     incomplete: incompleteEntries.length > 0 ? [{ agentId, entries: incompleteEntries }] : [],
   };
+}
+
+/** One proposal as the catalogue keeps it (undefined without a `proposal_id`). */
+export function proposalOf(agentId: string, raw: unknown): CatalogueProposal | undefined {
+  const proposal = asRecord(raw);
+  const proposalId = str(proposal?.proposal_id);
+  if (!proposal || !proposalId) return undefined;
+  const name = str(proposal.name);
+  const status = str(proposal.proposal_status);
+  const expiresAt = str(proposal.expires_at);
+  const parentProposalId = str(proposal.parent_proposal_id);
+  const guidance = asRecord(proposal.total_budget_guidance);
+  const budgetGuidance: ProposalBudgetGuidance | undefined = guidance
+    ? {
+        ...(num(guidance.min) !== undefined ? { min: num(guidance.min) } : {}),
+        ...(num(guidance.recommended) !== undefined ? { recommended: num(guidance.recommended) } : {}),
+        ...(num(guidance.max) !== undefined ? { max: num(guidance.max) } : {}),
+        ...(str(guidance.currency) ? { currency: str(guidance.currency) } : {}),
+      }
+    : undefined;
+  return {
+    agentId,
+    proposalId,
+    ...(name ? { name } : {}),
+    ...(status ? { status } : {}),
+    allocations: (Array.isArray(proposal.allocations) ? proposal.allocations : [])
+      .map((allocation) => asRecord(allocation))
+      .filter((allocation): allocation is Record<string, unknown> => allocation !== undefined),
+    ...(expiresAt ? { expiresAt } : {}),
+    ...(budgetGuidance ? { budgetGuidance } : {}),
+    ...(parentProposalId ? { parentProposalId } : {}),
+    raw: proposal,
+  };
+}
+
+/** The proposals of one get_products answer (brief or refine mode), as offered. */
+export function proposalsOf(agentId: string, result: unknown): CatalogueProposal[] {
+  const answer = asRecord(result) ?? {};
+  return (Array.isArray(answer.proposals) ? answer.proposals : [])
+    .map((item) => proposalOf(agentId, item))
+    .filter((proposal): proposal is CatalogueProposal => proposal !== undefined);
+}
+
+/**
+ * The committed proposal a `get_products` refine answer with `action: "finalize"` produced for `sourceProposalId`:
+ * the committed proposal whose parent is the source, else the committed proposal with the source's own id (sellers
+ * that keep the id), else the only committed one. Undefined when the seller finalized nothing.
+ */
+export function finalizedProposalOf(
+  agentId: string,
+  result: unknown,
+  sourceProposalId: string,
+): CatalogueProposal | undefined {
+  const committed = proposalsOf(agentId, result).filter((proposal) => proposal.status === 'committed');
+  return (
+    committed.find((proposal) => proposal.parentProposalId === sourceProposalId) ??
+    committed.find((proposal) => proposal.proposalId === sourceProposalId) ??
+    (committed.length === 1 ? committed[0] : undefined)
+  );
 }
 
 export function mergeCatalogues(parts: Catalogue[]): Catalogue {

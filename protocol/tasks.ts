@@ -87,6 +87,10 @@ export const TASK_CATALOG: Readonly<Record<string, TaskSpec>> = Object.fromEntri
     spec('report_usage', 'accounts', true, false, false, 5 * MINUTE),
     spec('acquire_rights', 'brand', true, true, true, 48 * HOUR),
     spec('update_rights', 'brand', true, true, true, 48 * HOUR),
+    // Campaign governance (experimental in 3.x): a check may go to human review (async), so it waits like a create.
+    spec('sync_plans', 'governance', true, false, false, 5 * MINUTE),
+    spec('check_governance', 'governance', false, true, false, 24 * HOUR),
+    spec('report_plan_outcome', 'governance', true, false, false, 5 * MINUTE),
   ].map((task) => [task.name, task]),
 );
 

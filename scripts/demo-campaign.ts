@@ -2,9 +2,10 @@
  * `npm run demo:campaign`: a campaign across five sellers, end to end, on its own: a Temporal dev server (headless,
  * on a free port), five media-buy fixture sellers (real @adcp/sdk servers on loopback, test/fixtures), a worker in
  * this process, and the typed client. One brief goes to every seller (discovery within a time budget), the
- * top_ranked policy picks each seller's best product, a person approves, and the campaign starts one buy per seller.
- * It prints each phase as it happens, then the wall time from brief to every buy created and the campaign's history
- * size. Everything it started is stopped at the end.
+ * top_ranked policy picks each seller's best product, a person approves, and the campaign starts one buy per seller
+ * and syncs its creative library to each (through each buy's workflow), so every buy leaves pending_creatives and goes
+ * active (the flight starts now). It prints each phase as it happens, then the wall time from brief to every buy
+ * active and the campaign's history size at that point. Everything it started is stopped at the end.
  */
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
@@ -75,10 +76,19 @@ async function main(): Promise<void> {
       brief: 'Display for a spring outdoor campaign, five regions',
       totalBudget: 50_000,
       currency: 'USD',
+      // The flight starts now: a buy with its creatives in goes active at once.
       flight: {
-        startTime: new Date(startedAt + 2 * DAY).toISOString(),
-        endTime: new Date(startedAt + 32 * DAY).toISOString(),
+        startTime: new Date(startedAt).toISOString(),
+        endTime: new Date(startedAt + 30 * DAY).toISOString(),
       },
+      creatives: [
+        {
+          creative_id: 'spring_display_300x250',
+          name: 'Spring outdoor display',
+          format_id: { agent_url: 'https://creative.adcontextprotocol.org', id: 'display_300x250' },
+          assets: { image: { url: 'https://cdn.example/spring-300x250.png', width: 300, height: 250 } },
+        },
+      ],
       agentIds: SELLERS,
       timeBudgetMs: 5_000,
       allocation: { kind: 'top_ranked' },
@@ -102,19 +112,35 @@ async function main(): Promise<void> {
     for (const line of proposed.selection!.lines)
       console.log(`  selected by policy: ${line.agentId} ${line.productId} budget ${line.budget}`);
     await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer', note: 'demo' });
-    const created = await wait(async () => {
+    let createdMs: number | undefined;
+    const active = await wait(async () => {
       const view = await campaigns.view(campaignId);
-      return view.buys.length === SELLERS.length && view.buys.every((buy) => buy.mediaBuyId) ? view : undefined;
+      if (view.buys.length === SELLERS.length && view.buys.every((buy) => buy.mediaBuyId))
+        createdMs ??= Date.now() - startedAt;
+      return view.buys.length === SELLERS.length && view.buys.every((buy) => buy.status === 'active')
+        ? view
+        : undefined;
     });
     const wallMs = Date.now() - startedAt;
-    for (const buy of created.buys)
-      console.log(
-        `  buy at ${buy.agentId}: ${buy.status} media_buy_id ${buy.mediaBuyId} budget ${buy.committedBudget}`,
-      );
     const history = await client.workflow.getHandle(campaignId).fetchHistory();
+    // The campaign records each seller's review of the creatives on its next look at the buys (seconds later).
+    const reviewed = await wait(async () => {
+      const state = await campaigns.state(campaignId);
+      return Object.values(state.buys).every((buy) => Object.keys(buy.creatives ?? {}).length > 0) ? state : undefined;
+    });
+    active.state = reviewed;
+    for (const buy of active.buys) {
+      const followed = active.state.buys[buy.agentId];
+      const reviews = Object.entries(followed?.creatives ?? {})
+        .map(([creativeId, review]) => `${creativeId} ${review.status ?? review.action ?? '?'}`)
+        .join(', ');
+      console.log(
+        `  buy at ${buy.agentId}: ${buy.status} media_buy_id ${buy.mediaBuyId} budget ${buy.committedBudget}; creatives: ${reviews || '(not read yet)'}; formats missing: ${followed?.coverage?.missing.join(', ') || 'none'}`,
+      );
+    }
     const bytes = Buffer.byteLength(JSON.stringify(history));
     console.log(
-      `demo:campaign: brief to ${SELLERS.length} buys created in ${(wallMs / 1000).toFixed(1)} s; campaign history ${history.events?.length ?? 0} events (${Math.round(bytes / 1024)} KiB as JSON)`,
+      `demo:campaign: brief to ${SELLERS.length} buys created in ${((createdMs ?? wallMs) / 1000).toFixed(1)} s, all active in ${(wallMs / 1000).toFixed(1)} s; campaign history then ${history.events?.length ?? 0} events (${Math.round(bytes / 1024)} KiB as JSON)`,
     );
     const canceled = await campaigns.change(campaignId, { kind: 'cancel', requestedBy: 'demo', reason: 'demo over' });
     console.log(`demo:campaign: canceled (${canceled.outcome}); every buy: ${JSON.stringify(canceled.buys)}`);

@@ -8,6 +8,7 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { RankingPreferences } from '../protocol/catalogue';
 import type { DiscoveryState } from './discovery-definitions';
+import type { CampaignGovernance, GovernancePlanSync } from './governance-definitions';
 
 export const CAMPAIGN_WORKFLOW_TYPE = 'adcpCampaign';
 
@@ -67,6 +68,42 @@ export interface CampaignInput {
   tenant?: string;
   /** The authenticated principal that created it (`tenant/id`). */
   principal?: string;
+  /** The campaign's creative library at creation (sync_creatives `creatives[]` entries; see validateCreatives). */
+  creatives?: CampaignCreative[];
+  /** How the campaign follows its buys (delivery, pacing, alerts). */
+  monitoring?: MonitoringSettings;
+  /** Continue as new past this many history events (default 2,000; tests set it low). */
+  historyEventLimit?: number;
+  /**
+   * A governance agent (#14 item 6): the plan is pushed with sync_plans at creation, and every buy is checked
+   * (check_governance) before it spends and reported (report_plan_outcome) after. Absent: no governance calls.
+   */
+  governance?: CampaignGovernance;
+  /** Set only by continue-as-new. */
+  carried?: CampaignCarried;
+}
+
+/** A sync_creatives `creatives[]` entry: creative_id and format_id are required, the rest goes to the seller as is. */
+export type CampaignCreative = Record<string, unknown> & {
+  creative_id: string;
+  format_id: { id: string; agent_url?: string } & Record<string, unknown>;
+};
+
+export interface MonitoringSettings {
+  /** The longest wait between two looks at the buys (default 1 h); right after a change the looks come sooner. */
+  intervalMs?: number;
+  /** Pacing below this (delivered spend / planned spend) is under-delivery (default 0.8). */
+  underDeliveryThreshold?: number;
+  /** No under-delivery alert before this long after a buy's start (default 24 h). */
+  underDeliveryGraceMs?: number;
+}
+
+/** What a campaign carries into its next run (continue-as-new). */
+export interface CampaignCarried {
+  state: CampaignState;
+  changeSequence: number;
+  /** The catalogue's formats of the chosen products, by product key (the rest of the catalogue is not carried). */
+  productFormats: [string, string[]][];
 }
 
 export interface SelectionLine {
@@ -77,9 +114,40 @@ export interface SelectionLine {
   formatIds?: Record<string, unknown>[];
 }
 
+/**
+ * Accept a seller's proposal (3.1 get_products `proposals[]`) instead of hand-picked products: the seller's buy is
+ * create_media_buy with `proposal_id` and `total_budget` (= budget); a draft is finalized first (workflows/campaign-proposals.ts).
+ */
+export interface ProposalSelection {
+  agentId: string;
+  proposalId: string;
+  budget: number;
+}
+
 export interface SelectionRequest {
+  /** Hand-picked products (may be empty when every seller is bought by proposal). */
   lines: SelectionLine[];
+  /** Proposals accepted, at most one per seller and never for a seller that also has lines. */
+  proposals?: ProposalSelection[];
   selectedBy: string;
+}
+
+/** A seller's buy by proposal: what was accepted, what was finalized and bought, and each requote on the way. */
+export interface CampaignBuyProposal {
+  /** The proposal the selection accepted. */
+  proposalId: string;
+  budget: number;
+  /** Its status when accepted (draft, committed, or absent: ready to buy). */
+  status?: string;
+  /** The committed proposal bought (the accepted one, or what finalizing it produced). */
+  boughtProposalId?: string;
+  expiresAt?: string;
+  /** Each finalize (get_products refine, action finalize) the campaign ran, oldest first. */
+  finalized: { from: string; to?: string; operationId: string; at: string; error?: string }[];
+  /** Each create_media_buy the seller refused with REQUOTE_REQUIRED (or an expired/unknown proposal). */
+  requotes: { proposalId: string; code: string; message: string; buyWorkflowId: string; at: string }[];
+  /** A requote the campaign could not resolve on its own: a person decides (a new selection is not possible once live). */
+  needsPerson?: string;
 }
 
 export interface ApprovalRequest {
@@ -127,6 +195,54 @@ export interface CampaignBuy {
   /** The buy's status when its workflow ended (rejected, canceled, completed, create_failed ...). */
   finalStatus?: string;
   finalMessage?: string;
+  /** Set when this seller is bought by proposal (workflows/campaign-proposals.ts). */
+  proposal?: CampaignBuyProposal;
+  /** What the campaign last read from the buy's workflow (absent before the first look). */
+  status?: string;
+  mediaBuyId?: string;
+  /** The flight the seller confirmed (pacing uses it; the campaign's flight otherwise). */
+  startTime?: string;
+  endTime?: string;
+  /** The library version last synced to this buy, and how that sync went. */
+  creativeSync?: {
+    version: number;
+    outcome: 'applied' | 'failed' | 'refused';
+    at: string;
+    attempts?: number;
+    error?: string;
+  };
+  /** Per creative of the library: what the seller said (sync_creatives action, review status, errors). */
+  creatives?: Record<string, { status?: string; action?: string; error?: string }>;
+  /** The formats the buy's products require, those the library covers, those missing (format ids). */
+  coverage?: { required: string[]; covered: string[]; missing: string[] };
+  /** Delivery as the buy's workflow totals it (reports and pulls), and pacing against a linear plan. */
+  delivery?: BuyDelivery;
+}
+
+export interface BuyDelivery {
+  impressions: number;
+  spend: number;
+  clicks?: number;
+  /** Spend planned by now: the budget times the share of the flight elapsed. */
+  plannedSpend: number;
+  /** spend / plannedSpend (null before the flight starts). */
+  pacing: number | null;
+  at: string;
+}
+
+export type CampaignAlertKind =
+  'buy_rejected' | 'buy_failed' | 'seller_unavailable' | 'creative_rejected' | 'under_delivery' | 'proposal_requote';
+
+export interface CampaignAlert {
+  /** When it was raised. */
+  at: string;
+  kind: CampaignAlertKind;
+  agentId: string;
+  note: string;
+  /** kind:agentId[:creativeId]: one open alert per key. */
+  key?: string;
+  creativeId?: string;
+  clearedAt?: string;
 }
 
 export interface CampaignState {
@@ -146,13 +262,47 @@ export interface CampaignState {
   committedBudget: number;
   changes: CampaignChangeRecord[];
   changeCount: number;
-  alerts: { at: string; kind: 'buy_rejected' | 'buy_failed' | 'seller_unavailable'; agentId: string; note: string }[];
+  alerts: CampaignAlert[];
   startedAt: string;
   updatedAt: string;
   /** The tenant that owns the campaign (absent in single-tenant/dev mode). */
   tenant?: string;
   /** The principal that created it (`tenant/id`). */
   principal?: string;
+  /** The creative library every buy gets (absent in campaigns from before it). */
+  library?: CreativeLibrary;
+  /** Delivery summed across the buys and pacing against the plan (absent before the first look at the buys). */
+  delivery?: CampaignDelivery;
+  /** How often the campaign has looked at its buys, and when last. */
+  monitoring?: { looks: number; lastLookAt?: string };
+  /** Which run of the workflow this is (continue-as-new increments it). */
+  run?: number;
+  /** The plan at the governance agent (sync_plans), for campaigns that name one. */
+  governance?: GovernancePlanSync;
+}
+
+export interface CreativeLibrary {
+  /** Increments on every change; a buy is synced up to a version. */
+  version: number;
+  creatives: CampaignCreative[];
+  updatedAt: string;
+  updatedBy: string;
+}
+
+export interface CampaignDelivery {
+  impressions: number;
+  spend: number;
+  clicks?: number;
+  plannedSpend: number;
+  pacing: number | null;
+  at: string;
+}
+
+/** Add creatives to the library (same creative_id replaces) or replace the whole library. */
+export interface CreativeLibraryRequest {
+  creatives: CampaignCreative[];
+  mode?: 'add' | 'replace';
+  requestedBy: string;
 }
 
 export interface CampaignChangeAnswer {
@@ -171,5 +321,10 @@ export const selectProductsUpdate = defineUpdate<{ accepted: true; committedBudg
 export const approveCampaignUpdate = defineUpdate<{ accepted: true; buys: string[] }, [ApprovalRequest]>(
   'approveCampaign',
 );
+/** Add to or replace the creative library: synced to every buy, including buys created later. */
+export const setCampaignCreativesUpdate = defineUpdate<
+  { version: number; creatives: number },
+  [CreativeLibraryRequest]
+>('setCampaignCreatives');
 /** Pause, resume, cancel (every buy) or one buy's budget (guarded). */
 export const changeCampaignUpdate = defineUpdate<CampaignChangeAnswer, [CampaignChangeRequest]>('changeCampaign');

@@ -6,6 +6,9 @@
 import type { CatalogueEntry, RankedEntry } from '../protocol/catalogue';
 import type {
   AllocationPolicy,
+  BuyDelivery,
+  CampaignCreative,
+  CreativeLibraryRequest,
   CampaignBuy,
   CampaignChangeRequest,
   CampaignInput,
@@ -14,6 +17,7 @@ import type {
   SelectionLine,
   SelectionRequest,
 } from './campaign-definitions';
+import type { MediaBuyState } from './media-buy-definitions';
 
 export type Verdict = { ok: true } | { ok: false; code: string; message: string };
 
@@ -38,7 +42,8 @@ export function guardedTotal(buys: Record<string, Pick<CampaignBuy, 'committedBu
 }
 
 /** Products the selection may name: what discovery found, by seller and product id. */
-export type IndexedProduct = Pick<CatalogueEntry, 'pricingOptions' | 'reportingFrequencies'>;
+export type IndexedProduct = Pick<CatalogueEntry, 'pricingOptions' | 'reportingFrequencies'> &
+  Partial<Pick<CatalogueEntry, 'formats'>>;
 export type ProductIndex = ReadonlyMap<string, IndexedProduct>;
 
 export function productKey(agentId: string, productId: string): string {
@@ -49,7 +54,11 @@ export function indexCatalogue(entries: CatalogueEntry[]): Map<string, IndexedPr
   return new Map(
     entries.map((entry) => [
       productKey(entry.agentId, entry.productId),
-      { pricingOptions: entry.pricingOptions, reportingFrequencies: entry.reportingFrequencies },
+      {
+        pricingOptions: entry.pricingOptions,
+        reportingFrequencies: entry.reportingFrequencies,
+        formats: entry.formats,
+      },
     ]),
   );
 }
@@ -170,10 +179,13 @@ export function validateCampaignChange(
     return refuse('INVALID_STATE', `The campaign is ${phase}; it takes no more changes.`);
   if (request.kind === 'cancel') return { ok: true };
   if (request.kind === 'budget') {
-    if (typeof request.agentId !== 'string' || !state.buys[request.agentId])
+    if (typeof request.agentId !== 'string' || request.agentId === '')
+      return refuse('INVALID_REQUEST', 'agentId must name the seller whose buy gets the new budget.');
+    // A well-formed request the campaign cannot apply now: a conflict (409), as the media-buy routes answer.
+    if (!state.buys[request.agentId])
       return refuse(
-        'INVALID_REQUEST',
-        `agentId must name a seller with a buy in this campaign (${Object.keys(state.buys).join(', ') || 'none yet'}).`,
+        'INVALID_STATE',
+        `The campaign has no buy at ${request.agentId} (buys: ${Object.keys(state.buys).join(', ') || 'none yet'}).`,
       );
     if (typeof request.budget !== 'number' || !Number.isFinite(request.budget) || request.budget <= 0)
       return refuse('INVALID_REQUEST', 'budget must be a positive number.');
@@ -197,4 +209,179 @@ export function validateCampaignChange(
   if (request.kind === 'resume' && phase !== 'paused')
     return refuse('INVALID_STATE', 'Only a paused campaign resumes.');
   return { ok: true };
+}
+
+// ---- creative library, coverage, delivery and pacing -----------------------------------------------------------
+
+export const MAX_LIBRARY_CREATIVES = 100;
+
+/** The checks of a creative library request, without zod (workflow code): the API's schema says the same. */
+export function validateCreatives(request: CreativeLibraryRequest | undefined): Verdict {
+  if (!request || typeof request !== 'object') return refuse('INVALID_REQUEST', 'A library change has creatives.');
+  if (typeof request.requestedBy !== 'string' || request.requestedBy.trim() === '' || request.requestedBy.length > 200)
+    return refuse('INVALID_REQUEST', 'requestedBy must say who changes the library (1-200 characters).');
+  if (request.mode !== undefined && request.mode !== 'add' && request.mode !== 'replace')
+    return refuse('INVALID_REQUEST', `mode must be add or replace; got "${String(request.mode)}".`);
+  return validateCreativeList(request.creatives, request.mode === 'replace' ? 0 : 1);
+}
+
+export function validateCreativeList(creatives: unknown, min = 1): Verdict {
+  if (!Array.isArray(creatives) || creatives.length < min || creatives.length > MAX_LIBRARY_CREATIVES)
+    return refuse('INVALID_REQUEST', `creatives must list ${min} to ${MAX_LIBRARY_CREATIVES} creatives.`);
+  const seen = new Set<string>();
+  for (const [index, creative] of (creatives as unknown[]).entries()) {
+    const entry = creative as Partial<CampaignCreative> | null;
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry))
+      return refuse('INVALID_REQUEST', `creatives[${index}] must be an object.`);
+    if (typeof entry.creative_id !== 'string' || !/^[A-Za-z0-9_.:-]{1,200}$/.test(entry.creative_id))
+      return refuse('INVALID_REQUEST', `creatives[${index}].creative_id must be 1-200 letters, digits, "_.:-".`);
+    if (seen.has(entry.creative_id))
+      return refuse('INVALID_REQUEST', `creatives[${index}] repeats creative_id ${entry.creative_id}.`);
+    seen.add(entry.creative_id);
+    const format = entry.format_id as { id?: unknown } | undefined;
+    if (!format || typeof format !== 'object' || typeof format.id !== 'string' || format.id === '')
+      return refuse('INVALID_REQUEST', `creatives[${index}].format_id needs an id (and the creative agent_url).`);
+  }
+  return { ok: true };
+}
+
+/** The library after a change: `add` replaces creatives with the same creative_id and appends the others. */
+export function mergeLibrary(current: CampaignCreative[], request: CreativeLibraryRequest): CampaignCreative[] {
+  if (request.mode === 'replace') return [...request.creatives];
+  const incoming = new Map(request.creatives.map((creative) => [creative.creative_id, creative]));
+  const merged = current.map((creative) => incoming.get(creative.creative_id) ?? creative);
+  for (const creative of request.creatives)
+    if (!current.some((existing) => existing.creative_id === creative.creative_id)) merged.push(creative);
+  return merged;
+}
+
+function formatIdsOf(raw: Record<string, unknown>[] | undefined): string[] {
+  return (raw ?? []).map((format) => format.id).filter((id): id is string => typeof id === 'string');
+}
+
+/** The format ids one line's product requires: the line's own format_ids, else the product's from discovery. */
+export function lineFormats(line: SelectionLine, formatsOf: (key: string) => string[] | undefined): string[] {
+  if (line.formatIds && line.formatIds.length > 0) return formatIdsOf(line.formatIds);
+  return formatsOf(productKey(line.agentId, line.productId)) ?? [];
+}
+
+/** Required formats of a buy (union over its lines), the ones the library covers, the missing ones. */
+export function coverageFor(
+  lines: SelectionLine[],
+  formatsOf: (key: string) => string[] | undefined,
+  library: CampaignCreative[],
+): { required: string[]; covered: string[]; missing: string[] } {
+  const required = [...new Set(lines.flatMap((line) => lineFormats(line, formatsOf)))].sort();
+  const available = new Set(library.map((creative) => creative.format_id.id));
+  return {
+    required,
+    covered: required.filter((format) => available.has(format)),
+    missing: required.filter((format) => !available.has(format)),
+  };
+}
+
+/**
+ * Which of the buy's packages each creative goes to: the packages whose product takes the creative's format (a
+ * product with no known formats takes every creative). Packages are matched to lines by product_id.
+ */
+export function assignmentsFor(
+  packages: { packageId: string; productId?: string }[],
+  lines: SelectionLine[],
+  formatsOf: (key: string) => string[] | undefined,
+  library: CampaignCreative[],
+): Record<string, string[]> {
+  const assignments: Record<string, string[]> = {};
+  for (const creative of library) {
+    const packageIds = packages
+      .filter((pkg) => {
+        const line = lines.find((candidate) => candidate.productId === pkg.productId) ?? lines[0];
+        const formats = line ? lineFormats(line, formatsOf) : [];
+        return formats.length === 0 || formats.includes(creative.format_id.id);
+      })
+      .map((pkg) => pkg.packageId);
+    if (packageIds.length > 0) assignments[creative.creative_id] = packageIds;
+  }
+  return assignments;
+}
+
+/** Spend planned by `nowMs` under a linear plan over the flight: the budget times the share elapsed. */
+export function plannedSpend(budget: number, startMs: number, endMs: number, nowMs: number): number {
+  if (!(endMs > startMs)) return nowMs >= endMs ? budget : 0;
+  const share = Math.min(1, Math.max(0, (nowMs - startMs) / (endMs - startMs)));
+  return cents(budget * share);
+}
+
+export function pacingOf(spend: number, planned: number): number | null {
+  return planned > 0 ? Math.round((spend / planned) * 1000) / 1000 : null;
+}
+
+/** The campaign's delivery: the buys' numbers summed, pacing over the sum of their plans. */
+export function sumDelivery(deliveries: BuyDelivery[], at: string): BuyDelivery {
+  const impressions = deliveries.reduce((sum, entry) => sum + entry.impressions, 0);
+  const spend = cents(deliveries.reduce((sum, entry) => sum + entry.spend, 0));
+  const withClicks = deliveries.filter((entry) => entry.clicks !== undefined);
+  const planned = cents(deliveries.reduce((sum, entry) => sum + entry.plannedSpend, 0));
+  return {
+    impressions,
+    spend,
+    ...(withClicks.length > 0 ? { clicks: withClicks.reduce((sum, entry) => sum + entry.clicks!, 0) } : {}),
+    plannedSpend: planned,
+    pacing: pacingOf(spend, planned),
+    at,
+  };
+}
+
+export interface BuyDigest {
+  agentId: string;
+  workflowId: string;
+  found: boolean;
+  status?: string;
+  mediaBuyId?: string;
+  done?: boolean;
+  startTime?: string;
+  endTime?: string;
+  packages: { packageId: string; productId?: string; budget?: number }[];
+  totals?: { impressions?: number; spend?: number; clicks?: number };
+  creatives: Record<string, { status?: string; action?: string; error?: string }>;
+  failure?: string;
+  /** The seller's capabilities workflow: reachable on its last refresh, and its circuit. */
+  seller?: { reachable?: boolean; circuit?: string; error?: string };
+}
+
+/**
+ * The small part of a buy's state the campaign needs: status, flight, packages, delivery totals, creative review.
+ * Read by query, so the buy's history is untouched and the campaign's history gets one small activity result.
+ */
+export function digestOf(agentId: string, workflowId: string, state: MediaBuyState): BuyDigest {
+  return {
+    agentId,
+    workflowId,
+    found: true,
+    status: state.status,
+    ...(state.mediaBuyId ? { mediaBuyId: state.mediaBuyId } : {}),
+    done: state.done,
+    ...(state.startTime ? { startTime: state.startTime } : {}),
+    ...(state.endTime ? { endTime: state.endTime } : {}),
+    packages: Object.values(state.packages).map((pkg) => ({
+      packageId: pkg.packageId,
+      ...(pkg.productId ? { productId: pkg.productId } : {}),
+      ...(pkg.budget !== undefined ? { budget: pkg.budget } : {}),
+    })),
+    totals: {
+      ...(state.reporting.totals.impressions !== undefined ? { impressions: state.reporting.totals.impressions } : {}),
+      ...(state.reporting.totals.spend !== undefined ? { spend: state.reporting.totals.spend } : {}),
+      ...(state.reporting.totals.clicks !== undefined ? { clicks: state.reporting.totals.clicks } : {}),
+    },
+    creatives: Object.fromEntries(
+      Object.values(state.creatives).map((creative) => [
+        creative.creativeId,
+        {
+          ...(creative.status ? { status: creative.status } : {}),
+          ...(creative.action ? { action: creative.action } : {}),
+          ...(creative.errors?.[0] ? { error: `${creative.errors[0].code}: ${creative.errors[0].message}` } : {}),
+        },
+      ]),
+    ),
+    ...(state.failure ? { failure: state.failure.message } : {}),
+  };
 }

@@ -17,7 +17,10 @@ import {
   ParentClosePolicy,
   allHandlersFinished,
   condition,
+  continueAsNew,
   executeChild,
+  log,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -30,6 +33,9 @@ import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../activities
 import { SA_AGENT, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import {
   type ApprovalRequest,
+  type CampaignAlertKind,
+  type CampaignBuy,
+  type CampaignCarried,
   type CampaignChangeAnswer,
   type CampaignChangeRecord,
   type CampaignChangeRequest,
@@ -42,10 +48,20 @@ import {
   campaignStateQuery,
   changeCampaignUpdate,
   selectProductsUpdate,
+  setCampaignCreativesUpdate,
 } from './campaign-definitions';
 import {
+  type BuyDigest,
+  assignmentsFor,
   buyParamsFor,
   cents,
+  coverageFor,
+  digestOf,
+  mergeLibrary,
+  pacingOf,
+  plannedSpend,
+  sumDelivery,
+  validateCreatives,
   guardedTotal,
   type ProductIndex,
   indexCatalogue,
@@ -54,14 +70,24 @@ import {
   policySelection,
   sumBudgets,
   validateCampaignChange,
-  validateSelection,
 } from './campaign-state';
+import {
+  type ProposalIndex,
+  buyProposalOf,
+  indexProposals,
+  proposalCreatesSettling,
+  proposalsOfSelection,
+  selectionTotal,
+  validateSelectionWithProposals,
+} from './campaign-proposal-rules';
+import { type ProposalBuyContext, followProposalBuy } from './campaign-proposals';
 import {
   DISCOVERY_WORKFLOW_TYPE,
   type DiscoveryInput,
   type DiscoveryState,
   discoveryWorkflowId,
 } from './discovery-definitions';
+import { buyGovernanceOf, syncCampaignPlan } from './governance';
 import {
   MEDIA_BUY_WORKFLOW_TYPE,
   type MediaBuyInput,
@@ -73,6 +99,29 @@ import {
 export const CAMPAIGN_STATE_MEMO = 'adcp_campaign';
 const MAX_CHANGES = 50;
 const MAX_ALERTS = 50;
+const HOUR = 3_600_000;
+/** The first look at the buys after a change; the wait doubles while nothing changes, up to the interval. */
+const FIRST_LOOK_MS = 2_000;
+const DEFAULT_LOOK_INTERVAL_MS = HOUR;
+const DEFAULT_UNDER_DELIVERY_THRESHOLD = 0.8;
+const DEFAULT_UNDER_DELIVERY_GRACE_MS = 24 * HOUR;
+/** Continue as new well before Temporal's suggestion: a 90-day campaign stays a chain of bounded runs. */
+const DEFAULT_HISTORY_EVENT_LIMIT = 2_000;
+const MAX_SYNC_ATTEMPTS = 3;
+const ENDED_BUY_STATUSES = new Set(['completed', 'rejected', 'canceled', 'create_failed']);
+/** Campaigns from before the campaign followed its buys (creatives, delivery, alerts) wait without timers. */
+const MONITOR_PATCH = 'campaign-monitor';
+
+const { readCampaignBuys } = proxyActivities<CampaignActivities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
+});
+
+// The Update waits for the buy's sync_creatives operation; the update ID makes a retried attempt the same sync.
+const { syncCampaignCreatives } = proxyActivities<CampaignActivities>({
+  startToCloseTimeout: '5m',
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 3 },
+});
 
 const { changeCampaignBuy } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
@@ -104,7 +153,8 @@ function tenantAttributes(input: CampaignInput) {
 export async function adcpCampaign(input: CampaignInput): Promise<CampaignState> {
   const info = workflowInfo();
   const indexed = input.indexed ?? info.typedSearchAttributes.get(SA_CAMPAIGN) !== undefined;
-  const state: CampaignState = {
+  const carried = input.carried;
+  const state: CampaignState = carried?.state ?? {
     campaignKey: input.campaignKey,
     brief: input.brief,
     totalBudget: input.totalBudget,
@@ -123,11 +173,30 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     // Tenancy (#12): only campaigns created with a tenant carry these fields (older histories are unchanged).
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
     ...(input.principal !== undefined ? { principal: input.principal } : {}),
+    ...(input.creatives && input.creatives.length > 0
+      ? {
+          library: {
+            version: 1,
+            creatives: input.creatives,
+            updatedAt: iso(Date.now()),
+            updatedBy: input.requestedBy,
+          },
+        }
+      : {}),
   };
+  if (carried) state.run = (state.run ?? 1) + 1;
+  /** The formats of the chosen products (what coverage needs of the catalogue; carried across runs). */
+  const productFormats = new Map<string, string[]>(carried?.productFormats ?? []);
+  /** Each buy's packages as last read (for creative assignments). */
+  const packagesOf = new Map<string, BuyDigest['packages']>();
   let products: ProductIndex = new Map();
+  const formatsOf = (key: string) => productFormats.get(key) ?? products.get(key)?.formats;
+  let proposals: ProposalIndex = new Map();
+  /** Sellers whose buy by proposal this run follows until it settles (not carried: a continued run has no follower). */
+  const followedProposals = new Set<string>();
   const queue: { record: CampaignChangeRecord; request: CampaignChangeRequest }[] = [];
   const finished = new Map<number, CampaignChangeAnswer>();
-  let changeSequence = 0;
+  let changeSequence = carried?.changeSequence ?? 0;
   let cancelRequested: CampaignChangeRecord | undefined;
 
   function touch(): void {
@@ -135,25 +204,61 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     state.committedBudget = guardedTotal(state.buys);
   }
 
+  function memoOf() {
+    return {
+      phase: state.phase,
+      committedBudget: state.committedBudget,
+      totalBudget: state.totalBudget,
+      buys: Object.keys(state.buys),
+    };
+  }
+  let lastMemo = '';
+
   function publish(): void {
     touch();
-    upsertMemo({
-      [CAMPAIGN_STATE_MEMO]: {
-        phase: state.phase,
-        committedBudget: state.committedBudget,
-        totalBudget: state.totalBudget,
-        buys: Object.keys(state.buys),
-      },
-    });
+    const memo = memoOf();
+    lastMemo = JSON.stringify(memo);
+    upsertMemo({ [CAMPAIGN_STATE_MEMO]: memo });
+    describeCampaign();
+  }
+
+  /** After a look at the buys: the memo is written only when it changed, so a quiet look adds no event for it. */
+  function publishChanges(): void {
+    touch();
+    if (JSON.stringify(memoOf()) !== lastMemo) publish();
+    else describeCampaign();
+  }
+
+  function describeCampaign(): void {
     const ended = Object.values(state.buys).filter((buy) => buy.finalStatus).length;
+    const open = state.alerts.filter((entry) => !entry.clearedAt).length;
+    const pacing = state.delivery?.pacing;
     setCurrentDetails(
-      `campaign ${state.campaignKey}: ${state.phase} · ${Object.keys(state.buys).length} buys (${ended} ended) · committed ${state.committedBudget}/${state.totalBudget}`,
+      `campaign ${state.campaignKey}: ${state.phase} · ${Object.keys(state.buys).length} buys (${ended} ended) · committed ${state.committedBudget}/${state.totalBudget}` +
+        (state.delivery ? ` · spend ${state.delivery.spend}${pacing != null ? ` (pacing ${pacing})` : ''}` : '') +
+        (open > 0 ? ` · ${open} open alerts` : ''),
     );
   }
 
-  function alert(kind: CampaignState['alerts'][number]['kind'], agentId: string, note: string): void {
-    state.alerts.push({ at: iso(Date.now()), kind, agentId, note });
-    if (state.alerts.length > MAX_ALERTS) state.alerts.shift();
+  /** Raise an alert once per key (kind, seller, creative) until it is cleared: kept in state, and a log line. */
+  function alert(kind: CampaignAlertKind, agentId: string, note: string, creativeId?: string): void {
+    const key = [kind, agentId, ...(creativeId ? [creativeId] : [])].join(':');
+    if (state.alerts.some((entry) => (entry.key ?? `${entry.kind}:${entry.agentId}`) === key && !entry.clearedAt))
+      return;
+    state.alerts.push({ at: iso(Date.now()), kind, agentId, note, key, ...(creativeId ? { creativeId } : {}) });
+    if (state.alerts.length > MAX_ALERTS) {
+      const oldestCleared = state.alerts.findIndex((entry) => entry.clearedAt);
+      state.alerts.splice(oldestCleared >= 0 ? oldestCleared : 0, 1);
+    }
+    log.warn(`Campaign alert raised: ${kind}`, { campaignKey: state.campaignKey, agentId, creativeId, note });
+  }
+
+  function clearAlert(kind: CampaignAlertKind, agentId: string, note: string, creativeId?: string): void {
+    const key = [kind, agentId, ...(creativeId ? [creativeId] : [])].join(':');
+    const open = state.alerts.find((entry) => entry.key === key && !entry.clearedAt);
+    if (!open) return;
+    open.clearedAt = iso(Date.now());
+    log.info(`Campaign alert cleared: ${kind}`, { campaignKey: state.campaignKey, agentId, creativeId, note });
   }
 
   // ---- handlers ------------------------------------------------------------------------------------------------
@@ -166,11 +271,19 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       delete state.approval; // a new selection needs a new approval
       state.phase = 'awaiting_approval';
       publish();
-      return { accepted: true as const, committedBudget: sumBudgets(request.lines) };
+      return { accepted: true as const, committedBudget: selectionTotal(request) };
     },
     {
       validator: (request) => {
-        const verdict = validateSelection(state.phase, state.totalBudget, products, request);
+        // Without proposals exactly validateSelection (campaign-proposal-rules.ts).
+        const verdict = validateSelectionWithProposals(
+          state.phase,
+          state.totalBudget,
+          products,
+          proposals,
+          request,
+          Date.now(),
+        );
         if (!verdict.ok) throw new Error(`${verdict.code}: ${verdict.message}`);
       },
     },
@@ -181,7 +294,13 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     (request: ApprovalRequest) => {
       state.approval = { ...request, at: iso(Date.now()) };
       publish();
-      return { accepted: true as const, buys: [...linesBySeller(state.selection!.lines).keys()] };
+      return {
+        accepted: true as const,
+        buys: [
+          ...linesBySeller(state.selection!.lines).keys(),
+          ...proposalsOfSelection(state.selection).map((accepted) => accepted.agentId),
+        ],
+      };
     },
     {
       validator: (request) => {
@@ -240,8 +359,44 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     },
   );
 
+  setHandler(
+    setCampaignCreativesUpdate,
+    (request) => {
+      const creatives = mergeLibrary(state.library?.creatives ?? [], request);
+      state.library = {
+        version: (state.library?.version ?? 0) + 1,
+        creatives,
+        updatedAt: iso(Date.now()),
+        updatedBy: request.requestedBy,
+      };
+      log.info('Campaign creative library changed', {
+        campaignKey: state.campaignKey,
+        version: state.library.version,
+        creatives: creatives.length,
+      });
+      publish();
+      return { version: state.library.version, creatives: creatives.length };
+    },
+    {
+      validator: (request) => {
+        const verdict = validateCreatives(request);
+        if (!verdict.ok) throw new Error(`${verdict.code}: ${verdict.message}`);
+        if (state.phase === 'canceled' || state.phase === 'ended')
+          throw new Error(`INVALID_STATE: The campaign is ${state.phase}; its library no longer changes.`);
+      },
+    },
+  );
+
+  // A continued campaign holds its buys: discovery, selection and buying happened in an earlier run.
+  if (carried) return await hold();
+
   // ---- discovery -------------------------------------------------------------------------------------------------
   publish();
+  // Governance (#14 item 6): the buyer's plan goes to the governance agent while planning (workflows/governance.ts).
+  if (input.governance) {
+    state.governance = await syncCampaignPlan(input, indexed);
+    publish();
+  }
   const discoveryInput: DiscoveryInput = {
     discoveryKey: input.campaignKey,
     brief: input.brief,
@@ -268,6 +423,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       : {}),
   });
   products = indexCatalogue(discovery.catalogue);
+  proposals = indexProposals(discovery.proposals ?? []);
   state.discovery = {
     status: discovery.status,
     partial: discovery.partial,
@@ -292,76 +448,127 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   await condition(() => !!state.approval || !!cancelRequested);
 
   // ---- buying ------------------------------------------------------------------------------------------------------
+  function buyInputOf(buy: CampaignBuy): MediaBuyInput {
+    const productFrequencies = buy.lines
+      .map((line) => products.get(productKey(line.agentId, line.productId))?.reportingFrequencies ?? [])
+      .filter((frequencies) => frequencies.length > 0) as ReportingFrequency[][];
+    return {
+      buyKey: buy.buyKey,
+      agentId: buy.agentId,
+      params: buyParamsFor(input, buy.lines),
+      requestedBy: state.approval!.approvedBy,
+      indexed,
+      // The campaign's buys are its tenant's: their AdcpTenant, their seller credentials, their reads.
+      ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+      ...(input.principal !== undefined ? { principal: input.principal } : {}),
+      ...(input.governance ? { governance: buyGovernanceOf(input.campaignKey, input.governance) } : {}),
+      ...(input.reportingBaseUrl
+        ? {
+            reporting: {
+              url: `${input.reportingBaseUrl}/webhooks/adcp-reporting/${encodeURIComponent(buy.workflowId)}`,
+              ...(productFrequencies.length > 0 ? { productFrequencies } : {}),
+            },
+          }
+        : {}),
+    };
+  }
+
+  function startBuyChild(buy: CampaignBuy, buyInput: MediaBuyInput) {
+    return startChild(MEDIA_BUY_WORKFLOW_TYPE, {
+      workflowId: buy.workflowId,
+      args: [buyInput],
+      // A buy is money at a seller: it outlives anything that happens to the campaign's workflow.
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      staticSummary: `media buy ${buy.buyKey} at ${buy.agentId} for campaign ${input.campaignKey}`,
+      ...(input.tenant !== undefined ? { memo: { tenant: input.tenant } } : {}),
+      ...(indexed
+        ? {
+            typedSearchAttributes: [
+              { key: SA_AGENT, value: buy.agentId },
+              { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
+              { key: SA_CAMPAIGN, value: input.campaignKey },
+              ...tenantAttributes(input),
+            ],
+          }
+        : {}),
+    });
+  }
+
+  function recordBuyEnded(buy: CampaignBuy, ended: MediaBuyState): void {
+    // The buy's last word (settled delivery, creative reviews) for the campaign's view; state only, no commands.
+    fold(buy, digestOf(buy.agentId, buy.workflowId, ended));
+    buy.finalStatus = ended.status;
+    if (ended.failure?.message) buy.finalMessage = ended.failure.message;
+    if (ended.status === 'rejected') alert('buy_rejected', buy.agentId, 'the seller rejected the buy');
+    if (ended.status === 'create_failed')
+      alert('buy_failed', buy.agentId, ended.failure?.message ?? 'create_media_buy failed');
+    if (ended.status === 'rejected' || ended.status === 'create_failed') buy.committedBudget = 0;
+    delete buy.pendingBudget;
+    publish();
+  }
+
+  function recordBuyFailed(buy: CampaignBuy, failure: unknown): void {
+    buy.finalStatus = 'workflow_failed';
+    buy.finalMessage = errorOf(failure).message;
+    alert('buy_failed', buy.agentId, buy.finalMessage);
+    publish();
+  }
+
+  const proposalContext: ProposalBuyContext = {
+    input,
+    indexed,
+    followed: followedProposals,
+    currencyOf: (agentId) => {
+      const accepted = state.buys[agentId]?.proposal?.proposalId;
+      return accepted ? proposals.get(productKey(agentId, accepted))?.budgetGuidance?.currency : undefined;
+    },
+    startBuy: startBuyChild,
+    ended: recordBuyEnded,
+    failed: recordBuyFailed,
+    alert,
+    publish,
+  };
+
   if (!cancelRequested) {
     state.phase = 'buying';
     publish();
+    for (const line of state.selection!.lines) {
+      const key = productKey(line.agentId, line.productId);
+      productFormats.set(key, products.get(key)?.formats ?? []);
+    }
     for (const [agentId, lines] of linesBySeller(state.selection!.lines)) {
       const buyKey = campaignBuyKey(input.campaignKey, agentId);
       const workflowId = mediaBuyWorkflowId(buyKey);
       state.buys[agentId] = { agentId, buyKey, workflowId, lines, committedBudget: sumBudgets(lines) };
     }
+    // Sellers bought by proposal (campaign-proposals.ts): same per-seller key, the proposal's budget is committed.
+    for (const accepted of proposalsOfSelection(state.selection)) {
+      const buyKey = campaignBuyKey(input.campaignKey, accepted.agentId);
+      state.buys[accepted.agentId] = {
+        agentId: accepted.agentId,
+        buyKey,
+        workflowId: mediaBuyWorkflowId(buyKey),
+        lines: [],
+        committedBudget: cents(accepted.budget),
+        proposal: buyProposalOf(accepted, proposals.get(productKey(accepted.agentId, accepted.proposalId))),
+      };
+    }
     publish();
     for (const buy of Object.values(state.buys)) {
-      const productFrequencies = buy.lines
-        .map((line) => products.get(productKey(line.agentId, line.productId))?.reportingFrequencies ?? [])
-        .filter((frequencies) => frequencies.length > 0) as ReportingFrequency[][];
-      const buyInput: MediaBuyInput = {
-        buyKey: buy.buyKey,
-        agentId: buy.agentId,
-        params: buyParamsFor(input, buy.lines),
-        requestedBy: state.approval!.approvedBy,
-        indexed,
-        // The campaign's buys are its tenant's: their AdcpTenant, their seller credentials, their reads.
-        ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
-        ...(input.principal !== undefined ? { principal: input.principal } : {}),
-        ...(input.reportingBaseUrl
-          ? {
-              reporting: {
-                url: `${input.reportingBaseUrl}/webhooks/adcp-reporting/${encodeURIComponent(buy.workflowId)}`,
-                ...(productFrequencies.length > 0 ? { productFrequencies } : {}),
-              },
-            }
-          : {}),
-      };
+      const buyInput = buyInputOf(buy);
+      if (buy.proposal) {
+        // Finalized if draft, bought, quoted again on REQUOTE_REQUIRED: followed in the background (campaign-proposals.ts).
+        void followProposalBuy(proposalContext, buy, buyInputOf);
+        continue;
+      }
       try {
-        const child = await startChild(MEDIA_BUY_WORKFLOW_TYPE, {
-          workflowId: buy.workflowId,
-          args: [buyInput],
-          // A buy is money at a seller: it outlives anything that happens to the campaign's workflow.
-          parentClosePolicy: ParentClosePolicy.ABANDON,
-          workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          staticSummary: `media buy ${buy.buyKey} at ${buy.agentId} for campaign ${input.campaignKey}`,
-          ...(input.tenant !== undefined ? { memo: { tenant: input.tenant } } : {}),
-          ...(indexed
-            ? {
-                typedSearchAttributes: [
-                  { key: SA_AGENT, value: buy.agentId },
-                  { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
-                  { key: SA_CAMPAIGN, value: input.campaignKey },
-                  ...tenantAttributes(input),
-                ],
-              }
-            : {}),
-        });
+        const child = await startBuyChild(buy, buyInput);
         buy.startedAt = iso(Date.now());
         // Followed in the background: a buy that ends (rejected, failed, settled) is recorded as it happens.
         void child.result().then(
-          (ended: MediaBuyState) => {
-            buy.finalStatus = ended.status;
-            if (ended.failure?.message) buy.finalMessage = ended.failure.message;
-            if (ended.status === 'rejected') alert('buy_rejected', buy.agentId, 'the seller rejected the buy');
-            if (ended.status === 'create_failed')
-              alert('buy_failed', buy.agentId, ended.failure?.message ?? 'create_media_buy failed');
-            if (ended.status === 'rejected' || ended.status === 'create_failed') buy.committedBudget = 0;
-            delete buy.pendingBudget;
-            publish();
-          },
-          (failure: unknown) => {
-            buy.finalStatus = 'workflow_failed';
-            buy.finalMessage = errorOf(failure).message;
-            alert('buy_failed', buy.agentId, buy.finalMessage);
-            publish();
-          },
+          (ended: MediaBuyState) => recordBuyEnded(buy, ended),
+          (failure: unknown) => recordBuyFailed(buy, failure),
         );
       } catch (failure) {
         // Started before (a reset campaign): the buy exists under its key; it is not bought again.
@@ -372,6 +579,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     state.phase = 'live';
     publish();
   }
+  return await hold();
 
   // ---- changes ---------------------------------------------------------------------------------------------------
   async function fanOut(
@@ -442,47 +650,257 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     publish();
   }
 
-  const allBuysEnded = () => Object.values(state.buys).every((buy) => buy.finalStatus !== undefined);
-  while ((state.phase as CampaignPhase) !== 'canceled') {
-    if (queue.length > 0) {
-      const next = queue[0];
-      await runChange(next);
-      queue.shift();
-      continue;
-    }
-    if (Object.keys(state.buys).length === 0 || allBuysEnded()) break;
-    await condition(() => queue.length > 0 || allBuysEnded());
+  // ---- following the buys: creatives, delivery and pacing, alerts ------------------------------------------------
+  // Declarations only below: this part of the function is reached through hoisting (hold), never run in order.
+
+  /** Whether a buy should get the library now (it exists at the seller, has not ended, lacks this version). */
+  function needsSync(buy: CampaignBuy, version: number, retry: boolean): boolean {
+    if (buy.finalStatus || !buy.mediaBuyId || ENDED_BUY_STATUSES.has(buy.status ?? '')) return false;
+    const sync = buy.creativeSync;
+    if (!sync || sync.version < version) return true;
+    return retry && sync.version === version && sync.outcome === 'failed' && (sync.attempts ?? 1) < MAX_SYNC_ATTEMPTS;
   }
-  // A cancel before any buy existed: nothing to fan out.
-  if (cancelRequested && !finished.has(cancelRequested.sequence)) {
-    state.phase = 'canceled';
-    cancelRequested.outcome = 'applied';
-    cancelRequested.finishedAt = iso(Date.now());
-    for (const queued of queue) {
-      queued.record.outcome = queued.record === cancelRequested ? 'applied' : 'failed';
+
+  function libraryWaiting(): boolean {
+    const library = state.library;
+    if (!library || library.creatives.length === 0) return false;
+    return Object.values(state.buys).some((buy) => needsSync(buy, library.version, false));
+  }
+
+  /** Record what a buy's workflow says; true when something that calls for a sooner look changed. */
+  function fold(buy: CampaignBuy, digest: BuyDigest): boolean {
+    if (!digest.found) return false;
+    const before = JSON.stringify([buy.status, buy.mediaBuyId, buy.creatives]);
+    if (digest.status) buy.status = digest.status;
+    if (digest.mediaBuyId) buy.mediaBuyId = digest.mediaBuyId;
+    if (digest.startTime) buy.startTime = digest.startTime;
+    if (digest.endTime) buy.endTime = digest.endTime;
+    buy.creatives = digest.creatives;
+    packagesOf.set(buy.agentId, digest.packages);
+    if (digest.mediaBuyId)
+      buy.delivery = {
+        impressions: digest.totals?.impressions ?? 0,
+        spend: digest.totals?.spend ?? 0,
+        ...(digest.totals?.clicks !== undefined ? { clicks: digest.totals.clicks } : {}),
+        plannedSpend: buy.delivery?.plannedSpend ?? 0,
+        pacing: buy.delivery?.pacing ?? null,
+        at: iso(Date.now()),
+      };
+    if (digest.status === 'rejected')
+      alert('buy_rejected', buy.agentId, digest.failure ?? 'the seller rejected the buy');
+    // A buy by proposal being followed (campaign-proposals.ts) ends when its follower says: a refused create may be
+    // quoted again under the next key.
+    const followed = followedProposals.has(buy.agentId);
+    if (digest.status === 'create_failed' && !followed)
+      alert('buy_failed', buy.agentId, digest.failure ?? 'create_media_buy failed');
+    // A buy that has settled ends for the campaign too (in a continued run there is no child handle to say so).
+    if (digest.done && !buy.finalStatus && !followed) {
+      buy.finalStatus = digest.status;
+      if (digest.failure) buy.finalMessage = digest.failure;
+      if (digest.status === 'rejected' || digest.status === 'create_failed') buy.committedBudget = 0;
+      delete buy.pendingBudget;
+    }
+    if (digest.seller) {
+      const down = digest.seller.reachable === false || digest.seller.circuit === 'open';
+      const note = digest.seller.error ?? `circuit ${digest.seller.circuit ?? 'unknown'}`;
+      if (down) alert('seller_unavailable', buy.agentId, `seller down: ${note}`);
+      else if (digest.seller.reachable === true)
+        clearAlert('seller_unavailable', buy.agentId, 'seller reachable again');
+    }
+    return JSON.stringify([buy.status, buy.mediaBuyId, buy.creatives]) !== before;
+  }
+
+  /** Send the library to every buy that lacks its version (through the buy's attachCreatives Update). */
+  async function syncLibrary(): Promise<boolean> {
+    const library = state.library;
+    if (!library || library.creatives.length === 0) return false;
+    const targets = Object.values(state.buys).filter((buy) => needsSync(buy, library.version, true));
+    if (targets.length === 0) return false;
+    await Promise.all(
+      targets.map(async (buy) => {
+        const attempts = buy.creativeSync?.version === library.version ? (buy.creativeSync.attempts ?? 1) + 1 : 1;
+        let outcome: ChangeCampaignBuyOutcome;
+        try {
+          outcome = await syncCampaignCreatives({
+            workflowId: buy.workflowId,
+            creatives: library.creatives,
+            assignments: assignmentsFor(packagesOf.get(buy.agentId) ?? [], buy.lines, formatsOf, library.creatives),
+            requestedBy: `campaign:${state.campaignKey}`,
+            updateId: `${input.campaignKey}.creatives-v${library.version}.${buy.agentId}.${attempts}`,
+          });
+        } catch (failure) {
+          outcome = { outcome: 'failed', error: errorOf(failure) };
+        }
+        const result = outcome.outcome === 'applied' ? 'applied' : outcome.outcome === 'refused' ? 'refused' : 'failed';
+        buy.creativeSync = {
+          version: library.version,
+          outcome: result,
+          at: iso(Date.now()),
+          attempts,
+          ...(outcome.error ? { error: `${outcome.error.code}: ${outcome.error.message}` } : {}),
+        };
+        if (result !== 'applied')
+          log.warn('Campaign creative sync did not apply', {
+            campaignKey: state.campaignKey,
+            agentId: buy.agentId,
+            version: library.version,
+            outcome: result,
+            error: buy.creativeSync.error,
+          });
+      }),
+    );
+    return true;
+  }
+
+  /** Coverage, delivery and pacing per buy and in total, and the alerts they raise or clear. */
+  function evaluate(): void {
+    const nowMs = Date.now();
+    const threshold = input.monitoring?.underDeliveryThreshold ?? DEFAULT_UNDER_DELIVERY_THRESHOLD;
+    const graceMs = input.monitoring?.underDeliveryGraceMs ?? DEFAULT_UNDER_DELIVERY_GRACE_MS;
+    const library = state.library?.creatives ?? [];
+    const deliveries = [];
+    for (const buy of Object.values(state.buys)) {
+      buy.coverage = coverageFor(buy.lines, formatsOf, library);
+      for (const [creativeId, review] of Object.entries(buy.creatives ?? {})) {
+        const rejected = review.status === 'rejected' || review.action === 'failed';
+        if (rejected)
+          alert(
+            'creative_rejected',
+            buy.agentId,
+            `${creativeId}: ${review.error ?? review.status ?? review.action}`,
+            creativeId,
+          );
+        else if (review.status === 'approved') clearAlert('creative_rejected', buy.agentId, 'approved', creativeId);
+      }
+      if (!buy.delivery || buy.status === 'rejected' || buy.status === 'create_failed') continue;
+      const startMs = Date.parse(buy.startTime ?? state.flight.startTime);
+      const endMs = Date.parse(buy.endTime ?? state.flight.endTime);
+      const planned = plannedSpend(buy.committedBudget, startMs, endMs, nowMs);
+      buy.delivery.plannedSpend = planned;
+      buy.delivery.pacing = nowMs >= startMs ? pacingOf(buy.delivery.spend, planned) : null;
+      deliveries.push(buy.delivery);
+      const pacing = buy.delivery.pacing;
+      if (buy.status === 'active' && nowMs >= startMs + graceMs && pacing !== null && pacing < threshold)
+        alert(
+          'under_delivery',
+          buy.agentId,
+          `pacing ${pacing}: spend ${buy.delivery.spend} of ${planned} planned by now (threshold ${threshold})`,
+        );
+      else if (pacing !== null && pacing >= threshold)
+        clearAlert('under_delivery', buy.agentId, `pacing ${pacing} (threshold ${threshold})`);
+    }
+    if (deliveries.length > 0) state.delivery = sumDelivery(deliveries, iso(nowMs));
+  }
+
+  /** One look at the buys: read them (one activity), sync the library where it is missing, evaluate. */
+  async function look(): Promise<boolean> {
+    let changed = false;
+    const open = Object.values(state.buys).filter((buy) => !buy.finalStatus);
+    if (open.length > 0) {
+      try {
+        const digests = await readCampaignBuys({
+          buys: open.map((buy) => ({ agentId: buy.agentId, workflowId: buy.workflowId })),
+        });
+        for (const digest of digests)
+          if (state.buys[digest.agentId]) changed = fold(state.buys[digest.agentId], digest) || changed;
+      } catch (failure) {
+        log.warn('Campaign could not read its buys; looking again later', {
+          campaignKey: state.campaignKey,
+          error: errorOf(failure).message,
+        });
+      }
+    }
+    changed = (await syncLibrary()) || changed;
+    evaluate();
+    state.monitoring = { looks: (state.monitoring?.looks ?? 0) + 1, lastLookAt: iso(Date.now()) };
+    publishChanges();
+    return changed;
+  }
+
+  // ---- holding the campaign: changes, creatives, delivery, alerts ------------------------------------------------
+  async function hold(): Promise<CampaignState> {
+    const allBuysEnded = () => Object.values(state.buys).every((buy) => buy.finalStatus !== undefined);
+    // Campaigns from before it (committed histories) keep waiting without timers or reads.
+    const monitored = Object.keys(state.buys).length > 0 && patched(MONITOR_PATCH);
+    const lookIntervalMs = Math.max(input.monitoring?.intervalMs ?? DEFAULT_LOOK_INTERVAL_MS, FIRST_LOOK_MS);
+    let lookDelayMs = FIRST_LOOK_MS;
+    let nextLookAtMs = Date.now() + (carried ? 0 : FIRST_LOOK_MS);
+    while ((state.phase as CampaignPhase) !== 'canceled') {
+      if (queue.length > 0) {
+        const next = queue[0];
+        await runChange(next);
+        queue.shift();
+        continue;
+      }
+      if (Object.keys(state.buys).length === 0 || allBuysEnded()) break;
+      if (!monitored) {
+        await condition(() => queue.length > 0 || allBuysEnded());
+        continue;
+      }
+      if (Date.now() >= nextLookAtMs || libraryWaiting()) {
+        const changed = await look();
+        lookDelayMs = changed ? FIRST_LOOK_MS : Math.min(lookDelayMs * 2, lookIntervalMs);
+        nextLookAtMs = Date.now() + lookDelayMs;
+        continue;
+      }
+      const info = workflowInfo();
+      if (
+        (info.historyLength >= (input.historyEventLimit ?? DEFAULT_HISTORY_EVENT_LIMIT) ||
+          info.continueAsNewSuggested) &&
+        // Not while a buy by proposal may still be quoted again: its follower does not carry over.
+        !proposalCreatesSettling(state.buys, followedProposals)
+      ) {
+        await condition(allHandlersFinished);
+        if (queue.length === 0) {
+          const next: CampaignCarried = { state, changeSequence, productFormats: [...productFormats] };
+          const { creatives: _creatives, carried: _carried, ...rest } = input;
+          log.info('Campaign continues as new', {
+            campaignKey: state.campaignKey,
+            run: state.run ?? 1,
+            historyLength: info.historyLength,
+          });
+          // The buys are abandoned children: they keep running, and the next run follows them by their IDs.
+          return await continueAsNew<typeof adcpCampaign>({ ...rest, indexed, carried: next });
+        }
+        continue;
+      }
+      const libraryVersion = state.library?.version ?? 0;
+      await condition(
+        () => queue.length > 0 || allBuysEnded() || (state.library?.version ?? 0) !== libraryVersion,
+        Math.max(nextLookAtMs - Date.now(), 1),
+      );
+    }
+    // A cancel before any buy existed: nothing to fan out.
+    if (cancelRequested && !finished.has(cancelRequested.sequence)) {
+      state.phase = 'canceled';
+      cancelRequested.outcome = 'applied';
+      cancelRequested.finishedAt = iso(Date.now());
+      for (const queued of queue) {
+        queued.record.outcome = queued.record === cancelRequested ? 'applied' : 'failed';
+        finished.set(queued.record.sequence, {
+          sequence: queued.record.sequence,
+          outcome: queued.record.outcome,
+          committedBudget: state.committedBudget,
+          buys: {},
+        });
+      }
+      queue.length = 0;
+    }
+    // Requests queued behind the cancel are answered (not run): the campaign has ended.
+    for (const queued of queue.splice(0)) {
+      queued.record.outcome = 'failed';
       finished.set(queued.record.sequence, {
         sequence: queued.record.sequence,
-        outcome: queued.record.outcome,
+        outcome: 'failed',
         committedBudget: state.committedBudget,
         buys: {},
       });
     }
-    queue.length = 0;
+    if ((state.phase as CampaignPhase) !== 'canceled') state.phase = 'ended';
+    publish();
+    // A canceled campaign ends once every buy has answered its cancel; the buys' own workflows (abandoned children) go
+    // on to settle their delivery with a lifetime pull, as they do for any canceled buy.
+    await condition(allHandlersFinished);
+    return state;
   }
-  // Requests queued behind the cancel are answered (not run): the campaign has ended.
-  for (const queued of queue.splice(0)) {
-    queued.record.outcome = 'failed';
-    finished.set(queued.record.sequence, {
-      sequence: queued.record.sequence,
-      outcome: 'failed',
-      committedBudget: state.committedBudget,
-      buys: {},
-    });
-  }
-  if ((state.phase as CampaignPhase) !== 'canceled') state.phase = 'ended';
-  publish();
-  // A canceled campaign ends once every buy has answered its cancel; the buys' own workflows (abandoned children) go
-  // on to settle their delivery with a lifetime pull, as they do for any canceled buy.
-  await condition(allHandlersFinished);
-  return state;
 }

@@ -23,6 +23,7 @@ import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attrib
 import { operationIdFor } from '../protocol/ids';
 import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../protocol/catalogue';
 import {
+  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
@@ -114,7 +115,8 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     try {
       const child = await startChild(OPERATION_WORKFLOW_TYPE, {
         workflowId: operationId,
-        args: [operationInput],
+        // Revision 3: the lean path for new operations (workflows/definitions.ts OperationInput.revision).
+        args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
         // At the deadline the discovery asks the operation to stop and does not wait for it to finish stopping;
         // a discovery that ends for any other reason takes its calls with it.
         cancellationType: ChildWorkflowCancellationType.TRY_CANCEL,

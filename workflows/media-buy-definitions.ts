@@ -11,6 +11,7 @@ import type {
   MetricTotals,
   ReportingNotification,
 } from '../protocol/media-buy';
+import type { GovernanceSettings, GovernanceState } from './governance-definitions';
 
 export const MEDIA_BUY_WORKFLOW_TYPE = 'adcpMediaBuy';
 
@@ -68,6 +69,11 @@ export interface MediaBuyInput {
   principal?: string;
   /** Index the buy and its operations (false on servers without the AdCP search attributes). */
   indexed?: boolean;
+  /**
+   * A governance agent for the buy's plan (#14 item 6): an intent check_governance before create_media_buy and before
+   * every change that raises budget, report_plan_outcome once the seller answered. Absent: no governance calls.
+   */
+  governance?: GovernanceSettings;
   /** Set only by continue-as-new. */
   carried?: MediaBuyCarried;
 }
@@ -266,6 +272,8 @@ export interface MediaBuyState {
   run: number;
   /** Whether the workflow has finished following the buy. */
   done: boolean;
+  /** Checks, decisions and outcome reports at the buy's governance agent (only for buys that name one). */
+  governance?: GovernanceState;
 }
 
 /** A verified reporting webhook for this buy, as the gateway (or a test acting as it) signals it. */

@@ -45,11 +45,20 @@ import {
 import { type AdcpError, operationIdFor } from '../protocol';
 import { mediaBuySnapshotFrom } from '../protocol/media-buy';
 import {
+  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
 } from './definitions';
+import {
+  type GovernanceCaller,
+  governSpend,
+  newGovernanceState,
+  raisesBudget,
+  registerGovernanceDecisions,
+  reportPlanOutcome,
+} from './governance';
 import {
   type ChangeAnswer,
   type ChangeRecord,
@@ -147,6 +156,17 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
   // Tenancy (#12): only buys created with a tenant carry these fields (older histories are unchanged).
   if (!carried && input.tenant !== undefined) state.tenant = input.tenant;
   if (!carried && input.principal !== undefined) state.principal = input.principal;
+  // Governance (#14 item 6): only buys that name a governance agent check, wait for decisions and report outcomes.
+  if (!carried && input.governance) state.governance = newGovernanceState(input.governance);
+  const governance: GovernanceCaller | undefined = input.governance
+    ? {
+        settings: input.governance,
+        ownerKey: input.buyKey,
+        ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+        ...(input.principal !== undefined ? { principal: input.principal } : {}),
+        indexed,
+      }
+    : undefined;
   const alertLeadMs = input.creativeAlertLeadMs ?? DEFAULT_CREATIVE_ALERT_LEAD_MS;
   const account = input.params.account;
 
@@ -222,6 +242,8 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
   setHandler(refreshMediaBuySignal, () => {
     refreshRequested = true;
   });
+
+  if (state.governance) registerGovernanceDecisions(state.governance);
 
   setHandler(
     changeMediaBuyUpdate,
@@ -358,6 +380,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       parts.push(`${Object.keys(state.reporting.missingPeriods).length} periods missing`);
     if (state.creativeAlerts.length > 0)
       parts.push(`creative alert: ${state.creativeAlerts[state.creativeAlerts.length - 1].kind}`);
+    if (state.governance) parts.push(`governance: ${state.governance.status}`);
     setCurrentDetails(parts.join(' · '));
   }
 
@@ -378,7 +401,8 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     };
     const child = await startChild(OPERATION_WORKFLOW_TYPE, {
       workflowId: operationId,
-      args: [operationInput],
+      // Revision 3: the lean path for new operations (workflows/definitions.ts OperationInput.revision).
+      args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
       // The operation finishes what it started even if this buy's workflow goes away.
       parentClosePolicy: ParentClosePolicy.ABANDON,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
@@ -404,8 +428,37 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     }
   }
 
+  /** The approved intent check of the create, and the seller's error if it made no buy, for report_plan_outcome. */
+  let createCheck: { checkId?: string; governanceContext?: string } | undefined;
+  let createError: { code: string; message: string } | undefined;
+
   async function createBuy(): Promise<void> {
-    const params: Record<string, unknown> = { ...input.params };
+    let params: Record<string, unknown> = { ...input.params };
+    if (governance && state.governance) {
+      const verdict = await governSpend(governance, state.governance, {
+        action: 'create',
+        tool: 'create_media_buy',
+        payload: params,
+        onChange: publish,
+      });
+      if (!verdict.ok) {
+        // Nothing was sent to the seller: the buy ends here with the agent's (or the person's) explanation.
+        machine.fail(verdict.code.toLowerCase(), verdict.message, {
+          code: verdict.code,
+          message: verdict.message,
+          recovery: 'terminal',
+        });
+        return;
+      }
+      params = {
+        ...verdict.payload,
+        ...(verdict.governanceContext ? { governance_context: verdict.governanceContext } : {}),
+      };
+      createCheck = {
+        ...(verdict.checkId ? { checkId: verdict.checkId } : {}),
+        ...(verdict.governanceContext ? { governanceContext: verdict.governanceContext } : {}),
+      };
+    }
     const reporting = input.reporting;
     if (reporting) {
       const chosen = chooseReportingFrequency(reporting);
@@ -441,6 +494,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     }
     if (operation.status !== 'completed') {
       const error = operation.errors?.[0];
+      if (error) createError = { code: error.code, message: error.message };
       if (operation.status === 'rejected') {
         machine.observeStatus(
           'rejected',
@@ -470,6 +524,37 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       machine.observeStatus('pending_creatives', 'create', 'the answer named no media-buy status');
   }
 
+  /** report_plan_outcome for the governed create: the seller's buy, or why there is none. */
+  async function reportCreateOutcome(caller: GovernanceCaller, governanceState: MediaBuyState['governance'] & object) {
+    const packages = Object.values(state.packages);
+    const committed = packages.reduce((sum, pkg) => sum + (pkg.budget ?? 0), 0);
+    await reportPlanOutcome(caller, governanceState, {
+      action: 'create',
+      ...createCheck,
+      ...(state.mediaBuyId
+        ? {
+            outcome: 'completed' as const,
+            sellerResponse: {
+              seller_reference: state.mediaBuyId,
+              ...(packages.length > 0 ? { committed_budget: committed } : {}),
+              packages: packages.map((pkg) => ({
+                package_id: pkg.packageId,
+                ...(pkg.productId ? { product_id: pkg.productId } : {}),
+                ...(pkg.budget !== undefined ? { budget: pkg.budget } : {}),
+              })),
+              ...(state.creativeDeadline ? { creative_deadline: state.creativeDeadline } : {}),
+            },
+          }
+        : {
+            outcome: 'failed' as const,
+            error: createError ?? {
+              code: state.failure?.reason ?? (state.status === 'rejected' ? 'REJECTED' : 'FAILED'),
+              message: state.failure?.message ?? `The seller did not make the buy (${state.status}).`,
+            },
+          }),
+    });
+  }
+
   // ---- changes ---------------------------------------------------------------------------------------------------
   async function runChange(queued: { record: ChangeRecord; request: ChangeRequest }): Promise<void> {
     const { record, request } = queued;
@@ -497,22 +582,60 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     record.operationId = operationIdFor('update_media_buy', callerKey);
     record.outcome = 'running';
     publish();
+    let updateParams = updateParamsFor(state.mediaBuyId!, request, {
+      account,
+      ...(state.revision !== undefined ? { revision: state.revision } : {}),
+    });
+    // Governance: a change that raises budget is a spend, checked before the seller hears of it.
+    let changeCheck: { checkId?: string; governanceContext?: string } | undefined;
+    if (governance && state.governance && raisesBudget(state.packages, request)) {
+      const verdict = await governSpend(governance, state.governance, {
+        action: `change-${record.sequence}`,
+        tool: 'update_media_buy',
+        payload: updateParams,
+        onChange: publish,
+      });
+      if (!verdict.ok) {
+        finish('refused', { code: verdict.code, message: verdict.message });
+        return;
+      }
+      updateParams = {
+        ...verdict.payload,
+        ...(verdict.governanceContext ? { governance_context: verdict.governanceContext } : {}),
+      };
+      changeCheck = {
+        ...(verdict.checkId ? { checkId: verdict.checkId } : {}),
+        ...(verdict.governanceContext ? { governanceContext: verdict.governanceContext } : {}),
+      };
+    }
     let operation: OperationState;
     try {
-      operation = await runOperation(
-        'update_media_buy',
-        callerKey,
-        updateParamsFor(state.mediaBuyId!, request, {
-          account,
-          ...(state.revision !== undefined ? { revision: state.revision } : {}),
-        }),
-      );
+      operation = await runOperation('update_media_buy', callerKey, updateParams);
     } catch (failure) {
       if (isCancellation(failure)) throw failure;
       finish('failed', errorOf(failure));
       return;
     }
     record.taskStatus = operation.status;
+    if (governance && state.governance && changeCheck) {
+      const error = operation.errors?.[0];
+      await reportPlanOutcome(governance, state.governance, {
+        action: `change-${record.sequence}`,
+        ...changeCheck,
+        ...(operation.status === 'completed'
+          ? {
+              outcome: 'completed' as const,
+              sellerResponse: { seller_reference: state.mediaBuyId!, ...(operation.result ?? {}) },
+            }
+          : {
+              outcome: 'failed' as const,
+              error: {
+                code: error?.code ?? operation.status,
+                message: error?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
+              },
+            }),
+      });
+    }
     // A 3.0 seller answers a cancel with the buy's `status: "canceled"` at the root, where the task status lives
     // (3.1 moved it to media_buy_status): the operation reads it as its task canceled. Not canceled by anyone here
     // and without errors, it is the buy that was canceled; a read confirms it.
@@ -809,6 +932,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
   if (state.status === 'creating') {
     await createBuy();
     if (!machine.terminal) refreshRequested = false;
+    if (governance && state.governance && createCheck) await reportCreateOutcome(governance, state.governance);
     publish();
   }
   while (!state.done) {

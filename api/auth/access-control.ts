@@ -78,11 +78,31 @@ export const V1_POLICY: RoutePolicy[] = [
     roles: ['buyer'],
     resource: 'media-buy',
   },
+  // A person's decision on governance conditions (#14 item 6): an approval of spend, like the campaign's gate.
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/media-buys/${ID}/governance/decision$`, 'i'),
+    roles: ['approver'],
+    resource: 'media-buy',
+  },
   // Discoveries and campaigns (#14), tenant-scoped like media buys (#12): their workflows record their tenant.
   { method: 'POST', pattern: /^\/v1\/discoveries$/i, roles: ['buyer'] },
   { method: 'GET', pattern: new RegExp(`^/v1/discoveries/${ID}$`, 'i'), roles: ['reader'], resource: 'discovery' },
   { method: 'POST', pattern: /^\/v1\/campaigns$/i, roles: ['buyer'] },
   { method: 'GET', pattern: new RegExp(`^/v1/campaigns/${ID}$`, 'i'), roles: ['reader'], resource: 'campaign' },
+  {
+    method: 'GET',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/creatives$`, 'i'),
+    roles: ['reader'],
+    resource: 'campaign',
+  },
+  // The campaign's creative library: what every seller's buys show, set by the buyer like its selection.
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/creatives$`, 'i'),
+    roles: ['buyer'],
+    resource: 'campaign',
+  },
   {
     method: 'POST',
     pattern: new RegExp(`^/v1/campaigns/${ID}/(?:selection|changes)$`, 'i'),

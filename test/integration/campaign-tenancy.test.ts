@@ -261,10 +261,18 @@ test('over HTTP another tenant gets the 404 of a missing campaign or discovery; 
     ],
     [`/v1/campaigns/${id}/approval`, 'approver', { approved_by: 'x@globex' }],
     [`/v1/campaigns/${id}/changes`, 'buyer', { kind: 'cancel', requested_by: 'x@globex' }],
+    [
+      `/v1/campaigns/${id}/creatives`,
+      'buyer',
+      { creatives: [{ creative_id: 'cr_x', format_id: { id: 'display_300x250' } }], requested_by: 'x@globex' },
+    ],
   ] as const) {
     const answer = await call('POST', route, `globex/${role}`, body);
     expect(answer).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
   }
+  // The creative library reads like the campaign: its owner's, nobody else's.
+  expect((await call('GET', `/v1/campaigns/${id}/creatives`, 'globex/reader')).status).toBe(404);
+  expect((await call('GET', `/v1/campaigns/${id}/creatives`, 'acme/reader')).status).toBe(200);
   expect((await call('GET', `/v1/discoveries/${discoveryId}`, 'globex/reader')).status).toBe(404);
   expect((await call('GET', `/v1/discoveries/${discoveryId}`, 'acme/reader')).status).toBe(200);
 

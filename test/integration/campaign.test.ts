@@ -67,8 +67,8 @@ beforeAll(async () => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  // No reporting webhooks here: the 3.0 example seller requires reporting_webhook.authentication, which only sellers
-  // on a legacy webhook scheme get (activities/media-buy.ts). The budget-guard test registers them with fixture sellers.
+  // No reporting webhooks here (no base URL): the budget-guard test registers them with fixture sellers. Every seller,
+  // the 3.0 example seller included, now gets reporting_webhook.authentication (activities/media-buy.ts).
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: capabilities });
   app.use(createDiscoveryRouter({ campaigns }));
   app.use(createCampaignRouter({ campaigns }));

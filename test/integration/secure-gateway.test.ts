@@ -162,7 +162,9 @@ test('/metrics counts what the protections refuse (401, 403, 421) by route templ
     body: '{}',
   });
   expect(cancel.status).toBe(403);
-  const read = await call('GET', `${gateway.apiUrl}/v1/operations/${operationId}`, { key: gateway.keys['acme/reader'] });
+  const read = await call('GET', `${gateway.apiUrl}/v1/operations/${operationId}`, {
+    key: gateway.keys['acme/reader'],
+  });
   expect(read.status).toBe(200);
   const rebinding = await new Promise<number>((resolve, reject) => {
     const url = new URL(`${gateway.apiUrl}/v1/operations/${operationId}`);

@@ -173,7 +173,8 @@ describe('campaign rules', () => {
     expect(
       validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', agentId: 'zz', budget: 10 }),
     ).toMatchObject({
-      code: 'INVALID_REQUEST',
+      // A conflict with the campaign's state (HTTP 409), as the media-buy routes answer a change they cannot apply.
+      code: 'INVALID_STATE',
     });
     expect(validateCampaignChange({ ...state, phase: 'canceled' }, { kind: 'cancel', requestedBy: 'p' })).toMatchObject(
       {
