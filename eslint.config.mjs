@@ -10,7 +10,9 @@ const forbiddenInWorkflows = builtinModules
   .flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.temporal/', '.data/', 'tmp/', 'coverage/', 'dist/', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  {
+    ignores: ['node_modules/', '.temporal/', '.data/', 'tmp/', 'coverage/', 'dist/', '**/*.js', '**/*.mjs', '**/*.cjs'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
