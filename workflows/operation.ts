@@ -908,6 +908,20 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
     const polling = scope.run(() => activities.awaitTaskMove({ ...readInput(state.taskId!), since }));
+    await settleLooks(polling, scope, interrupt, plan, untilDeadline);
+  }
+
+  /**
+   * The end of a wait's looks, for both pollers: raced against what interrupts them (a webhook, an answer, a poll
+   * request, a cancel), then applied. Reads never fail the operation.
+   */
+  async function settleLooks(
+    polling: Promise<ReadTaskOutcome & { polls: number }>,
+    scope: CancellationScope,
+    interrupt: () => boolean,
+    plan: WaitPlan,
+    untilDeadline: number,
+  ): Promise<void> {
     const interrupted = condition(interrupt);
     const winner = await Promise.race([
       polling.then(
@@ -934,7 +948,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           await condition(interrupt, toDeadline);
         return;
       }
-      // Reads never fail the operation: note it and let the loop look again at the next cadence.
+      // Note it and let the loop look again at the next cadence.
       const error = errorFromFailure(failure);
       machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
       publish();
@@ -968,37 +982,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       maxIntervalMs: plan.maxIntervalMs,
     };
     const polling = scope.run(() => activities.awaitTaskMoveOnCadence({ ...readInput(state.taskId!), since, cadence }));
-    const interrupted = condition(interrupt);
-    const winner = await Promise.race([
-      polling.then(
-        () => 'poll' as const,
-        () => 'poll' as const,
-      ),
-      interrupted.then(() => 'signal' as const),
-    ]);
-    if (winner === 'signal') scope.cancel();
-    try {
-      const changed = await polling;
-      state.pollCount += changed.polls;
-      applyReadOutcome(changed);
-      publish();
-    } catch (failure) {
-      if (isCancellation(failure) && winner === 'signal') return;
-      if (isCancellation(failure)) throw failure;
-      if (budgetRanOut(failure)) {
-        state.pollCount += pollsBeforeBudgetRanOut(failure);
-        // As above: at the end of a working window the loop continues at the slower cadence; at the deadline it
-        // waits for it (still interruptible) and takes its last look.
-        const toDeadline = deadlineMs - Date.now();
-        if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0)
-          await condition(interrupt, toDeadline);
-        return;
-      }
-      const error = errorFromFailure(failure);
-      machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
-      publish();
-      await condition(interrupt, Math.min(plan.maxIntervalMs, Math.max(deadlineMs - Date.now(), 0)));
-    }
+    await settleLooks(polling, scope, interrupt, plan, untilDeadline);
   }
 
   // ---- waits on people ----------------------------------------------------------------------------------------
