@@ -14,15 +14,17 @@ import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams, getProductsParams } from '../test/harness/demo-requests';
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
+import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
 
 const OUT = path.resolve(__dirname, '..', 'test', 'histories');
 /**
  * Histories are named by the workflow code that wrote them: `v1-*` predate the convergence rewrite (they replay on
  * workflows/legacy/), `v2-*` were started without an input revision (the path `patched()` chose), `v3-*` are today's
- * (OperationInput.revision 3: no patch marker, reads planned in their call, looks on the activity's own cadence).
- * All must keep replaying; recording writes only the current generation's files.
+ * (OperationInput.revision 3: no patch marker, reads planned in their call, looks on the activity's own cadence), `v4-*`
+ * revision 4 (a webhook that leaves the status as it is does not end the looks). All must keep replaying; recording
+ * writes only the current generation's files.
  */
-const GENERATION = 'v3';
+const GENERATION = 'v4';
 
 async function main(): Promise<void> {
   const server = await startDevServer({ port: await freePort(), headless: true });
@@ -90,6 +92,28 @@ async function main(): Promise<void> {
       { status: 'completed', afterPolls: 1, payload: { products: [] } },
     ]);
     await record('read-submitted-completed', await start('get_products'));
+
+    // Webhooks during the looks: a repeat of the status and progress reports are applied while the looks go on (revision
+    // 4); a new status ends them; the completion arrives by webhook. Signalled as the gateway would, after verification.
+    seller.script('get_products', [
+      { status: 'submitted' },
+      { status: 'completed', afterMs: 600_000, payload: { products: [] } },
+    ]);
+    const pushed = await start('get_products');
+    const taskId = await eventually(async () => (await stack.orchestrator.status(pushed)).state?.taskId);
+    const push = async (key: string, snapshot: WebhookDelivery['snapshot']) => {
+      await stack.client.workflow
+        .getHandle(pushed)
+        .signal(webhookReceivedSignal, { eventKey: key, snapshot, receivedAt: new Date().toISOString() });
+      await eventually(async () =>
+        ((await stack.orchestrator.status(pushed)).state?.webhooksApplied ?? 0) >= Number(key) ? true : undefined,
+      );
+    };
+    await push('1', { status: 'submitted', taskId, message: 'queued behind other requests' });
+    await push('2', { status: 'working', taskId, progress: { percentage: 30 } });
+    await push('3', { status: 'working', taskId, progress: { percentage: 60 } });
+    await push('4', { status: 'completed', taskId, result: { products: [] } });
+    await record('webhooks-during-looks', pushed);
 
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
     const canceled = await start();

@@ -188,7 +188,9 @@ export interface OperationInput {
    * Absent: started before revision 3, so the run decides its path by `patched()` markers as it always did.
    * From 3 on the run takes the lean path without asking `patched()` (no marker and no TemporalChangeVersion upsert):
    * reads planned inside their one call, looks scheduled without a first timer, and the cadence kept by the look
-   * activity itself. Carried across continue-as-new with the rest of the input.
+   * activity itself. From 4 on a webhook that leaves the status as it is (a progress report, a repeat) is applied
+   * while the looks go on, instead of cancelling them and scheduling new ones. Carried across continue-as-new with the
+   * rest of the input.
    */
   revision?: number;
   /** Set only by continue-as-new. */
@@ -196,7 +198,7 @@ export interface OperationInput {
 }
 
 /** The revision the typed client starts operations with (see OperationInput.revision). */
-export const CURRENT_OPERATION_REVISION = 3;
+export const CURRENT_OPERATION_REVISION = 4;
 
 export interface CarriedState {
   state: OperationState;

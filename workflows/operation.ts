@@ -231,6 +231,8 @@ function tenantOf(input: OperationInput): { tenant?: string } {
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
   // Started for revision 3 or later (OperationInput.revision): never the legacy code, so no patch marker to record.
   const lean = (input.revision ?? 0) >= 3;
+  // Revision 4: a webhook that leaves the wait as it is (same status, not final) is applied while the looks go on.
+  const quietWebhooks = (input.revision ?? 0) >= 4;
   if (!lean && !patched(CONVERGENCE_PATCH)) return operationV1(input);
 
   const info = workflowInfo();
@@ -368,7 +370,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
             .find((transition) => transition.to === 'input-required' && transition.from !== 'input-required');
           if (entered) {
             metricMeter
-              .createHistogram('adcp_operation_input_wait', 'float', 's', 'Time an AdCP operation waited for input')
+              .createHistogram(
+                'adcp_operation_input_wait',
+                'float',
+                's',
+                'Time an AdCP operation waited for input',
+              )
               .record((Date.now() - Date.parse(entered.at)) / 1000, { task: state.task, agent: state.agentId, to });
           }
         }
@@ -922,14 +929,21 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     plan: WaitPlan,
     untilDeadline: number,
   ): Promise<void> {
-    const interrupted = condition(interrupt);
-    const winner = await Promise.race([
-      polling.then(
-        () => 'poll' as const,
-        () => 'poll' as const,
-      ),
-      interrupted.then(() => 'signal' as const),
-    ]);
+    const statusWaitedOn = state.status;
+    const looked = polling.then(
+      () => 'poll' as const,
+      () => 'poll' as const,
+    );
+    let winner: 'poll' | 'signal';
+    for (;;) {
+      winner = await Promise.race([looked, condition(interrupt).then(() => 'signal' as const)]);
+      if (winner === 'poll' || !quietWebhooks || !onlyWebhooksArrived()) break;
+      // Progress reports and repeats of the status waited on change nothing the looks depend on: cancelling them would
+      // cost an activity cancel and a new schedule per webhook. Anything else (a new status, a final or provisional
+      // one) ends the looks so the main loop decides again.
+      drainInbox();
+      if (machine.terminal || state.provisional || state.status !== statusWaitedOn) break;
+    }
     if (winner === 'signal') scope.cancel();
     try {
       const changed = await polling;
@@ -954,6 +968,11 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       publish();
       await condition(interrupt, Math.min(plan.maxIntervalMs, Math.max(deadlineMs - Date.now(), 0)));
     }
+  }
+
+  /** Only webhooks interrupt the wait: no adoption, poll request or cancel, which must end the looks. */
+  function onlyWebhooksArrived(): boolean {
+    return inbox.length > 0 && pendingAdoption === undefined && !pollRequested && cancelRequest === undefined;
   }
 
   /**

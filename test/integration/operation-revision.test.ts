@@ -1,16 +1,22 @@
 /**
  * Operations carry the workflow code revision they were started for (OperationInput.revision, issue 15 B1/B3/B4).
- * The typed client starts revision 3: no `patched()` marker, a read planned inside its one local activity, and the
+ * The typed client starts the current revision (3 and later): no `patched()` marker, a read planned inside its one local activity, and the
  * looks of a wait made by one activity that keeps the cadence itself (no durable timer before the first look).
  * An operation started without a revision (an older client, a parent workflow) keeps the path `patched()` chooses,
- * so running operations of older code replay unchanged. Real dev server, the scripted seller over MCP.
+ * so running operations of older code replay unchanged. Revision 4 applies a webhook that leaves the status as it is
+ * (a progress report, a repeat) while the looks go on. Real dev server, the scripted seller over MCP.
  */
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
-import { type TestStack, registry, startTestStack } from '../harness/temporal';
-import type { OperationInput, OperationState } from '../../workflows/definitions';
+import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+import {
+  type OperationInput,
+  type OperationState,
+  type WebhookDelivery,
+  webhookReceivedSignal,
+} from '../../workflows/definitions';
 
 let seller: ScriptedSeller;
 let stack: TestStack;
@@ -110,4 +116,60 @@ test('a wait started without a revision keeps its first-look timer and awaitTask
   expect(timers(events)).toHaveLength(1);
   expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMove']);
   expect(patchMarkers(events)).toHaveLength(1);
+});
+
+const cancelRequests = (events: HistoryEvent[]) =>
+  events.filter((event) => event.activityTaskCancelRequestedEventAttributes);
+
+/** A read that goes async and waits ten minutes at the seller, started at `revision`; returns its id and task. */
+async function parkedRead(revision: number): Promise<{ workflowId: string; taskId: string }> {
+  seller.script('get_products', [
+    { status: 'submitted' },
+    { status: 'completed', afterMs: 600_000, payload: { products: [] } },
+  ]);
+  const workflowId = `adcp-get_products-revision-${revision}:${randomUUID()}`;
+  const input: OperationInput = { agentId: 'fixture', task: 'get_products', params: getProductsParams, revision };
+  await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
+  const taskId = await eventually(async () => (await stack.orchestrator.status(workflowId)).state?.taskId);
+  return { workflowId, taskId };
+}
+
+/** Signals a verified webhook as the gateway does, and waits until the operation has applied it. */
+async function push(workflowId: string, key: string, snapshot: WebhookDelivery['snapshot']): Promise<OperationState> {
+  await stack.client.workflow
+    .getHandle(workflowId)
+    .signal(webhookReceivedSignal, { eventKey: key, snapshot, receivedAt: new Date().toISOString() });
+  return eventually(async () => {
+    const state = (await stack.orchestrator.status(workflowId)).state;
+    return state && state.webhooksApplied >= Number(key) ? state : undefined;
+  });
+}
+
+test('revision 4: progress reports and repeats are applied while the looks go on; a new status ends them', async () => {
+  const { workflowId, taskId } = await parkedRead(4);
+  await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
+  const progressed = await push(workflowId, '2', { status: 'submitted', taskId, progress: { percentage: 20 } });
+  expect(progressed.progress?.percentage).toBe(20);
+  expect(progressed.status).toBe('submitted');
+  let events = await historyOf(workflowId);
+  expect(cancelRequests(events)).toHaveLength(0);
+  expect(activityTypes(events)).toEqual(['awaitTaskMoveOnCadence']);
+
+  await push(workflowId, '3', { status: 'working', taskId, progress: { percentage: 40 } });
+  await eventually(async () => (activityTypes(await historyOf(workflowId)).length === 2 ? true : undefined));
+  await push(workflowId, '4', { status: 'working', taskId, progress: { percentage: 70 } });
+  const done = await push(workflowId, '5', { status: 'completed', taskId, result: { products: [] } });
+  expect(done.status).toBe('completed');
+  events = await historyOf(workflowId);
+  // One cancel when the status moved to working, one when it completed: none for the three webhooks between.
+  expect(cancelRequests(events)).toHaveLength(2);
+  expect(activityTypes(events)).toEqual(['awaitTaskMoveOnCadence', 'awaitTaskMoveOnCadence']);
+});
+
+test('revision 3 (operations started before) still ends the looks at every webhook', async () => {
+  const { workflowId, taskId } = await parkedRead(3);
+  await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
+  await eventually(async () => (activityTypes(await historyOf(workflowId)).length === 2 ? true : undefined));
+  expect(cancelRequests(await historyOf(workflowId))).toHaveLength(1);
+  await stack.client.workflow.getHandle(workflowId).terminate('test over');
 });

@@ -11,10 +11,11 @@ import { workflowBundle } from '../harness/temporal';
 const dir = path.resolve(__dirname, '..', 'histories');
 const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
-test('there are committed histories of every workflow generation to replay (v1: before the convergence rewrite; v3: input revision 3)', () => {
+test('there are committed histories of every workflow generation to replay (v1: before the convergence rewrite; v3, v4: input revisions 3 and 4)', () => {
   expect(files.filter((file) => file.startsWith('v1-')).length).toBeGreaterThanOrEqual(4);
   expect(files.filter((file) => file.startsWith('v2-')).length).toBeGreaterThanOrEqual(4);
   expect(files.filter((file) => file.startsWith('v3-')).length).toBeGreaterThanOrEqual(6);
+  expect(files.filter((file) => file.startsWith('v4-')).length).toBeGreaterThanOrEqual(7);
 });
 
 test.each(files)('replays %s', async (file) => {
