@@ -85,3 +85,19 @@ export function exportedNames(exposition: string): Set<string> {
   }
   return names;
 }
+
+/** The base units a metric name ends in, per Prometheus' naming conventions (prometheus.io/docs/practices/naming). */
+const BASE_UNITS = ['seconds', 'bytes', 'ratio', 'meters', 'volts', 'amperes', 'joules', 'grams', 'celsius'];
+
+/** Whether a histogram's name (its family, or a `_bucket`/`_sum`/`_count` sample) says its unit: `x_seconds`. */
+export function namedByUnit(histogram: string): boolean {
+  const family = histogram.replace(/_(bucket|sum|count)$/, '');
+  return BASE_UNITS.some((unit) => family.endsWith(`_${unit}`));
+}
+
+/** The histogram families of an exposition whose names do not end in their unit. */
+export function histogramsWithoutUnit(exposition: string): string[] {
+  return [...exposition.matchAll(/^# TYPE (\S+) histogram$/gm)]
+    .map((match) => match[1]!)
+    .filter((family) => !namedByUnit(family));
+}

@@ -14,6 +14,7 @@ import { tracingFromEnvironment } from '../observability/tracing';
 import { WORKER_HISTOGRAM_BUCKETS } from '../observability/worker-metrics';
 import { ensureReconciliationSchedules } from './schedules';
 import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
+import { keepTrying } from './keep-trying';
 import { createOperationWorker } from './worker';
 import { loadWorkflowBundle } from './workflow-bundle';
 
@@ -36,7 +37,10 @@ async function main(): Promise<void> {
               prometheus: {
                 bindAddress: runtime.metricsAddress,
                 countersTotalSuffix: true,
+                // Histograms named by their unit, as Prometheus expects: `temporal_*_latency_seconds`, and ours from
+                // the unit the workflow declares (`adcp_operation_duration_seconds`).
                 useSecondsForDurations: true,
+                unitSuffix: true,
                 histogramBucketOverrides: WORKER_HISTOGRAM_BUCKETS,
               },
             },
@@ -83,17 +87,26 @@ async function main(): Promise<void> {
     });
     logger.info({ everySeconds: runtime.reconcileEveryMs / 1000, schedules }, 'Seller reconciliation scheduled');
   }
-  // One capabilities workflow per seller (#14): started if it is not running, left alone if it is.
-  await new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents })
-    .ensureAll()
-    .then((sellers) => logger.info({ sellers }, 'Seller capabilities kept'))
-    .catch((error: unknown) => logger.warn({ err: error }, 'Seller capabilities workflows could not be started'));
   console.log(
     `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${agents.agents.length} seller(s) from ${agents.source}`,
   );
+  const running = worker.run();
+  // One capabilities workflow per seller (#14): started if it is not running, left alone if it is. Beside polling,
+  // not before it: nothing waits on them (a seller not asked yet is allowed every task), so a slow Temporal delays
+  // only this, and a failure is logged and tried again until the worker stops.
+  const stopping = new AbortController();
+  const capabilities = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents });
+  void keepTrying(() => capabilities.ensureAll(), {
+    what: "Starting the sellers' capabilities workflows",
+    logger,
+    signal: stopping.signal,
+  }).then((sellers) => {
+    if (sellers) logger.info({ sellers }, 'Seller capabilities kept');
+  });
   try {
-    await worker.run();
+    await running;
   } finally {
+    stopping.abort();
     // Flush the last spans first: closing connections below may fail and end the process.
     await tracing?.shutdown().catch(() => undefined);
     // @adcp/sdk's root module costs about 20 MiB of RSS the worker never needs while it runs (bench/README.md, run G):

@@ -373,7 +373,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
               .createHistogram(
                 'adcp_operation_input_wait',
                 'float',
-                's',
+                'seconds',
                 'Time an AdCP operation waited for input',
               )
               .record((Date.now() - Date.parse(entered.at)) / 1000, { task: state.task, agent: state.agentId, to });
@@ -388,7 +388,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
             .createHistogram(
               'adcp_operation_duration',
               'float',
-              's',
+              'seconds',
               'From start to the final status of an AdCP operation',
             )
             .record((Date.now() - Date.parse(state.startedAt)) / 1000, {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { generateApiKey, writeKeysFile } from '../../api/auth';
 import {
   exportedNames,
+  histogramsWithoutUnit,
   loadAlertRules,
   loadDashboardQueries,
   metricNamesIn,
@@ -74,7 +75,9 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
 
     const text = await eventually(async () => {
       const body = await (await fetch(`http://${metricsAddress}/metrics`)).text();
-      return body.includes('adcp_operation_transitions') && body.includes('adcp_operation_duration') ? body : undefined;
+      return body.includes('adcp_operation_transitions') && body.includes('adcp_operation_duration_seconds')
+        ? body
+        : undefined;
     }, 30_000);
     expect(text).toMatch(
       /adcp_operation_transitions_total\{[^}]*agent="metrics-seller"[^}]*source="call"[^}]*task="get_products"[^}]*to="completed"[^}]*\} 1/,
@@ -91,8 +94,11 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
         ),
       );
     }
-    expect(text).toMatch(/adcp_operation_duration\S*_count\{[^}]*status="completed"[^}]*\} 1/);
+    expect(text).toMatch(/adcp_operation_duration_seconds_count\{[^}]*status="completed"[^}]*\} 1/);
     expect(text).toMatch(/temporal_workflow_completed_total\{[^}]*workflow_type="adcpOperation"[^}]*\} 1/);
+    // Every histogram is named by its unit (Prometheus naming), Temporal's latencies and the operations' durations.
+    expect(text).toMatch(/^# TYPE temporal_workflow_task_schedule_to_start_latency_seconds histogram$/m);
+    expect(histogramsWithoutUnit(text)).toEqual([]);
   } finally {
     await connection.close();
     await worker.stop();
@@ -239,10 +245,9 @@ test('every metric the dashboard and the alert rules use is exported by the gate
   );
   expect(gatewayText).toMatch(/adcp_gateway_http_request_duration_seconds_bucket\{[^}]*route="\/v1\/operations"/);
   expect(gatewayText).toMatch(/# TYPE adcp_operations_pending gauge/);
+  expect(histogramsWithoutUnit(gatewayText)).toEqual([]);
   // What the worker counted: the approval wait and the outcome.
-  expect(workerText).toMatch(
-    /adcp_operation_input_wait\S*_count\{[^}]*to="working"|adcp_operation_input_wait\S*_count\{[^}]*to="completed"/,
-  );
+  expect(workerText).toMatch(/adcp_operation_input_wait_seconds_count\{[^}]*to="(working|completed)"/);
   expect(workerText).toMatch(/adcp_operation_outcomes_total\{[^}]*reason="none"[^}]*status="completed"[^}]*\} 1/);
 
   const exported = new Set([...exportedNames(gatewayText), ...exportedNames(workerText)]);

@@ -347,6 +347,11 @@ describe('hanging-socket', () => {
     expect(outcome).toBe('no answer');
     expect(s.calls).toEqual([expect.objectContaining({ method: 'POST /mcp', hanging: true })]);
     expect(s.callsTo('get_products')).toHaveLength(0);
+    // The rule is spent: once the held handshake is dropped, the SDK's reconnect is answered. (Left hanging, the
+    // call would outlive the seller and fall back to SSE against a closed port, retrying for ever.)
+    expect(s.dropHangingRequests()).toBe(1);
+    expect((await hanging).error).toBeUndefined();
+    expect(s.callsTo('get_products')).toHaveLength(1);
   });
 
   test('process: true acts, then never answers', async () => {

@@ -9,9 +9,11 @@ import path from 'node:path';
 import {
   DASHBOARD_FILE,
   exportedNames,
+  histogramsWithoutUnit,
   loadAlertRules,
   loadDashboardQueries,
   metricNamesIn,
+  namedByUnit,
 } from '../../observability/monitoring-files';
 
 describe('alert rules (monitoring/alert-rules.yml)', () => {
@@ -34,7 +36,7 @@ describe('alert rules (monitoring/alert-rules.yml)', () => {
     for (const name of [
       'adcp_gateway_http_requests_total',
       'adcp_operation_outcomes_total',
-      'adcp_operation_input_wait_bucket',
+      'adcp_operation_input_wait_seconds_bucket',
       'adcp_operations_pending',
       'adcp_gateway_webhook_verification_failures_total',
     ])
@@ -77,13 +79,42 @@ describe('dashboard (monitoring/grafana-dashboard.json)', () => {
   });
 });
 
+describe('histograms are named by their unit (Prometheus naming: `_seconds`, not `_ms`, `_s` or nothing)', () => {
+  test('every histogram the dashboard and the alert rules query ends in its unit', () => {
+    const histograms = [
+      ...loadDashboardQueries().map((query) => query.expr),
+      ...loadAlertRules().map((rule) => rule.expr),
+    ]
+      .flatMap(metricNamesIn)
+      .filter((name) => /_(bucket|sum|count)$/.test(name));
+    expect(histograms).toContain('temporal_workflow_task_schedule_to_start_latency_seconds_bucket');
+    expect(histograms).toContain('adcp_operation_duration_seconds_bucket');
+    expect(histograms.filter((name) => !namedByUnit(name))).toEqual([]);
+  });
+
+  test("an exposition's histograms without a unit suffix are found", () => {
+    expect(
+      histogramsWithoutUnit(
+        [
+          '# TYPE adcp_operation_duration_seconds histogram',
+          'adcp_operation_duration_seconds_bucket{le="1"} 0',
+          '# TYPE adcp_operation_input_wait histogram',
+          '# TYPE temporal_request_latency_s histogram',
+          '# TYPE temporal_request_latency_milliseconds histogram',
+          '# TYPE adcp_operation_outcomes_total counter',
+        ].join('\n'),
+      ),
+    ).toEqual(['adcp_operation_input_wait', 'temporal_request_latency_s', 'temporal_request_latency_milliseconds']);
+  });
+});
+
 describe('metric names in PromQL', () => {
   test('names are found inside functions, with selectors and suffixes; label values and names are not', () => {
     expect(
       metricNamesIn(
-        'histogram_quantile(0.9, sum by (le, task) (rate(adcp_operation_input_wait_bucket{task="adcp_fake_total"}[1h])))',
+        'histogram_quantile(0.9, sum by (le, task) (rate(adcp_operation_input_wait_seconds_bucket{task="adcp_fake_total"}[1h])))',
       ),
-    ).toEqual(['adcp_operation_input_wait_bucket']);
+    ).toEqual(['adcp_operation_input_wait_seconds_bucket']);
     expect(
       metricNamesIn(
         'sum(rate(adcp_gateway_http_requests_total{status=~"5.."}[5m])) / sum(rate(adcp_gateway_http_requests_total[5m]))',

@@ -340,7 +340,12 @@ export async function operationV1(input: OperationInput): Promise<OperationState
       .add(1, { task: state.task, agent: state.agentId, to, source });
     if (to !== 'pending' && isTerminal(to)) {
       metricMeter
-        .createHistogram('adcp_operation_duration', 'float', 's', 'From start to the final status of an AdCP operation')
+        .createHistogram(
+          'adcp_operation_duration',
+          'float',
+          'seconds',
+          'From start to the final status of an AdCP operation',
+        )
         .record((Date.now() - Date.parse(state.startedAt)) / 1000, {
           task: state.task,
           agent: state.agentId,
