@@ -1,13 +1,15 @@
 /**
  * Benchmark 3 (B1): what running a call as a durable operation costs. Measured: N concurrent get_products operations
  * through the orchestrator (OrchestratorClient.start, then result(): workflow start, the call in the worker process,
- * completion), on the product's own worker process (workers/main.ts). Baseline, the floor of this design: the same
+ * completion), on the product's own worker process (the compiled worker as `npm run worker` ships it). Baseline, the floor of this design: the same
  * N calls as a bare Temporal workflow with one ordinary activity making the same @adcp/sdk call
  * (bench/bare/workflow.ts), on a worker process of its own, same server, same seller. Ceiling: the same N calls
  * made directly with @adcp/sdk's ProtocolClient from the bench process. Rounds rotate which mode goes first.
  * Also reads real histories back (B3: a synchronous read).
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { ProtocolClient } from '@adcp/sdk/advanced';
 import { getProductsParams } from '../test/harness/demo-requests';
 import { productCount } from './bare/activities';
@@ -27,6 +29,50 @@ export interface OverheadOptions {
 }
 
 type Mode = 'orchestrated' | 'bare' | 'direct';
+
+/** CPU ms of one worker process by thread: its main thread, its busiest other thread, and all the rest. */
+interface ThreadCpu {
+  main: number;
+  /** The busiest thread besides the main one over the phase: in a worker under load, the workflow thread. */
+  busiest: number;
+  rest: number;
+}
+
+let clockTicksPerSecond: number | undefined;
+
+/** User + system CPU ms of each thread of `pid` so far, by thread id (Linux; empty elsewhere). */
+function threadCpuMs(pid: number | undefined): Map<number, number> {
+  const threads = new Map<number, number>();
+  if (pid === undefined) return threads;
+  clockTicksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        threads.set(Number(tid), ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicksPerSecond);
+      } catch {
+        // the thread ended between the listing and the read
+      }
+    }
+  } catch {
+    // not Linux, or the process is gone
+  }
+  return threads;
+}
+
+function threadCpuSince(pid: number | undefined, before: Map<number, number>): ThreadCpu {
+  const deltas = [...threadCpuMs(pid)].map(([tid, ms]) => [tid, ms - (before.get(tid) ?? 0)] as const);
+  const main = deltas.find(([tid]) => tid === pid)?.[1] ?? 0;
+  const others = deltas.filter(([tid]) => tid !== pid).map(([, ms]) => ms);
+  const busiest = Math.max(0, ...others);
+  return { main, busiest, rest: others.reduce((sum, ms) => sum + ms, 0) - busiest };
+}
+
+function describeThreads(threads: ThreadCpu, calls: number): string {
+  const per = (ms: number) => (ms / calls).toFixed(1);
+  return `main thread ${per(threads.main)}, busiest other thread (the workflow thread) ${per(threads.busiest)}, rest ${per(threads.rest)}`;
+}
 
 const B1_GOAL = 1.0;
 const B3_SYNC_READ_GOAL = 12;
@@ -74,8 +120,26 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
   };
   const run1 = { orchestrated, bare, direct };
 
-  const round = (mode: Mode, calls: number): Promise<Phase<Mode>> =>
-    timedPhase(stack, mode, Array.from({ length: calls }), calls, run1[mode]);
+  // Per-thread CPU of the worker each mode runs on (measured rounds only): main thread vs workflow thread.
+  const threads: Record<'orchestrated' | 'bare', ThreadCpu> = {
+    orchestrated: { main: 0, busiest: 0, rest: 0 },
+    bare: { main: 0, busiest: 0, rest: 0 },
+  };
+  const workerPid = { orchestrated: worker.process.child.pid, bare: bareWorker.process.child.pid };
+  const round = async (mode: Mode, calls: number, measured = false): Promise<Phase<Mode>> => {
+    const pid = mode === 'direct' ? undefined : workerPid[mode];
+    const before = threadCpuMs(pid);
+    const phase = await timedPhase(stack, mode, Array.from({ length: calls }), calls, run1[mode]);
+    if (measured && mode !== 'direct') {
+      const used = threadCpuSince(pid, before);
+      threads[mode] = {
+        main: threads[mode].main + used.main,
+        busiest: threads[mode].busiest + used.busiest,
+        rest: threads[mode].rest + used.rest,
+      };
+    }
+    return phase;
+  };
 
   const callsBefore = seller.callsTo('get_products').length;
   for (const mode of ['direct', 'bare', 'orchestrated'] as const) await round(mode, options.warmup);
@@ -84,7 +148,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
   for (let index = 0; index < options.rounds; index++) {
     // Rotate the order, so slow drift (history growth, JIT, other engineers' load) hits every mode alike.
     const order = modes.map((_, offset) => modes[(index + offset) % modes.length]);
-    for (const mode of order) rounds.push(await round(mode, options.concurrency));
+    for (const mode of order) rounds.push(await round(mode, options.concurrency, true));
   }
   const callsSeen = seller.callsTo('get_products').length - callsBefore;
   const expectedCalls = 3 * (options.warmup + options.rounds * options.concurrency);
@@ -102,7 +166,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
   return {
     id: 'orchestration-overhead',
     title: '3. Orchestration overhead (B1)',
-    measured: `get_products as orchestrator operations (start -> result(), worker process "${worker.name}", workers/main.ts)`,
+    measured: `get_products as orchestrator operations (start -> result(), worker process "${worker.name}", compiled as shipped)`,
     baseline:
       'a bare Temporal workflow with one ordinary activity making the same @adcp/sdk call (bench/bare/workflow.ts, its own worker process); ceiling: the same calls made directly with ProtocolClient.callTool from the bench process',
     measurements: [
@@ -144,6 +208,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
       `rates: orchestrated ${measured.perSecond.toFixed(1)}/s, bare workflow ${bareTotal.perSecond.toFixed(1)}/s, direct SDK ${baseline.perSecond.toFixed(1)}/s (bare is ${ratio(bareTotal.perSecond, baseline.perSecond).toFixed(2)}x direct)`,
       `the seller handled ${callsSeen} get_products calls, ${expectedCalls} expected (one per call in all three modes: no retries, no duplicates)`,
       `CPU per call, all processes: orchestrated ${describeCpuPer(measured.cpu, measured.count)}; bare ${describeCpuPer(bareTotal.cpu, bareTotal.count)}; direct ${describeCpuPer(baseline.cpu, baseline.count)}`,
+      `CPU per call by thread (/proc/<pid>/task): orchestrated worker: ${describeThreads(threads.orchestrated, measured.count)}; bare worker: ${describeThreads(threads.bare, bareTotal.count)}`,
       `history of the last 20 of each (fetchHistory): orchestrated median ${orchestratedHistory.medianEvents}, max ${orchestratedHistory.maxEvents} (${describeTypes(orchestratedHistory.sample.byType)}); bare median ${bareHistory.medianEvents} (${describeTypes(bareHistory.sample.byType)})`,
     ],
     details: {
@@ -155,6 +220,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
       sellerCalls: callsSeen,
       expectedSellerCalls: expectedCalls,
       histories: { orchestrated: orchestratedHistory, bare: bareHistory },
+      threadCpuMs: threads,
     },
   };
 }

@@ -3,13 +3,16 @@
  *   - the project's Temporal dev server binary (config/dev-server.ts) on a temporary SQLite file;
  *   - the scripted fixture seller (test/fixtures/scripted-seller.ts, @adcp/sdk's server, real RFC 9421 webhooks);
  *   - the gateway, `api/main.ts` in its own process, as `npm start` runs it;
- *   - two workers, `workers/main.ts` in their own processes: one with ADCP_PUBLIC_BASE_URL set (operations
- *     register webhooks), one without (polling only). Each is preloaded with the memory probe.
+ *   - two workers, the product's worker as `npm run worker` ships it (compiled, dist/app/workers/main.js, plain node,
+ *     WORKER_NODE_FLAGS) in their own processes: one with ADCP_PUBLIC_BASE_URL set (operations register webhooks), one
+ *     without (polling only). Each is preloaded with the memory probe.
+ * Bench-built workers (bench/worker.ts: the bare baseline, kill, memory variants) run compiled too, with the same flags,
+ * so that every worker the bench compares runs under the same runtime (one tsc run at start builds them all).
  * The bench process itself holds only clients, the seller and the load generators.
  */
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
@@ -22,7 +25,7 @@ import { type DevServer, freePort, startDevServer } from '../scripts/lib/dev-ser
 import { type ScriptedSeller, startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { type WebhookSigningKey, mintWebhookSigningKey } from '../test/fixtures/webhook-signing';
 import { type MemoryReading, readMemory, writeMemoryProbe } from './memory-probe';
-import { type NodeProcess, childEnv, startNodeScript, waitUntil } from './processes';
+import { type NodeProcess, ROOT, childEnv, startNodeScript, waitUntil } from './processes';
 import { dataConverter } from '../client/payload-codec';
 import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
 import { WORKFLOWS_PATH } from '../workers/worker';
@@ -56,6 +59,11 @@ export interface ExtraWorkerSpec {
   env?: Record<string, string>;
   /** Extra node flags (--max-semi-space-size, ...). */
   execArgv?: string[];
+  /**
+   * Default 'compiled': dist/app/bench/worker.js with plain node and WORKER_NODE_FLAGS, the runtime of the product's
+   * workers. 'tsx': bench/worker.ts under tsx, V8's default heap (what bench-built workers ran until session 6).
+   */
+  runtime?: 'compiled' | 'tsx';
 }
 
 /** How the memory benchmark runs a product worker: compiled or under tsx, with extra node flags or environment. */
@@ -112,6 +120,9 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       startDevServer({ port: await freePort(), headless: true, dbFilename: path.join(dir, 'temporal.sqlite') }),
       startScriptedSeller({ webhookMode: 'rfc9421', a2a: false, name: 'bench-seller' }),
     ]);
+    // The compiled workers build (a tsc child process) while this process bundles the workflows.
+    const compiled = buildCompiledWorkers(log);
+    compiled.catch(() => undefined); // awaited below, after the bundles
     // Both bundles once, here: bench-built workers then start in about a second (no webpack in their process).
     const bundles = { orchestrator: path.join(dir, 'workflows-bundle.js'), bare: path.join(dir, 'bare-bundle.js') };
     for (const [kind, workflowsPath] of [
@@ -121,6 +132,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
       writeFileSync(bundles[kind], code);
     }
+    await compiled;
     cleanups.push(() => temporalServer.stop());
     cleanups.push(() => seller.close());
 
@@ -176,12 +188,14 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
     const startProductWorker = (
       name: string,
       webhooks: boolean,
-      runtime: 'compiled' | 'tsx' = 'tsx',
+      runtime: 'compiled' | 'tsx' = 'compiled',
       extra: Omit<ProductWorkerOptions, 'runtime'> = {},
     ): BenchWorker => {
       // (also used after start-up by startFreshProductWorker, for the memory benchmark's "as shipped" worker)
       const taskQueue = `bench-${name}-${randomUUID().slice(0, 8)}`;
-      const entry = runtime === 'compiled' ? 'scripts/worker.cjs' : 'workers/main.ts';
+      // The compiled worker scripts/worker.cjs runs (`npm run worker`), started directly: the bench has just built it,
+      // and scripts/worker.cjs would rebuild it in each worker at once if a source changed during the run.
+      const entry = runtime === 'compiled' ? COMPILED_PRODUCT_WORKER : 'workers/main.ts';
       const child = startNodeScript(`worker (${name})`, entry, {
         tsx: runtime === 'tsx',
         env: childEnv({
@@ -213,8 +227,9 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
         memory: () => readMemory(child.child),
       };
     };
-    const webhookWorker = startProductWorker('webhooks', true);
-    const pollingWorker = startProductWorker('polling', false);
+    // As shipped: compiled, plain node, WORKER_NODE_FLAGS (until session 6: workers/main.ts under tsx, default heap).
+    const webhookWorker = startProductWorker('webhooks', true, 'compiled');
+    const pollingWorker = startProductWorker('polling', false, 'compiled');
 
     await Promise.all([
       waitUntil(gateway, 'healthy /healthz', async () => {
@@ -247,20 +262,35 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
     const extraWorkers = new Set<BenchWorker>();
     const startWorker = async (spec: ExtraWorkerSpec): Promise<BenchWorker> => {
       const taskQueue = spec.taskQueue ?? `bench-${spec.name}-${randomUUID().slice(0, 8)}`;
-      const child = startNodeScript(`bench worker (${spec.name})`, 'bench/worker.ts', {
-        env: childEnv({
-          ...common,
-          ...spec.env,
-          ADCP_TASK_QUEUE: taskQueue,
-          ADCP_RECONCILE_EVERY: 'off',
-          BENCH_WORKER_KIND: spec.kind,
-          BENCH_WORKER_OPTIONS: JSON.stringify(spec.workerOptions ?? {}),
-          BENCH_SELLER: JSON.stringify(seller.agent('mcp', AGENT_ID)),
-          ...(spec.prebuiltBundle === false ? {} : { BENCH_WORKFLOW_BUNDLE: bundles[spec.kind] }),
-          ...(spec.webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
-        }),
-        execArgv: ['--expose-gc', '--require', probe, ...(spec.execArgv ?? [])],
-      });
+      const compiledRuntime = (spec.runtime ?? 'compiled') === 'compiled';
+      const child = startNodeScript(
+        `bench worker (${spec.name})`,
+        compiledRuntime ? COMPILED_BENCH_WORKER : 'bench/worker.ts',
+        {
+          tsx: !compiledRuntime,
+          env: childEnv({
+            ...common,
+            // As npm run worker runs the product's worker.
+            ...(compiledRuntime ? { MALLOC_ARENA_MAX: '2' } : {}),
+            ...spec.env,
+            ADCP_TASK_QUEUE: taskQueue,
+            ADCP_RECONCILE_EVERY: 'off',
+            BENCH_WORKER_KIND: spec.kind,
+            BENCH_WORKER_OPTIONS: JSON.stringify(spec.workerOptions ?? {}),
+            BENCH_SELLER: JSON.stringify(seller.agent('mcp', AGENT_ID)),
+            ...(spec.prebuiltBundle === false ? {} : { BENCH_WORKFLOW_BUNDLE: bundles[spec.kind] }),
+            ...(spec.webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
+          }),
+          execArgv: [
+            '--expose-gc',
+            '--require',
+            probe,
+            ...profiling,
+            ...(compiledRuntime ? WORKER_NODE_FLAGS : []),
+            ...(spec.execArgv ?? []),
+          ],
+        },
+      );
       const worker: BenchWorker = {
         name: spec.name,
         taskQueue,
@@ -334,6 +364,60 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
   } catch (error) {
     await cleanup();
     throw error;
+  }
+}
+
+const COMPILED_PRODUCT_WORKER = 'dist/app/workers/main.js';
+const COMPILED_BENCH_WORKER = 'dist/app/bench/worker.js';
+
+/**
+ * Compiles the worker as `npm run build:worker` does (tsconfig.worker.json into dist/app/) and bench/worker.ts beside
+ * it (dist/app/bench/, with bench/bare/workflow.ts, which bench/bare/paths.ts resolves), in one tsc run, from a
+ * tsconfig written under tmp/ that extends tsconfig.worker.json (so its entry points and compiler options stay the
+ * product's). Type errors do not stop the bench when tsc still emitted (exit code 2), as scripts/worker.cjs runs such
+ * a build: other work in the tree may be mid-edit.
+ */
+async function buildCompiledWorkers(log: (line: string) => void): Promise<void> {
+  const workerConfig = JSON.parse(readFileSync(path.join(ROOT, 'tsconfig.worker.json'), 'utf8')) as { files: string[] };
+  const configDir = path.join(ROOT, 'tmp');
+  mkdirSync(configDir, { recursive: true });
+  const configFile = path.join(configDir, `bench-tsconfig-${randomUUID().slice(0, 8)}.json`);
+  const fromConfig = (file: string) => path.relative(configDir, path.join(ROOT, file));
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      extends: fromConfig('tsconfig.worker.json'),
+      files: [...workerConfig.files, 'bench/worker.ts', 'bench/bare/workflow.ts'].map(fromConfig),
+    }),
+  );
+  const startedAt = Date.now();
+  log('compiling the workers (tsc -p tsconfig.worker.json plus bench/worker.ts, into dist/app/)...');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', configFile],
+        { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 },
+        (error, stdout) => {
+          const emitted = [COMPILED_PRODUCT_WORKER, COMPILED_BENCH_WORKER].every((file) => {
+            const full = path.join(ROOT, file);
+            return existsSync(full) && statSync(full).mtimeMs >= startedAt - 1_000;
+          });
+          if (!error) return resolve();
+          if (error.code === 2 && emitted) {
+            log(
+              `tsc reported type errors (running what it emitted, as scripts/worker.cjs would):\n${stdout.slice(0, 2_000)}`,
+            );
+            return resolve();
+          }
+          reject(
+            new Error(`Compiling the workers failed (tsc exit ${String(error.code)}):\n${stdout.slice(0, 4_000)}`),
+          );
+        },
+      );
+    });
+  } finally {
+    rmSync(configFile, { force: true });
   }
 }
 

@@ -69,6 +69,13 @@ export class TemporalPinoLogger implements TemporalLogger {
   constructor(private readonly logger: Logger) {}
 
   log(level: LogLevel, message: string, meta: LogMetadata = {}): void {
+    if (!this.logger.isLevelEnabled(LEVELS[level])) {
+      // Temporal's trace and debug lines (every activation and activity) cost nothing more at the usual levels; the
+      // seller and task they carry are still remembered for the lines that are written.
+      if (typeof meta.workflowId === 'string')
+        this.correlate(meta.workflowId, { seller: meta.seller, task: meta.task });
+      return;
+    }
     const fields: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(meta)) {
       // The task token is an opaque credential-like blob; the timestamp symbol is not enumerable as a string key.

@@ -284,6 +284,33 @@ test('a connection that served a call is reused by the next call; one whose call
   }
 });
 
+test('a wave of concurrent calls leaves its connections to the next wave: no new session per call', async () => {
+  const seller = await startStatefulSeller();
+  const client = createSdkSellerClient();
+  const agent = { id: 'stateful', url: seller.url, protocol: 'mcp' as const };
+  const wave = () =>
+    Promise.all(
+      Array.from({ length: 50 }, () =>
+        client.callTask({
+          agent,
+          token: 'wave-token',
+          signal: AbortSignal.timeout(20_000),
+          task: 'get_products',
+          args: {},
+        }),
+      ),
+    );
+  try {
+    await wave();
+    expect(seller.initializes()).toBe(50); // 50 calls at once: 50 connections
+    const answers = await wave();
+    expect(answers.every((answer) => answer.snapshot.status === 'completed')).toBe(true);
+    expect(seller.initializes()).toBe(50); // the second wave took all 50 over (50 <= MAX_IDLE_PER_SELLER)
+  } finally {
+    await seller.close();
+  }
+});
+
 test('a pooled connection whose session the seller forgot is replaced transparently: the call succeeds', async () => {
   const seller = await startStatefulSeller();
   const client = createSdkSellerClient();
