@@ -15,9 +15,9 @@ import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { loadTaskDefaults } from '../config/tasks';
 import { loadReplayStoreConfig } from '../config/webhook-auth';
-import { connectClient } from '../config/temporal-connection';
+import { connectClient, gatewayTemporalTransport } from '../config/temporal-connection';
 import { observeGateway } from '../observability/gateway-observability';
-import { createLogger } from '../observability/logger';
+import { TemporalPinoLogger, createLogger } from '../observability/logger';
 import { tracingClientInterceptors, tracingFromEnvironment } from '../observability/tracing';
 import { describeDevelopmentKey, loadAuthConfig } from './auth';
 import { createCampaignRouter } from './campaigns';
@@ -49,7 +49,13 @@ async function main(): Promise<void> {
   const logger = createLogger({ service: 'gateway' });
   // Client spans for starts, signals, updates and queries when an OTLP endpoint is set (observability/tracing.ts).
   const tracing = tracingFromEnvironment('adcp-orchestrator-gateway');
-  const client = await connectClient(process.env, { workflow: tracingClientInterceptors(tracing) });
+  // ADCP_GATEWAY_TEMPORAL_TRANSPORT: the Rust core's gRPC client (default) or grpc-js (config/temporal-connection.ts).
+  const transport = gatewayTemporalTransport();
+  const client = await connectClient(
+    process.env,
+    { workflow: tracingClientInterceptors(tracing) },
+    { transport, runtimeLogger: new TemporalPinoLogger(logger) },
+  );
   const untenantedTenant = untenantedTenantOf(auth);
   const orchestrator = new OrchestratorClient({
     client,
@@ -80,7 +86,7 @@ async function main(): Promise<void> {
   });
   // Nonces live in ADCP_REPLAY_STORE_URL (PostgreSQL) when gateways are replicated, else in this process.
   const replayStore = await openWebhookReplayStore(replayStoreConfig);
-  logger.info(`gateway: webhook replay store: ${replayStore.description}`);
+  logger.info(`gateway: webhook replay store: ${replayStore.description}; Temporal transport: ${transport}`);
   const mounted = mountGateway({
     replayStore: replayStore.store,
     campaignRouters: [

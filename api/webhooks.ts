@@ -57,6 +57,11 @@ export class WebhookRefusalCounter {
 
 export const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 
+/** type-is's own test of whether a request has a body (req.is() answers null without one), word for word. */
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || !Number.isNaN(Number(req.headers['content-length']));
+}
+
 /** A webhook answer: `{status, message}` for 2xx, `{error: {code, message}}` otherwise (task and reporting webhooks). */
 export function answer(
   res: Response,
@@ -65,7 +70,12 @@ export function answer(
   message: string,
   extra: Record<string, unknown> = {},
 ): void {
-  res.status(status).json(status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } });
+  const body = status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } };
+  // Written directly rather than through res.json(): the same status, Content-Type and body, without the ETag and
+  // freshness work express does for every body (meaningless for the answer to a POST).
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify(body));
 }
 
 const OPERATION_CACHE_SIZE = 10_000;
@@ -301,6 +311,11 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       answer(res, 200, 'accepted', 'Event recorded.');
     };
   const jsonOnly = (req: Request, res: Response, next: () => void) => {
+    // What sellers send (the SDK's emitter) is exactly this; anything else goes through express's full media-type test.
+    if (req.headers['content-type'] === 'application/json' && hasBody(req)) {
+      next();
+      return;
+    }
     if (!req.is('application/json')) {
       answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Webhooks must be sent as application/json.');
       return;

@@ -1,7 +1,7 @@
 /**
- * The worker and the gateway run as their own OS processes from the repo's real entry points (workers/main.ts,
- * api/main.ts), as `npm start` runs them, so the bench process (seller, load generators) does not share their
- * event loop and the worker's memory can be read on its own.
+ * The worker and the gateway run as their own OS processes from the repo's real entry points (the compiled worker,
+ * dist/app/workers/main.js, as `npm run worker` runs it; api/main.ts), so the bench process (seller, load generators)
+ * does not share their event loop and the worker's memory can be read on its own.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';

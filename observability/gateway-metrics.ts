@@ -76,6 +76,11 @@ export function templateOfPath(path: string): string {
   return V1_ACTIONS.has(action) ? `/v1/${collection}/:id/${action}` : 'unmatched';
 }
 
+interface RequestSeries {
+  requests: { inc(): void };
+  duration: { observe(seconds: number): void };
+}
+
 /** Set on a request once a GatewayMetrics middleware counts it, so an outer and an inner mount count it once. */
 const COUNTED = Symbol('adcp.gateway-metrics.counted');
 
@@ -98,6 +103,7 @@ export class GatewayMetrics {
     const failure = message as WebhookVerificationFailure;
     this.verificationFailures.inc({ webhook: failure.webhook, reason: failure.reason });
   };
+  private readonly series = new Map<string, RequestSeries>();
   private pendingCache: { at: number; value: Promise<{ counts: PendingCount[]; truncated: boolean }> } | undefined;
 
   constructor(
@@ -189,14 +195,30 @@ export class GatewayMetrics {
       const marked = req as Request & { [COUNTED]?: true };
       if (marked[COUNTED]) return next();
       marked[COUNTED] = true;
-      const end = this.duration.startTimer();
+      const started = process.hrtime.bigint();
       res.once('finish', () => {
-        const labels = { method: req.method, route: routeTemplate(req), status: String(res.statusCode) };
-        this.requests.inc(labels);
-        end(labels);
+        const series = this.seriesOf(req.method, routeTemplate(req), res.statusCode);
+        series.requests.inc();
+        series.duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
       });
       next();
     };
+  }
+
+  /**
+   * The counter and histogram children of one (method, route, status), kept, so a request allocates no label objects
+   * or timer closures. Bounded as the series are: by methods, status codes and route templates (templateOfPath keeps
+   * callers from inventing them).
+   */
+  private seriesOf(method: string, route: string, status: number): RequestSeries {
+    const key = `${method} ${status} ${route}`;
+    let series = this.series.get(key);
+    if (series === undefined) {
+      const labels = { method, route, status: String(status) };
+      series = { requests: this.requests.labels(labels), duration: this.duration.labels(labels) };
+      this.series.set(key, series);
+    }
+    return series;
   }
 
   /** Stops counting webhook failures (a gateway that shuts down in a process that lives on, as in tests). */

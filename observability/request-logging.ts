@@ -31,6 +31,14 @@ export function describeOperation(res: Response, fields: OperationFields): void 
   locals[OPERATION_FIELDS] = { ...known, ...defined };
 }
 
+/** What requestLoggerOf() makes a request's child logger from, when a line needs one. */
+class RequestLoggerSource {
+  constructor(
+    readonly logger: Logger,
+    readonly requestId: string,
+  ) {}
+}
+
 let fallbackLogger: Logger | undefined;
 
 /**
@@ -39,7 +47,14 @@ let fallbackLogger: Logger | undefined;
  * through console.
  */
 export function requestLoggerOf(res: Response): Logger {
-  const own = (res.locals as Locals)[REQUEST_LOGGER] as Logger | undefined;
+  const locals = res.locals as Locals;
+  const own = locals[REQUEST_LOGGER] as Logger | RequestLoggerSource | undefined;
+  if (own instanceof RequestLoggerSource) {
+    // Made on first use: most requests log only their one line at the end, which needs no child.
+    const child = own.logger.child({ requestId: own.requestId });
+    locals[REQUEST_LOGGER] = child;
+    return child;
+  }
   if (own) return own;
   fallbackLogger ??= createLogger({ service: 'gateway' });
   return fallbackLogger;
@@ -50,10 +65,13 @@ export function requestIdOf(res: Response): string | undefined {
   return typeof res.locals.requestId === 'string' ? res.locals.requestId : undefined;
 }
 
-const OPERATION_PATH = /^\/(?:v1\/operations|webhooks\/adcp)\/([^/?#]{1,300})/;
+const OPERATION_PATH = /^\/v1\/operations\/([^/?#]{1,300})/;
+/** `/webhooks/adcp/:operationId` (URLs handed out before) or `/webhooks/adcp/:agentId/:operationId`. */
+const WEBHOOK_PATH = /^\/webhooks\/adcp\/([^/?#]{1,300})(?:\/([^/?#]{1,300}))?/;
 
 function operationIdInPath(url: string): string | undefined {
-  const raw = OPERATION_PATH.exec(url)?.[1];
+  const webhook = WEBHOOK_PATH.exec(url);
+  const raw = webhook ? (webhook[2] ?? webhook[1]) : OPERATION_PATH.exec(url)?.[1];
   if (raw === undefined) return undefined;
   try {
     return decodeURIComponent(raw);
@@ -62,11 +80,16 @@ function operationIdInPath(url: string): string | undefined {
   }
 }
 
+const ALL_ZERO = /^0+$/;
+
 function requestIdFor(req: Request): string {
-  const given = req.get('x-request-id');
-  if (given && REQUEST_ID.test(given)) return given;
-  const trace = TRACEPARENT.exec(req.get('traceparent') ?? '')?.[1];
-  if (trace && !/^0+$/.test(trace)) return trace;
+  const given = req.headers['x-request-id'];
+  if (typeof given === 'string' && given && REQUEST_ID.test(given)) return given;
+  const traceparent = req.headers.traceparent;
+  if (typeof traceparent === 'string') {
+    const trace = TRACEPARENT.exec(traceparent)?.[1];
+    if (trace && !ALL_ZERO.test(trace)) return trace;
+  }
   return randomUUID();
 }
 
@@ -75,7 +98,7 @@ export function requestLogging(logger: Logger): RequestHandler {
     const requestId = requestIdFor(req);
     const started = process.hrtime.bigint();
     res.locals.requestId = requestId;
-    (res.locals as Locals)[REQUEST_LOGGER] = logger.child({ requestId });
+    (res.locals as Locals)[REQUEST_LOGGER] = new RequestLoggerSource(logger, requestId);
     res.setHeader('X-Request-Id', requestId);
     res.once('finish', () => {
       const operation = ((res.locals as Locals)[OPERATION_FIELDS] as OperationFields | undefined) ?? {};

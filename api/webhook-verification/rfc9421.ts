@@ -108,12 +108,19 @@ function perSeller<T>(cache: Map<string, T>, sellerId: string, uri: string, crea
   return value;
 }
 
+interface SellerOptions {
+  jwks: JwksResolver;
+  replayStore: ReplayStore;
+  revocationStore: RevocationStore;
+}
+
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 export class Rfc9421Verifier {
   private readonly remoteJwks = new Map<string, { uri: string; resolver: JwksResolver }>();
   private readonly revocationLists = new Map<string, HttpsRevocationStore>();
   private readonly inlineKeys = new WeakMap<WebhookAuthConfig, ReadonlyMap<string, AdcpJsonWebKey>>();
+  private readonly sellerOptionsCache = new WeakMap<WebhookAuthConfig, Map<string, SellerOptions>>();
 
   constructor(private readonly options: Rfc9421Options) {}
 
@@ -134,12 +141,7 @@ export class Rfc9421Verifier {
     try {
       const verified = await verifyWebhookSignature(
         { method: request.method, url: target.targetUri, headers: request.headers, body },
-        {
-          jwks: this.jwksFor(sellerId, config),
-          replayStore: partitionedBySeller(this.options.replayStore, sellerId),
-          revocationStore: this.revocationsFor(sellerId, config),
-          now: () => this.nowSeconds(),
-        },
+        { ...this.sellerOptions(sellerId, config), now: this.nowSeconds },
       );
       return { ok: true, scheme: 'rfc9421', keyId: verified.keyid };
     } catch (err) {
@@ -147,8 +149,28 @@ export class Rfc9421Verifier {
     }
   }
 
-  private nowSeconds(): number {
-    return Math.floor(this.options.now() / 1000);
+  private readonly nowSeconds = (): number => Math.floor(this.options.now() / 1000);
+
+  /**
+   * The verifier's per-seller stores, made once per (seller config, seller) rather than per webhook. They hold no
+   * state of their own: the fetched JWKS and revocation lists live in the cached SDK fetchers, nonces in the store.
+   */
+  private sellerOptions(sellerId: string, config: WebhookAuthConfig): SellerOptions {
+    let bySeller = this.sellerOptionsCache.get(config);
+    if (!bySeller) {
+      bySeller = new Map();
+      this.sellerOptionsCache.set(config, bySeller);
+    }
+    let options = bySeller.get(sellerId);
+    if (!options) {
+      options = {
+        jwks: this.jwksFor(sellerId, config),
+        replayStore: partitionedBySeller(this.options.replayStore, sellerId),
+        revocationStore: this.revocationsFor(sellerId, config),
+      };
+      bySeller.set(sellerId, options);
+    }
+    return options;
   }
 
   private jwksFor(sellerId: string, config: WebhookAuthConfig): JwksResolver {
