@@ -84,14 +84,20 @@ function headerOf(init: RequestInit | undefined, name: string): string | null {
 }
 
 /**
- * The transport's fetch, reading the binding at request time. The standalone GET event stream the transport opens
- * after `initialize` (server-initiated messages, which the orchestrator never uses) is answered 405 locally, which the
- * transport reads as "not offered": no stream outlives a call, and none reconnects for ever (resumption GETs, with a
- * Last-Event-ID, still go out).
+ * A transport's fetch, reading the binding at request time. For Streamable HTTP, the standalone GET event stream the
+ * transport opens after `initialize` (server-initiated messages, which the orchestrator never uses) is answered 405
+ * locally, which the transport reads as "not offered": no stream outlives a call, and none reconnects for ever
+ * (resumption GETs, with a Last-Event-ID, still go out). The legacy HTTP+SSE transport gets its own fetch, which
+ * sends every request: its first request is itself an event-stream GET, the one that carries every answer, and a
+ * local 405 there made HTTP+SSE-only sellers unreachable ("SSE error: Non-200 status code (405)").
  */
-function boundFetch(binding: () => Binding): typeof fetch {
+function boundFetch(binding: () => Binding, transport: 'streamable-http' | 'sse'): typeof fetch {
   return (input, init) => {
-    if ((init?.method ?? 'GET').toUpperCase() === 'GET' && !headerOf(init, 'last-event-id')) {
+    if (
+      transport === 'streamable-http' &&
+      (init?.method ?? 'GET').toUpperCase() === 'GET' &&
+      !headerOf(init, 'last-event-id')
+    ) {
       const accept = headerOf(init, 'accept') ?? '';
       if (accept.includes('text/event-stream')) {
         return Promise.resolve(new Response(null, { status: 405, statusText: 'No standalone event stream needed' }));
@@ -149,8 +155,10 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
     idleSince: 0,
   } as Connection;
   const binding = () => connection.binding;
-  const fetchImpl = boundFetch(binding);
-  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
+  const transport = new StreamableHTTPClientTransport(url, {
+    requestInit,
+    fetch: boundFetch(binding, 'streamable-http'),
+  });
   connection.client = newClient(binding);
   try {
     await connection.client.connect(transport);
@@ -161,10 +169,17 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
     if (!wantsSseFallback(error) || target.signal.aborted) throw error;
   }
   connection.client = newClient(binding);
+  const sseFetch = boundFetch(binding, 'sse');
+  const sse = new SSEClientTransport(url, { requestInit, eventSourceInit: { fetch: sseFetch }, fetch: sseFetch });
+  try {
+    // Raced: the EventSource swallows an AbortError from its fetch (no error event), which would leave connect pending.
+    await raceSignal(target.signal, () => connection.client.connect(sse));
+  } catch (error) {
+    // A failed connect leaves the EventSource reconnecting every few seconds for ever unless it is closed.
+    await connection.client.close().catch(() => undefined);
+    throw error;
+  }
   // Closed when the call ends (never pooled), so its EventSource never outlives the call.
-  await connection.client.connect(
-    new SSEClientTransport(url, { requestInit, eventSourceInit: { fetch: fetchImpl }, fetch: fetchImpl }),
-  );
   return connection;
 }
 
