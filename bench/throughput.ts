@@ -1,7 +1,8 @@
 /**
  * Benchmark 2: how many seller webhooks per second the gateway takes into running operations. Measured: RFC
- * 9421-signed POSTs to the gateway process (api/main.ts: describe the operation, verify the signature against the
- * seller's JWKS and the replay store, parse, signal). Baseline: the very same events signalled straight to the
+ * 9421-signed POSTs to the URL operations register, /webhooks/adcp/<seller>/<operation>, on the gateway process
+ * (api/main.ts: verify the signature against the seller's JWKS and the replay store, describe the operation on its
+ * first webhook, parse, signal). Baseline: the very same events signalled straight to the
  * workflows with `client.workflow.getHandle(id).signal(...)`: no HTTP, no verification.
  *
  * Every request is signed before the clock starts (the bench key sits in the seller's JWKS next to the seller's
@@ -110,7 +111,7 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
   const gatewayPhase = async (events: Event[]): Promise<Phase<Mode>> => {
     const signed = events.map(({ operationId, body }) =>
       signWebhookRequest({
-        url: `${stack.gatewayUrl}/webhooks/adcp/${operationId}`,
+        url: `${stack.gatewayUrl}/webhooks/adcp/${stack.agent.id}/${operationId}`,
         body,
         key: stack.benchKey.signerKey,
       }),
@@ -172,7 +173,7 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
     const gatewayEvents = makeEvents(pacedCount);
     const signed = gatewayEvents.map(({ operationId, body }) =>
       signWebhookRequest({
-        url: `${stack.gatewayUrl}/webhooks/adcp/${operationId}`,
+        url: `${stack.gatewayUrl}/webhooks/adcp/${stack.agent.id}/${operationId}`,
         body,
         key: stack.benchKey.signerKey,
       }),
@@ -217,7 +218,8 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
   return {
     id: 'gateway-throughput',
     title: '2. Gateway throughput (B2)',
-    measured: 'RFC 9421-signed webhooks POSTed to the gateway process (describe, verify, parse, signal), 200 accepted',
+    measured:
+      'RFC 9421-signed webhooks POSTed to the gateway process at /webhooks/adcp/<seller>/<operation> (verify, parse, signal; the first webhook of an operation also describes it), 200 accepted',
     baseline:
       'the same events signalled directly with client.workflow.getHandle(id).signal(): no HTTP, no verification',
     measurements: [
@@ -279,7 +281,7 @@ async function verificationCost(
   const requests = events.map(({ operationId, body }) =>
     asWebhookRequest(
       signWebhookRequest({
-        url: `${stack.gatewayUrl}/webhooks/adcp/${operationId}`,
+        url: `${stack.gatewayUrl}/webhooks/adcp/${stack.agent.id}/${operationId}`,
         body,
         key: stack.benchKey.signerKey,
       }),
