@@ -29,10 +29,13 @@ async function main(): Promise<void> {
   Runtime.install({
     // The worker's, the workflows' and the activities' lines, as pino JSON with the operation's correlation fields.
     logger: new TemporalPinoLogger(logger),
-    // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
-    ...(runtime.metricsAddress
-      ? {
-          telemetryOptions: {
+    telemetryOptions: {
+      // The Rust core's own lines (connection trouble, nondeterminism, slot warnings) into the same pino stream, not
+      // to stderr in the core's format.
+      logging: { forward: {} },
+      // Temporal's worker metrics and the orchestrator's own (operations, seller calls, circuit breakers), one endpoint.
+      ...(runtime.metricsAddress
+        ? {
             metrics: {
               prometheus: {
                 bindAddress: runtime.metricsAddress,
@@ -44,9 +47,9 @@ async function main(): Promise<void> {
                 histogramBucketOverrides: WORKER_HISTOGRAM_BUCKETS,
               },
             },
-          },
-        }
-      : {}),
+          }
+        : {}),
+    },
   });
   if (runtime.metricsAddress)
     logger.info({ metricsUrl: `http://${runtime.metricsAddress}/metrics` }, 'Prometheus metrics endpoint');
