@@ -23,6 +23,7 @@ import { parseAgentsFile } from '../config/agents';
 import { freePort, startDevServer } from '../scripts/lib/dev-server';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams } from '../test/harness/demo-requests';
+import { workflowPreloadModules } from '../workers/bundle-options';
 import { WORKFLOWS_PATH, createOperationWorker } from '../workers/worker';
 import { ROOT } from './processes';
 
@@ -79,7 +80,11 @@ async function main(): Promise<void> {
     JSON.stringify({ agents: [{ id: 'heap', url: seller.url, protocol: 'mcp', token_env: 'HEAP_SELLER_TOKEN' }] }),
     'bench/heap-snapshot.ts',
   );
-  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    preloadModules: workflowPreloadModules(),
+    logger: new DefaultLogger('WARN'),
+  });
   const connection = await NativeConnection.connect({ address: server.address });
   const clientConnection = await Connection.connect({ address: server.address });
   const client = new Client({

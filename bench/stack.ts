@@ -29,6 +29,7 @@ import { type NodeProcess, ROOT, childEnv, startNodeScript, waitUntil } from './
 import { dataConverter } from '../client/payload-codec';
 import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
 import { WORKFLOWS_PATH } from '../workers/worker';
+import { workflowPreloadModules } from '../workers/bundle-options';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
 
 export const AGENT_ID = 'bench-seller';
@@ -129,7 +130,12 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       ['orchestrator', WORKFLOWS_PATH],
       ['bare', BARE_WORKFLOWS_PATH],
     ] as const) {
-      const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
+      const { code } = await bundleWorkflowCode({
+        workflowsPath,
+        // The product's bundle preloads its pure modules as the worker's does; the bare baseline stays as it is.
+        ...(kind === 'orchestrator' ? { preloadModules: workflowPreloadModules() } : {}),
+        logger: new DefaultLogger('WARN'),
+      });
       writeFileSync(bundles[kind], code);
     }
     await compiled;

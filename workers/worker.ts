@@ -12,6 +12,7 @@ import { dataConverter } from '../client/payload-codec';
 import type { Tracing } from '../observability/tracing';
 import { observabilityWorkerOptions } from '../observability/worker-options';
 import { WORKFLOWS_PATH } from './workflow-bundle';
+import { workflowPreloadModules } from './bundle-options';
 
 export { WORKFLOWS_PATH };
 
@@ -48,7 +49,9 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     dataConverter: options.dataConverter ?? dataConverter(),
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(options.workflowBundle
+      ? { workflowBundle: options.workflowBundle }
+      : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: { preloadModules: workflowPreloadModules() } }),
     activities: {
       ...createActivities({
         // Calls choose the wire version and read method from the sellers' stored capabilities (memo, cached).

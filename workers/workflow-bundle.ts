@@ -13,6 +13,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ConfigError } from '../config/errors';
 import { tracingConfigured, workflowInterceptorModules } from '../observability/workflow-modules';
+import { workflowPreloadModules } from './bundle-options';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -31,6 +32,8 @@ export async function writeWorkflowBundle(outFile: string): Promise<void> {
     workflowsPath: WORKFLOWS_PATH,
     // Log correlation fields always; OpenTelemetry workflow spans when the environment configures an OTLP endpoint.
     workflowInterceptorModules: workflowInterceptorModules(tracingConfigured()),
+    // Pure modules evaluated once per worker thread instead of once per workflow (workers/bundle-options.ts).
+    preloadModules: workflowPreloadModules(),
     logger: new DefaultLogger('WARN'),
   });
   mkdirSync(path.dirname(outFile), { recursive: true });

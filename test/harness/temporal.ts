@@ -13,6 +13,7 @@ import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type AgentConfig, AgentRegistry } from '../../config/agents';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
+import { workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 
@@ -27,7 +28,12 @@ export function quietRuntime(): void {
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 /** Bundling the workflow code takes seconds on 2 cores: once per test file. */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  // With the worker's preloaded modules, so tests run workflows as the worker does (workers/bundle-options.ts).
+  bundle ??= bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    preloadModules: workflowPreloadModules(),
+    logger: new DefaultLogger('WARN'),
+  });
   return bundle;
 }
 
