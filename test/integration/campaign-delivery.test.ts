@@ -127,21 +127,23 @@ test('delivery is summed across sellers, pacing is computed per seller and in to
     return body.buys.length === 2 && body.buys.every((buy: Row) => buy.status === 'active') ? body : undefined;
   }, 120_000);
 
-  // Two full days reported: steady at plan (100/day of 1000 over 10 days), sluggish at a tenth of it.
+  // Two full days reported: steady above plan (130/day against 100/day of 1000 over 10 days), sluggish at a tenth of
+  // it. The plan to date runs from 200 (just after midnight UTC) to 300 (just before), so steady's pacing stays
+  // between 0.87 and 1.3, and sluggish's under 0.11, whatever the time of day the test runs.
   const ids = Object.fromEntries(live.buys.map((buy: Row) => [buy.agent_id, buy.id]));
   for (const day of [0, 1]) {
-    await report('steady', ids.steady, day + 1, start + day * DAY, { impressions: 10_000, spend: 110 });
+    await report('steady', ids.steady, day + 1, start + day * DAY, { impressions: 10_000, spend: 130 });
     await report('sluggish', ids.sluggish, day + 1, start + day * DAY, { impressions: 1_000, spend: 11 });
   }
   const paced = await eventually(async () => {
     const body = await view(campaignId);
-    return body.delivery?.spend === 242 ? body : undefined;
+    return body.delivery?.spend === 282 ? body : undefined;
   }, 120_000);
   const steady = paced.buys.find((buy: Row) => buy.agent_id === 'steady');
   const sluggish = paced.buys.find((buy: Row) => buy.agent_id === 'sluggish');
-  expect(steady.delivery).toMatchObject({ impressions: 20_000, spend: 220 });
+  expect(steady.delivery).toMatchObject({ impressions: 20_000, spend: 260 });
   expect(sluggish.delivery).toMatchObject({ impressions: 2_000, spend: 22 });
-  expect(paced.delivery).toMatchObject({ impressions: 22_000, spend: 242 });
+  expect(paced.delivery).toMatchObject({ impressions: 22_000, spend: 282 });
   // The linear plan: two days and part of the third of a ten-day flight of 1000 each.
   for (const buy of [steady, sluggish]) {
     expect(buy.delivery.planned_spend).toBeGreaterThanOrEqual(200);
@@ -149,7 +151,7 @@ test('delivery is summed across sellers, pacing is computed per seller and in to
     expect(buy.delivery.pacing).toBeCloseTo(buy.delivery.spend / buy.delivery.planned_spend, 2);
   }
   expect(paced.delivery.planned_spend).toBeCloseTo(steady.delivery.planned_spend + sluggish.delivery.planned_spend, 1);
-  expect(paced.delivery.pacing).toBeCloseTo(242 / paced.delivery.planned_spend, 2);
+  expect(paced.delivery.pacing).toBeCloseTo(282 / paced.delivery.planned_spend, 2);
   expect(steady.delivery.pacing).toBeGreaterThanOrEqual(0.8);
   expect(sluggish.delivery.pacing).toBeLessThan(0.2);
   const underDelivery = paced.alerts.filter((alert: Row) => alert.kind === 'under_delivery');
