@@ -107,8 +107,16 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       return { operationId, body };
     });
 
-  const agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  // Keep-alive within a phase; fresh connections for each phase. The other modes' phases leave the gateway's sockets
+  // idle for about as long as its keep-alive timeout (5 s), and a request sent on a socket the server is closing at
+  // that moment fails with "socket hang up" (HTTP/1.1's keep-alive race, which a seller's retry absorbs).
+  let agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const freshAgent = () => {
+    agent.destroy();
+    agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  };
   const gatewayPhase = async (events: Event[]): Promise<Phase<Mode>> => {
+    freshAgent();
     const signed = events.map(({ operationId, body }) =>
       signWebhookRequest({
         url: `${stack.gatewayUrl}/webhooks/adcp/${stack.agent.id}/${operationId}`,
@@ -178,6 +186,7 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
         key: stack.benchKey.signerKey,
       }),
     );
+    freshAgent();
     paced.gateway = await pacedLatencies(signed, paced.rate, async (request) => {
       const answer = await post(agent, request);
       if (answer.status !== 200) throw new Error(`The gateway answered ${answer.status} at half its maximum rate.`);
