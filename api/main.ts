@@ -111,13 +111,14 @@ async function main(): Promise<void> {
   });
   const servers: http.Server[] = [];
   // The request log wraps everything (refusals by authentication included). GET /metrics is the gateway's own.
-  const apiServer = createHardenedServer(observeGateway(mounted.api, { logger }));
+  const limits = { keepAliveTimeoutMs: runtime.keepAliveTimeoutMs };
+  const apiServer = createHardenedServer(observeGateway(mounted.api, { logger }), limits);
   servers.push(apiServer);
   await listen(apiServer, runtime.gatewayPort, runtime.gatewayHost);
   const url = `http://${runtime.gatewayHost}:${runtime.gatewayPort}`;
   const encrypted = codecs.length > 1 ? ', payloads encrypted' : '';
   if (mounted.webhooks && runtime.webhookListener) {
-    const webhookServer = createHardenedServer(observeGateway(mounted.webhooks, { logger }));
+    const webhookServer = createHardenedServer(observeGateway(mounted.webhooks, { logger }), limits);
     servers.push(webhookServer);
     await listen(webhookServer, runtime.webhookListener.port, runtime.webhookListener.host);
     logger.info(`gateway: ${url} (operations API, codec server at /codec, /healthz${encrypted})`);

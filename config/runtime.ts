@@ -14,6 +14,11 @@ const runtimeSchema = z
      */
     ADCP_WEBHOOK_HOST: z.string().min(1).optional(),
     ADCP_WEBHOOK_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    /**
+     * How long the gateway keeps an idle kept-alive connection (ms). Behind a load balancer, set it above the
+     * balancer's idle timeout: a request sent on a connection the gateway is closing fails ("socket hang up").
+     */
+    ADCP_GATEWAY_KEEP_ALIVE_MS: z.coerce.number().int().min(1_000).max(600_000).default(5_000),
     /** Host header values the gateway answers besides loopback and ADCP_PUBLIC_BASE_URL's host (DNS rebinding). */
     ADCP_GATEWAY_ALLOWED_HOSTS: z.string().optional(),
     /** Sustained /v1 requests per second per principal (bursts of 3×), and per client address before authentication (4×). */
@@ -64,6 +69,8 @@ export type RuntimeConfig = {
   gatewayPort: number;
   /** Set when webhooks listen on their own address (ADCP_WEBHOOK_HOST / ADCP_WEBHOOK_PORT). */
   webhookListener?: { host: string; port: number };
+  /** Idle time of a kept-alive connection on the gateway's listeners (ADCP_GATEWAY_KEEP_ALIVE_MS). */
+  keepAliveTimeoutMs: number;
   allowedHosts: string[];
   codecCorsOrigins: string[];
   rateLimits: { principal: { perSecond: number; burst: number }; address: { perSecond: number; burst: number } };
@@ -87,6 +94,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     ...(value.ADCP_WEBHOOK_PORT !== undefined
       ? { webhookListener: { host: value.ADCP_WEBHOOK_HOST ?? value.ADCP_GATEWAY_HOST, port: value.ADCP_WEBHOOK_PORT } }
       : {}),
+    keepAliveTimeoutMs: value.ADCP_GATEWAY_KEEP_ALIVE_MS,
     allowedHosts: csv(value.ADCP_GATEWAY_ALLOWED_HOSTS),
     rateLimits: {
       principal: {

@@ -309,6 +309,40 @@ describe('server limits', () => {
     expect(third).toBe('');
     open.forEach((socket) => socket.destroy());
   });
+
+  test('an idle kept-alive connection is closed after keepAliveTimeoutMs (ADCP_GATEWAY_KEEP_ALIVE_MS), not before', async () => {
+    const app = express();
+    app.get('/v1/x', (_req, res) => res.json({ ok: true }));
+    /** Answers one keep-alive request, then reports whether the server closed the idle connection within `idleMs`. */
+    const closedWhileIdle = async (keepAliveTimeoutMs: number, idleMs: number): Promise<boolean> => {
+      const server = createHardenedServer(app, { keepAliveTimeoutMs });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as AddressInfo;
+      try {
+        return await new Promise<boolean>((resolve, reject) => {
+          const socket = net.connect(port, '127.0.0.1', () =>
+            socket.write('GET /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n'),
+          );
+          let answered = false;
+          socket.on('data', (chunk) => {
+            if (answered || !chunk.toString().startsWith('HTTP/1.1 200')) return;
+            answered = true;
+            setTimeout(() => {
+              socket.destroy();
+              resolve(false);
+            }, idleMs);
+          });
+          socket.on('end', () => resolve(answered));
+          socket.on('error', reject);
+        });
+      } finally {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    };
+    expect(await closedWhileIdle(1_000, 2_500)).toBe(true);
+    expect(await closedWhileIdle(30_000, 2_500)).toBe(false);
+  });
 });
 
 describe('the JSON rules on their own (for the webhook receiver)', () => {

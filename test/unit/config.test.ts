@@ -83,8 +83,12 @@ test('runtime settings have defaults and reject bad values', () => {
     taskQueue: 'adcp-operations',
     gatewayHost: '127.0.0.1',
     gatewayPort: 8080,
+    keepAliveTimeoutMs: 5_000,
   });
   expect(() => loadRuntimeConfig({ ADCP_GATEWAY_PORT: 'eighty' })).toThrow(/ADCP_GATEWAY_PORT/);
+  expect(loadRuntimeConfig({ ADCP_GATEWAY_KEEP_ALIVE_MS: '65000' }).keepAliveTimeoutMs).toBe(65_000);
+  expect(() => loadRuntimeConfig({ ADCP_GATEWAY_KEEP_ALIVE_MS: '0' })).toThrow(/ADCP_GATEWAY_KEEP_ALIVE_MS/);
+  expect(() => loadRuntimeConfig({ ADCP_GATEWAY_KEEP_ALIVE_MS: 'long' })).toThrow(/ADCP_GATEWAY_KEEP_ALIVE_MS/);
   expect(loadRuntimeConfig({ ADCP_PUBLIC_BASE_URL: 'https://buyer.example/' }).publicBaseUrl).toBe(
     'https://buyer.example',
   );
