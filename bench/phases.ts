@@ -12,6 +12,9 @@ export interface Phase<Mode extends string> {
   /** Median time of one item, from its start to its end. */
   medianMs: number;
   cpu: CpuTimes;
+  /** Wall-clock bounds (epoch ms), to tell which history events the phase caused. */
+  startedAt: number;
+  endedAt: number;
 }
 
 /** Runs `task` over `items`, `concurrency` at a time, and times the batch. */
@@ -24,6 +27,7 @@ export async function timedPhase<Mode extends string, T>(
 ): Promise<Phase<Mode>> {
   const durations: number[] = [];
   const cpuBefore = cpuTimes(stack);
+  const startedAt = Date.now();
   const began = performance.now();
   await mapConcurrent(items, concurrency, async (item) => {
     const start = performance.now();
@@ -38,11 +42,16 @@ export async function timedPhase<Mode extends string, T>(
     perSecond: (items.length * 1000) / elapsedMs,
     medianMs: median(durations),
     cpu: cpuSince(stack, cpuBefore),
+    startedAt,
+    endedAt: Date.now(),
   };
 }
 
 /** All phases of one mode together: total rate, median of the phases' medians, summed CPU. */
-export function totalOf<Mode extends string>(phases: readonly Phase<Mode>[], mode: Mode): Omit<Phase<Mode>, 'mode'> {
+export function totalOf<Mode extends string>(
+  phases: readonly Phase<Mode>[],
+  mode: Mode,
+): Omit<Phase<Mode>, 'mode' | 'startedAt' | 'endedAt'> {
   const list = phases.filter((phase) => phase.mode === mode);
   const count = list.reduce((sum, phase) => sum + phase.count, 0);
   const elapsedMs = list.reduce((sum, phase) => sum + phase.elapsedMs, 0);

@@ -16,7 +16,8 @@ import { type WebhookEvent, parseWebhookPayload } from '../protocol';
 import { createWebhookAuthenticator } from '../api/webhook-verification';
 import { type SignedWebhook, asWebhookRequest, signWebhookRequest } from '../test/fixtures/webhook-signing';
 import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
-import { describeCpuPer } from './cpu';
+import { temporal } from '@temporalio/proto';
+import { type CpuTimes, cpuSince, cpuTimes, describeCpuPer } from './cpu';
 import { type Phase, timedPhase, totalOf } from './phases';
 import type { BenchmarkResult } from './report';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
@@ -158,6 +159,15 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
   let sent = 0;
   const phases: Phase<Mode>[] = [];
   const paced: { rate: number; gateway?: number[]; direct?: number[] } = { rate: Number.NaN };
+  /** The paced runs' CPU and time bounds, like a phase's (their latencies are in `paced`). */
+  const pacedWindows: Window[] = [];
+  const pacedRun = async <T>(mode: 'gateway' | 'direct', items: readonly T[], task: (item: T) => Promise<void>) => {
+    const cpuBefore = cpuTimes(stack);
+    const startedAt = Date.now();
+    const latencies = await pacedLatencies(items, paced.rate, task);
+    pacedWindows.push({ mode, count: items.length, cpu: cpuSince(stack, cpuBefore), startedAt, endedAt: Date.now() });
+    return latencies;
+  };
   try {
     await gatewayPhase(makeEvents(options.warmup));
     await directPhase(makeEvents(options.warmup));
@@ -187,15 +197,13 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       }),
     );
     freshAgent();
-    paced.gateway = await pacedLatencies(signed, paced.rate, async (request) => {
+    paced.gateway = await pacedRun('gateway', signed, async (request) => {
       const answer = await post(agent, request);
       if (answer.status !== 200) throw new Error(`The gateway answered ${answer.status} at half its maximum rate.`);
     });
     sent += pacedCount;
     const directEvents = deliveries(makeEvents(pacedCount));
-    paced.direct = await pacedLatencies(directEvents, paced.rate, ({ operationId, event }) =>
-      signal(operationId, event),
-    );
+    paced.direct = await pacedRun('direct', directEvents, ({ operationId, event }) => signal(operationId, event));
     sent += pacedCount;
   } finally {
     agent.destroy();
@@ -210,6 +218,34 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
   }, `all ${sent} events applied`).catch((error: Error) => {
     throw new Error(`${error.message}: the workflows applied ${applied} of ${sent} events.`);
   });
+  // How many workflow tasks each mode's events cost: the engine's work per event depends on it (see bench/README.md).
+  const histories = await Promise.all(
+    operations.map(({ operationId }) => client.workflow.getHandle(operationId).fetchHistory()),
+  );
+  const tasksAtMax = {
+    gateway: workflowTasksPerSignal(
+      histories,
+      phases.filter((phase) => phase.mode === 'gateway'),
+    ),
+    direct: workflowTasksPerSignal(
+      histories,
+      phases.filter((phase) => phase.mode === 'direct'),
+    ),
+  };
+  const tasksPaced = {
+    gateway: workflowTasksPerSignal(
+      histories,
+      pacedWindows.filter((window) => window.mode === 'gateway'),
+    ),
+    direct: workflowTasksPerSignal(
+      histories,
+      pacedWindows.filter((window) => window.mode === 'direct'),
+    ),
+  };
+  const pacedCpu = (mode: 'gateway' | 'direct') => {
+    const window = pacedWindows.find((candidate) => candidate.mode === mode);
+    return window ? describeCpuPer(window.cpu, window.count) : 'not measured';
+  };
   await Promise.all(
     operations.map(async ({ operationId }) => {
       await client.workflow.getHandle(operationId).terminate('bench: throughput done');
@@ -263,6 +299,8 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       `all ${gateway.count + options.warmup} gateway requests answered 200 {"status":"accepted"}; the workflows applied ${applied} of the ${sent} events sent in all modes (warm-up included)`,
       `paced at half the gateway's maximum (${paced.rate.toFixed(0)}/s, open loop, ${paced.gateway?.length ?? 0} events per mode): gateway p50 ${p50.gateway.toFixed(1)} ms, p99 ${p99.gateway.toFixed(1)} ms; plain signals at the same rate p50 ${p50.direct.toFixed(1)} ms, p99 ${p99.direct.toFixed(1)} ms`,
       `CPU per event, all processes: gateway ${describeCpuPer(gateway.cpu, gateway.count)}; direct ${describeCpuPer(direct.cpu, direct.count)}`,
+      `workflow tasks per event (history events in each mode's time windows): at the maximum rate gateway ${describeTasks(tasksAtMax.gateway)}, direct ${describeTasks(tasksAtMax.direct)}; paced at half the gateway's maximum gateway ${describeTasks(tasksPaced.gateway)}, direct ${describeTasks(tasksPaced.direct)}`,
+      `CPU per event while paced at half the gateway's maximum: gateway ${pacedCpu('gateway')}; direct ${pacedCpu('direct')}`,
       `where the gateway's time goes: describe() + signal() straight to Temporal (what the gateway asks of Temporal per webhook) ran at ${describeSignal.perSecond.toFixed(0)}/s; RFC 9421 verification alone (WebhookAuthenticator.verify in the bench process, one at a time) takes ${verification.microsecondsPerRequest.toFixed(0)} us per request`,
     ],
     details: {
@@ -273,10 +311,59 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       verification,
       phases,
       paced,
+      pacedWindows,
+      workflowTasksPerSignal: { atMaximumRate: tasksAtMax, paced: tasksPaced },
       eventsSent: sent,
       eventsApplied: applied,
     },
   };
+}
+
+/** A span of the run in which one mode sent its events. */
+interface Window {
+  mode: string;
+  count: number;
+  cpu: CpuTimes;
+  startedAt: number;
+  endedAt: number;
+}
+
+interface TaskCount {
+  signals: number;
+  workflowTasks: number;
+  perSignal: number;
+}
+
+const EventType = temporal.api.enums.v1.EventType;
+
+function epochMs(time: temporal.api.history.v1.IHistoryEvent['eventTime']): number {
+  return Number(time?.seconds ?? 0) * 1000 + Math.floor((time?.nanos ?? 0) / 1e6);
+}
+
+/**
+ * Signals received and workflow tasks completed inside the windows, from the operations' histories. Every event of this
+ * benchmark reaches its workflow as a signal and issues no command, so the count of tasks per signal is how well the
+ * server batched signals into workflow tasks: several signals that arrive while a task runs share the next one.
+ */
+function workflowTasksPerSignal(
+  histories: readonly { events?: temporal.api.history.v1.IHistoryEvent[] | null }[],
+  windows: readonly Pick<Window, 'startedAt' | 'endedAt'>[],
+): TaskCount {
+  let signals = 0;
+  let workflowTasks = 0;
+  for (const history of histories) {
+    for (const event of history.events ?? []) {
+      const at = epochMs(event.eventTime);
+      if (!windows.some((window) => at >= window.startedAt && at <= window.endedAt)) continue;
+      if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED) signals++;
+      else if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) workflowTasks++;
+    }
+  }
+  return { signals, workflowTasks, perSignal: signals > 0 ? workflowTasks / signals : Number.NaN };
+}
+
+function describeTasks(count: TaskCount): string {
+  return `${count.perSignal.toFixed(2)} (${count.workflowTasks} tasks for ${count.signals} signals)`;
 }
 
 /** The CPU cost of verifying one signed webhook, in-process and sequentially (no HTTP, no Temporal). */
