@@ -15,6 +15,7 @@ import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
 import type { AgentRegistry } from '../config/agents';
 import type { RuntimeConfig } from '../config/runtime';
+import { projectRoot } from '../config/project-root';
 import { type Logger, createLogger } from '../observability/logger';
 import { createGateway } from './app';
 import {
@@ -95,7 +96,8 @@ export function gatewayAuthentication(options: {
   assertSafeBind(options.host, false);
   const passed = env.ADCP_API_KEY?.trim();
   const developmentKey = createDevelopmentKey({
-    dataDir: options.dataDir ?? path.resolve(__dirname, '..', '.data'),
+    // The project's .data/ from api/ and from dist/app/api/ alike (the compiled gateway, scripts/gateway.cjs).
+    dataDir: options.dataDir ?? path.join(projectRoot(), '.data'),
     fileName: `dev-api-keys-${options.port ?? 'default'}.json`,
     ...(passed ? { key: passed } : {}),
   });

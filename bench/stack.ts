@@ -2,7 +2,8 @@
  * Everything the benchmarks run against, started on loopback and free ports and torn down afterwards:
  *   - the project's Temporal dev server binary (config/dev-server.ts) on a temporary SQLite file;
  *   - the scripted fixture seller (test/fixtures/scripted-seller.ts, @adcp/sdk's server, real RFC 9421 webhooks);
- *   - the gateway, `api/main.ts` in its own process, as `npm start` runs it;
+ *   - the gateway as `npm run gateway` and `npm start` ship it (compiled, dist/app/api/main.js, plain node) in its own
+ *     process;
  *   - two workers, the product's worker as `npm run worker` ships it (compiled, dist/app/workers/main.js, plain node,
  *     WORKER_NODE_FLAGS) in their own processes: one with ADCP_PUBLIC_BASE_URL set (operations register webhooks), one
  *     without (polling only). Each is preloaded with the memory probe.
@@ -181,7 +182,10 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
     // BENCH_CPU_PROFILE=<dir>: the gateway and the workers write V8 CPU profiles there when they stop.
     const profileDir = process.env.BENCH_CPU_PROFILE;
     const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
-    const gateway = startNodeScript('gateway', 'api/main.ts', {
+    // As shipped (`npm run gateway`: scripts/gateway.cjs runs dist/app/api/main.js with plain node), started directly:
+    // the tsc run above built it with the workers.
+    const gateway = startNodeScript('gateway', COMPILED_GATEWAY, {
+      tsx: false,
       execArgv: profiling,
       env: childEnv({
         ...common,
@@ -374,6 +378,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
 }
 
 const COMPILED_PRODUCT_WORKER = 'dist/app/workers/main.js';
+const COMPILED_GATEWAY = 'dist/app/api/main.js';
 const COMPILED_BENCH_WORKER = 'dist/app/bench/worker.js';
 
 /**

@@ -42,7 +42,7 @@ class Supervised {
     private readonly script: string,
     private readonly env: NodeJS.ProcessEnv,
     private readonly changed: () => void,
-    /** Undefined: the script runs under tsx (TypeScript sources); else with plain node and these flags (scripts/worker.cjs). */
+    /** Undefined: the script runs under tsx; else with plain node and these flags (scripts/worker.cjs, gateway.cjs). */
     private readonly nodeFlags?: readonly string[],
   ) {}
 
@@ -217,7 +217,9 @@ async function main(): Promise<void> {
   children.push(
     new Supervised('worker', 'scripts/worker.cjs', { MALLOC_ARENA_MAX: '2', ...env }, recordPids, WORKER_NODE_FLAGS),
   );
-  children.push(new Supervised('gateway', 'api/main.ts', env, recordPids));
+  // The gateway runs compiled too (scripts/gateway.cjs, dist/app/api/main.js, default node flags); both launchers share
+  // one build of dist/app/ (a lock: the second waits for the first). ADCP_GATEWAY_RUNTIME=tsx runs it from the sources.
+  children.push(new Supervised('gateway', 'scripts/gateway.cjs', env, recordPids, []));
   let stopping = false;
   const stopAll = async (code: number) => {
     if (stopping) return;
