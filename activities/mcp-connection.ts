@@ -11,12 +11,16 @@
  * served a call without error goes back to a small idle pool (at most MAX_IDLE_PER_SELLER per seller and token, for
  * IDLE_TTL_MS) and the next call takes it over, which saves the `initialize` round trips; one that saw any error, an
  * abort or a timeout is closed, never reused. Nothing one call does reaches a connection another call is using.
+ * A seller that refuses Streamable HTTP is reached over legacy HTTP+SSE, on a connection of the call's own that is
+ * never pooled; the refusal is remembered for a while (activities/mcp-transport-memory.ts), so the next calls skip
+ * the refused POST.
  */
 import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { linkSignals } from './linked-signal';
+import { SseOnlySellers } from './mcp-transport-memory';
 
 export interface McpCallTarget {
   url: string;
@@ -142,9 +146,11 @@ function keyOf(target: McpCallTarget): string {
 }
 
 const idle = new Map<string, Connection[]>();
+/** Sellers (URL and token, as the pool) that refused Streamable HTTP lately: see activities/mcp-transport-memory.ts. */
+export const sseOnlySellers = new SseOnlySellers();
 let sweeper: NodeJS.Timeout | undefined;
 
-async function open(target: McpCallTarget, key: string): Promise<Connection> {
+async function open(target: McpCallTarget, key: string, sseOnly: SseOnlySellers): Promise<Connection> {
   const url = new URL(target.url);
   const requestInit = { headers: mcpAuthHeaders(target.token) };
   const connection = {
@@ -155,6 +161,19 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
     idleSince: 0,
   } as Connection;
   const binding = () => connection.binding;
+  let sseFailure: { error: unknown } | undefined;
+  if (sseOnly.has(key)) {
+    // This seller refused Streamable HTTP a moment ago: no refused POST, straight to its SSE stream.
+    try {
+      await connectSse(connection, target, requestInit);
+      return connection;
+    } catch (error) {
+      sseOnly.forget(key);
+      if (target.signal.aborted) throw error;
+      // It may have moved to Streamable HTTP (and dropped SSE): this call probes it before giving up.
+      sseFailure = { error };
+    }
+  }
   const transport = new StreamableHTTPClientTransport(url, {
     requestInit,
     fetch: boundFetch(binding, 'streamable-http'),
@@ -167,10 +186,28 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
   } catch (error) {
     await connection.client.close().catch(() => undefined);
     if (!wantsSseFallback(error) || target.signal.aborted) throw error;
+    // Refused again, and SSE failed just now: one SSE attempt per call is enough.
+    if (sseFailure) throw sseFailure.error;
   }
+  await connectSse(connection, target, requestInit);
+  sseOnly.remember(key);
+  return connection;
+}
+
+/** Connects `connection` over the legacy HTTP+SSE transport; on failure nothing of it is left open. */
+async function connectSse(
+  connection: Connection,
+  target: McpCallTarget,
+  requestInit: { headers: Record<string, string> },
+): Promise<void> {
+  const binding = () => connection.binding;
   connection.client = newClient(binding);
   const sseFetch = boundFetch(binding, 'sse');
-  const sse = new SSEClientTransport(url, { requestInit, eventSourceInit: { fetch: sseFetch }, fetch: sseFetch });
+  const sse = new SSEClientTransport(connection.url, {
+    requestInit,
+    eventSourceInit: { fetch: sseFetch },
+    fetch: sseFetch,
+  });
   try {
     // Raced: the EventSource swallows an AbortError from its fetch (no error event), which would leave connect pending.
     await raceSignal(target.signal, () => connection.client.connect(sse));
@@ -180,7 +217,6 @@ async function open(target: McpCallTarget, key: string): Promise<Connection> {
     throw error;
   }
   // Closed when the call ends (never pooled), so its EventSource never outlives the call.
-  return connection;
 }
 
 function close(connection: Connection): void {
@@ -250,9 +286,14 @@ export function closeIdleMcpConnections(): void {
 
 /**
  * Runs `work` on a connection leased to this call alone, bound to its signal and timeout. The connection goes back
- * to the pool only when the call succeeded and was neither aborted nor timed out; otherwise it is closed.
+ * to the pool only when the call succeeded and was neither aborted nor timed out; otherwise it is closed. `sseOnly`
+ * remembers sellers that refused Streamable HTTP (the process-wide memory unless a test passes its own clock).
  */
-export async function withMcpConnection<T>(target: McpCallTarget, work: (client: Client) => Promise<T>): Promise<T> {
+export async function withMcpConnection<T>(
+  target: McpCallTarget,
+  work: (client: Client) => Promise<T>,
+  sseOnly: SseOnlySellers = sseOnlySellers,
+): Promise<T> {
   target.signal.throwIfAborted();
   const key = keyOf(target);
   const pooled = take(key);
@@ -268,7 +309,7 @@ export async function withMcpConnection<T>(target: McpCallTarget, work: (client:
       // The server forgot the pooled session (restarted, expired): it processed nothing, so a fresh connection may try.
     }
   }
-  const connection = await open(target, key);
+  const connection = await open(target, key, sseOnly);
   try {
     const result = await work(connection.client);
     release(connection, target);

@@ -4,6 +4,8 @@
  * event-stream GET goes to the seller (before, the per-call fetch answered every event-stream GET with a local 405,
  * so such a seller failed every call with "SSE error: Non-200 status code (405)"). A failed SSE connect leaves
  * nothing behind: no EventSource reconnecting, no socket, no timer (jest runs this file with --detectOpenHandles).
+ * The refusal is remembered per seller (activities/mcp-transport-memory.ts): later calls skip the refused POST until
+ * the memory's TTL passes or the SSE connect fails, and a seller that answers Streamable HTTP is never marked.
  * Real HTTP on loopback: test/fixtures/sse-seller.ts (an @adcp/sdk agent on the MCP SDK's SSEServerTransport), and
  * a real Temporal dev server and worker for the operation.
  */
@@ -11,8 +13,9 @@ import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createSdkSellerClient } from '../../activities/seller-client';
-import { closeIdleMcpConnections } from '../../activities/mcp-connection';
-import { SSE_SELLER_PRODUCT, type SseSeller, startSseSeller } from '../fixtures/sse-seller';
+import { closeIdleMcpConnections, withMcpConnection } from '../../activities/mcp-connection';
+import { SSE_ONLY_TTL_MS, SseOnlySellers } from '../../activities/mcp-transport-memory';
+import { SSE_SELLER_PRODUCT, type SseSeller, type SseSellerOptions, startSseSeller } from '../fixtures/sse-seller';
 import { getProductsParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 
@@ -76,6 +79,115 @@ describe('through the worker', () => {
     expect(state.transitions.map((t) => [t.from, t.to, t.source])).toEqual([['pending', 'completed', 'call']]);
     expect(seller.counts().getProducts - before).toBe(1);
     await eventually(async () => (seller.openStreams() === 0 ? true : undefined), 5_000, 50);
+  });
+});
+
+describe('remembering that a seller refused Streamable HTTP', () => {
+  const sellers: SseSeller[] = [];
+  const startSeller = async (options?: SseSellerOptions) => {
+    const started = await startSseSeller(options);
+    sellers.push(started);
+    return started;
+  };
+  afterAll(async () => {
+    closeIdleMcpConnections();
+    await Promise.all(sellers.map((started) => started.close()));
+  });
+
+  /** A clock the test moves, and a memory that reads it. */
+  const clocked = () => {
+    const clock = { now: 1_000_000 };
+    return { clock, memory: new SseOnlySellers({ now: () => clock.now }) };
+  };
+
+  /** One get_products call on a per-call connection, through the given memory. */
+  const getProducts = async (target: SseSeller, memory: SseOnlySellers) => {
+    const result = await withMcpConnection(
+      { url: target.url, token: target.authToken, signal: AbortSignal.timeout(20_000), requestTimeoutMs: 20_000 },
+      (client) => client.callTool({ name: 'get_products', arguments: getProductsParams }),
+      memory,
+    );
+    expect(result.isError).toBeFalsy();
+  };
+
+  test('several calls through the seller client pay one refused POST, not one per call', async () => {
+    const legacy = await startSeller();
+    for (let call = 0; call < 4; call += 1) {
+      const answer = await createSdkSellerClient().callTask({
+        agent: { id: 'legacy-sse-remembered', url: legacy.url, protocol: 'mcp' },
+        token: legacy.authToken,
+        signal: AbortSignal.timeout(20_000),
+        task: 'get_products',
+        args: getProductsParams,
+      });
+      expect(answer.snapshot.result?.products).toEqual([SSE_SELLER_PRODUCT]);
+    }
+    const counts = legacy.counts();
+    expect(counts.refusedPosts).toBe(1); // the first call's probe; the other three went straight to SSE
+    expect(counts.streams).toBe(4); // still one stream of its own per call, closed when the call ends
+    expect(counts.getProducts).toBe(4);
+    await eventually(async () => (legacy.openStreams() === 0 ? true : undefined), 5_000, 50);
+  });
+
+  test('after the TTL the next call probes Streamable HTTP again', async () => {
+    const legacy = await startSeller();
+    const { clock, memory } = clocked();
+    await getProducts(legacy, memory);
+    expect(memory.size).toBe(1);
+    clock.now += SSE_ONLY_TTL_MS - 1;
+    await getProducts(legacy, memory);
+    expect(legacy.counts().refusedPosts).toBe(1); // still remembered
+    clock.now += 1;
+    await getProducts(legacy, memory);
+    expect(legacy.counts().refusedPosts).toBe(2); // forgotten at the TTL: probed, refused, remembered again
+    await getProducts(legacy, memory);
+    expect(legacy.counts()).toMatchObject({ refusedPosts: 2, streams: 4, getProducts: 4 });
+  });
+
+  test('a seller that answers Streamable HTTP is never marked', async () => {
+    const modern = await startSeller({ transports: { sse: true, streamableHttp: true } });
+    const { memory } = clocked();
+    for (let call = 0; call < 3; call += 1) await getProducts(modern, memory);
+    expect(memory.size).toBe(0);
+    expect(modern.counts()).toMatchObject({ refusedPosts: 0, streams: 0, getProducts: 3 });
+    expect(modern.counts().streamableHttpRequests).toBeGreaterThanOrEqual(3);
+  });
+
+  test('a remembered seller that upgrades (and drops SSE) is reached in the same call, and forgotten', async () => {
+    const upgrading = await startSeller();
+    const { memory } = clocked();
+    await getProducts(upgrading, memory);
+    expect(memory.size).toBe(1);
+    upgrading.speak({ sse: false, streamableHttp: true });
+    await getProducts(upgrading, memory); // the SSE connect fails (405), the call probes Streamable HTTP
+    expect(memory.size).toBe(0);
+    expect(upgrading.counts()).toMatchObject({ refusedStreams: 1, refusedPosts: 1, streams: 1, getProducts: 2 });
+    await getProducts(upgrading, memory); // and from now on goes there first
+    expect(upgrading.counts()).toMatchObject({ refusedStreams: 1, refusedPosts: 1, streams: 1, getProducts: 3 });
+  });
+
+  test('a remembered seller whose SSE connect fails is forgotten, with one SSE attempt in the failing call', async () => {
+    const failing = await startSeller();
+    const { memory } = clocked();
+    await getProducts(failing, memory);
+    failing.speak({ sse: false, streamableHttp: false });
+    await expect(getProducts(failing, memory)).rejects.toThrow(/SSE error/);
+    expect(memory.size).toBe(0);
+    // Straight to SSE (refused), then the Streamable HTTP probe (refused): no second SSE attempt.
+    expect(failing.counts()).toMatchObject({ refusedStreams: 1, refusedPosts: 2 });
+    failing.speak({ sse: true, streamableHttp: false });
+    await getProducts(failing, memory); // forgotten: probes first, refused, back on SSE and remembered
+    expect(failing.counts()).toMatchObject({ refusedStreams: 1, refusedPosts: 3, getProducts: 2 });
+    expect(memory.size).toBe(1);
+  });
+
+  test('the memory holds at most its capacity, oldest refusal out first', () => {
+    const memory = new SseOnlySellers({ capacity: 2 });
+    memory.remember('a');
+    memory.remember('b');
+    memory.remember('c');
+    expect(memory.size).toBe(2);
+    expect([memory.has('a'), memory.has('b'), memory.has('c')]).toEqual([false, true, true]);
   });
 });
 
