@@ -27,6 +27,7 @@ async function main(): Promise<void> {
   const { connectClient } = await import('../config/temporal-connection');
   const { dataConverter } = await import('../client/payload-codec');
   const { WORKFLOWS_PATH } = await import('../workers/worker');
+  const { workflowPreloadModules } = await import('../workers/bundle-options');
   stage('activities loaded (@adcp/sdk, MCP SDK, zod, ...)');
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const runtime = loadRuntimeConfig();
@@ -41,7 +42,10 @@ async function main(): Promise<void> {
     namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
     taskQueue: runtime.taskQueue,
     dataConverter: dataConverter(),
-    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: WORKFLOWS_PATH }),
+    // Bundled at start with the preloaded modules, as workers/worker.ts bundles (and bench/stack.ts prebuilds).
+    ...(bundlePath
+      ? { workflowBundle: { codePath: bundlePath } }
+      : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: { preloadModules: workflowPreloadModules() } }),
     activities: {
       ...createActivities({ agents }),
       ...createReconciliationActivities({ agents, client }),

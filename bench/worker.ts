@@ -20,6 +20,7 @@ import { dataConverter } from '../client/payload-codec';
 import { loadAgents } from '../config/agents';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker } from '../config/temporal-connection';
+import { workflowPreloadModules } from '../workers/bundle-options';
 import { WORKFLOWS_PATH } from '../workers/worker';
 import { type BareSeller, createBareActivities } from './bare/activities';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
@@ -32,9 +33,13 @@ async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const { connection, namespace } = await connectWorker();
   const client = kind === 'orchestrator' ? await connectClient() : undefined;
+  // Bundled at start: the product's bundle preloads its pure modules as workers/worker.ts does (and as the bundle
+  // bench/stack.ts prebuilds); the bare baseline stays as it is.
   const workflows = bundlePath
     ? { workflowBundle: { codePath: bundlePath } }
-    : { workflowsPath: kind === 'bare' ? BARE_WORKFLOWS_PATH : WORKFLOWS_PATH };
+    : kind === 'bare'
+      ? { workflowsPath: BARE_WORKFLOWS_PATH }
+      : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: { preloadModules: workflowPreloadModules() } };
   let activities: object;
   if (kind === 'bare') {
     activities = createBareActivities(JSON.parse(process.env.BENCH_SELLER ?? '{}') as BareSeller);

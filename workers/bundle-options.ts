@@ -14,7 +14,10 @@
  * test/integration/bundle-preload.test.ts checks that preloading drags in no module outside the list.
  *
  * Everything that bundles workflows uses this list: workers/workflow-bundle.ts (the worker, `npm run build:workflows`),
- * test/harness/temporal.ts (tests), bench/stack.ts and bench/heap-snapshot.ts (benchmarks).
+ * test/harness/temporal.ts (tests), bench/stack.ts and bench/heap-snapshot.ts (benchmarks), bench/worker.ts and
+ * bench/idle-stages.ts when they bundle at start, and test/integration/observability.test.ts (with the OpenTelemetry
+ * interceptor module in the bundle, evaluated per workflow, not preloaded). Only the bare baseline (bench/bare) is
+ * bundled without it.
  *
  * No node: imports here: the bundling child process and the compiled worker load it, and `require.resolve` finds the
  * sources (tsx) or the compiled files (dist/app) next to this file, as WORKFLOWS_PATH does.

@@ -23,6 +23,7 @@ import {
   tracingWorkerOptions,
 } from '../../observability/tracing';
 import { workflowInterceptorModules } from '../../observability/workflow-modules';
+import { workflowPreloadModules } from '../../workers/bundle-options';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { getProductsParams } from '../harness/demo-requests';
@@ -58,10 +59,13 @@ beforeAll(async () => {
   Runtime.install({ logger: new TemporalPinoLogger(logger) });
   seller = await startScriptedSeller();
   const taskQueue = `observability-${randomUUID()}`;
-  // The bundle a tracing worker builds at start (workers/workflow-bundle.ts): log fields and OpenTelemetry modules.
+  // The bundle a tracing worker builds at start (workers/workflow-bundle.ts): log fields and OpenTelemetry modules,
+  // and the shared preloaded modules. The OpenTelemetry interceptor module itself is not preloaded (module-level
+  // state, see workers/bundle-options.ts): it is evaluated per workflow, next to the preloaded ones.
   ({ code: bundleCode } = await bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     workflowInterceptorModules: workflowInterceptorModules(true),
+    preloadModules: workflowPreloadModules(),
     logger: new DefaultLogger('WARN'),
   }));
   connection = await Connection.connect({ address: testAddress() });
@@ -167,6 +171,15 @@ test('one trace links the client start, the workflow, its activities and the sel
     [sellerCall, activityRun, activityStart, workflowRun, clientStart].map((span) => span.spanContext().traceId),
   );
   expect(traceIds.size).toBe(1);
+});
+
+test('the tracing bundle preloads the shared modules, and not the OpenTelemetry interceptor module', () => {
+  const preloadBlock = /exports\.preloadModules = function preloadModules\(\) \{([\s\S]*?)\n\}/.exec(bundleCode);
+  expect(preloadBlock).not.toBeNull();
+  expect(preloadBlock![1]).toContain('"./workflows/index.ts"');
+  expect(preloadBlock![1]).not.toContain('interceptors-opentelemetry');
+  // The interceptor module is in the bundle all the same, evaluated per workflow.
+  expect(bundleCode).toContain('@temporalio/interceptors-opentelemetry/lib/workflow');
 });
 
 test('the committed histories replay with the log and tracing interceptors in the bundle', async () => {
