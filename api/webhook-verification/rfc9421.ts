@@ -1,22 +1,25 @@
 /**
- * AdCP 3.x webhook signing (RFC 9421, adcp-protocol.md §11), verified by @adcp/sdk's verifier. This module supplies
- * what the SDK leaves to the receiver: per-seller keys (inline, or a `jwks_uri` through the SDK's HttpsJwksResolver:
- * cached, ETag and Cache-Control aware, SSRF-safe), revocation, the replay store partitioned by seller, our own
- * `@target-uri` canonicalisation, and a raw body that is never re-serialised.
+ * AdCP 3.x webhook signing (RFC 9421, adcp-protocol.md §11), verified by the SDK verifier's checklist composed from
+ * @adcp/sdk's building blocks (rfc9421-checklist.ts). This module supplies what the SDK leaves to the receiver:
+ * per-seller keys (inline, or a `jwks_uri` through the SDK's HttpsJwksResolver: cached, ETag and Cache-Control aware,
+ * SSRF-safe), revocation, the replay store partitioned by seller, our own `@target-uri` canonicalisation, a raw body
+ * that is never re-serialised, and each seller key imported once (key-cache.ts).
  */
+import { isUtf8 } from 'node:buffer';
 import {
   HttpsJwksResolver,
   HttpsRevocationStore,
   RequestSignatureError,
   WebhookSignatureError,
-  verifyWebhookSignature,
   type AdcpJsonWebKey,
   type JwksResolver,
   type ReplayStore,
   type RevocationStore,
 } from '@adcp/sdk/signing/server';
 import type { WebhookAuthConfig } from '../../config/webhook-auth';
+import { VerificationKeyCache } from './key-cache';
 import { partitionedBySeller } from './replay-store';
+import { verifyWebhookChecklist } from './rfc9421-checklist';
 import {
   type WebhookRejected,
   type WebhookRejectionReason,
@@ -25,6 +28,7 @@ import {
   isRfc9421Reason,
   reject,
 } from './result';
+import { StringMemo } from './string-memo';
 import { type CanonicalTarget, canonicalizeTargetUri } from './target-uri';
 
 /** The seller's JWKS could not be fetched and no copy is cached. Retrying later may succeed. */
@@ -114,36 +118,34 @@ interface SellerOptions {
   revocationStore: RevocationStore;
 }
 
-const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
 export class Rfc9421Verifier {
   private readonly remoteJwks = new Map<string, { uri: string; resolver: JwksResolver }>();
   private readonly revocationLists = new Map<string, HttpsRevocationStore>();
   private readonly inlineKeys = new WeakMap<WebhookAuthConfig, ReadonlyMap<string, AdcpJsonWebKey>>();
   private readonly sellerOptionsCache = new WeakMap<WebhookAuthConfig, Map<string, SellerOptions>>();
+  private readonly keys = new VerificationKeyCache();
+  /** Every webhook of an operation is posted to its one URL: canonicalised once. */
+  private readonly targets = new StringMemo(canonicalizeTargetUri);
 
   constructor(private readonly options: Rfc9421Options) {}
 
   async verify(request: WebhookRequest, sellerId: string, config: WebhookAuthConfig): Promise<WebhookVerification> {
     let target: CanonicalTarget;
     try {
-      target = canonicalizeTargetUri(request.url);
+      target = this.targets.get(request.url);
     } catch (err) {
       return reject('rfc9421', 'webhook_target_uri_malformed', err instanceof Error ? err.message : String(err));
     }
-    let body: string;
-    try {
-      // The SDK hashes the body as UTF-8 text; strict decoding guarantees those are exactly the received bytes.
-      body = STRICT_UTF8.decode(request.rawBody);
-    } catch {
+    // Checked without decoding: the digest is computed over the received bytes, and JSON needs UTF-8 anyway.
+    if (!isUtf8(request.rawBody)) {
       return reject('rfc9421', 'body_not_utf8', 'The webhook body is not valid UTF-8, so it cannot be JSON.');
     }
     try {
-      const verified = await verifyWebhookSignature(
-        { method: request.method, url: target.targetUri, headers: request.headers, body },
-        { ...this.sellerOptions(sellerId, config), now: this.nowSeconds },
+      const keyId = await verifyWebhookChecklist(
+        { method: request.method, targetUri: target.targetUri, headers: request.headers, rawBody: request.rawBody },
+        { ...this.sellerOptions(sellerId, config), keys: this.keys, now: this.nowSeconds() },
       );
-      return { ok: true, scheme: 'rfc9421', keyId: verified.keyid };
+      return { ok: true, scheme: 'rfc9421', keyId };
     } catch (err) {
       return rfc9421Rejection(err);
     }
@@ -213,7 +215,7 @@ export class Rfc9421Verifier {
   }
 }
 
-/** Maps what the SDK verifier throws onto the conformance vectors' codes. */
+/** Maps what the checklist (the SDK's error classes) throws onto the conformance vectors' codes. */
 function rfc9421Rejection(err: unknown): WebhookRejected {
   if (err instanceof JwksUnavailableError) return reject('rfc9421', 'jwks_unavailable', err.message);
   if (err instanceof WebhookSignatureError) {
