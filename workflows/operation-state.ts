@@ -123,6 +123,34 @@ function text(value: unknown): string | undefined {
 }
 
 /**
+ * A webhook that repeats `statusWaitedOn` for this operation's bound task, and whose application can change nothing a
+ * wait or the published search attributes and memo depend on: no new status, no final or provisional result, no
+ * question, no media buy, no refusal and no holding. Applying it changes only the record (message, progress, counts)
+ * and issues no workflow command, so the workflow may apply it without waking the loop that waits (operation.ts).
+ */
+export function isQuietRepeat(
+  state: OperationState,
+  terminal: boolean,
+  statusWaitedOn: OperationStatus,
+  delivery: WebhookDelivery,
+): boolean {
+  const snapshot = delivery.snapshot;
+  return (
+    !terminal &&
+    state.provisional === undefined &&
+    state.taskId !== undefined &&
+    state.status === statusWaitedOn &&
+    snapshot.status === statusWaitedOn &&
+    !terminalStatus(snapshot.status) &&
+    snapshot.status !== 'input-required' &&
+    snapshot.status !== 'auth-required' &&
+    (delivery.operationId === undefined || delivery.operationId === state.operationId) &&
+    (!snapshot.taskId || snapshot.taskId === state.taskId) &&
+    text(snapshot.result?.media_buy_id) === undefined
+  );
+}
+
+/**
  * A seller that wraps a task envelope in a `completed` one (`{status: completed, result: {status: submitted,
  * task_id}}`) has not completed anything: read the inner envelope for what it is.
  */

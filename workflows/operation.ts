@@ -55,11 +55,17 @@ import {
 } from './definitions';
 import { operationV1 } from './legacy/operation-v1';
 import { type BuyerNotification, NOTIFICATION_WORKFLOW_TYPE, type NotificationEvent } from './notification';
-import { OperationMachine, iso } from './operation-state';
+import { OperationMachine, isQuietRepeat, iso } from './operation-state';
 import { actorProblem, cancelRequestProblem, credentialsRefreshProblem, providedInputProblem } from './validators';
 
 /** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
 export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
+/**
+ * Revision 4 looks: from this marker on (written by the first quiet webhook a run applies so), a webhook that only
+ * repeats the status the looks wait on is applied by its signal handler instead of waking the wait (see
+ * appliesWithoutWaking). Histories recorded before replay as they ran.
+ */
+export const QUIET_WEBHOOKS_IN_HANDLER_PATCH = 'adcp-quiet-webhooks-in-handler';
 
 const MAX_SEEN_EVENT_KEYS = 1_000;
 /** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
@@ -410,6 +416,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   let keyGeneration = input.carried?.keyGeneration ?? 0;
   let pollRequested = false;
   let cancelRequest: CancelRequest | undefined;
+  /** Revision 4: the status a wait's looks are waiting on, while settleLooks waits for them (else undefined). */
+  let looksWaitingOn: OperationState['status'] | undefined;
   /** Each call step's plan, decided once (see activities/contract.ts CallPlan). */
   const plans = new Map<string, CallPlan>(Object.entries(input.carried?.plans ?? {}));
 
@@ -423,8 +431,34 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       const oldest = seenEventKeys.values().next().value;
       if (oldest !== undefined) seenEventKeys.delete(oldest);
     }
+    if (appliesWithoutWaking(delivery)) {
+      machine.receiveWebhook(delivery);
+      publish();
+      return;
+    }
     inbox.push(delivery);
   });
+
+  /**
+   * Revision 4, while the looks run: a repeat of the status they wait on, with nothing else pending, changes nothing
+   * they depend on and issues no command, so the handler applies it (as drainInbox would) instead of waking the wait.
+   * Waking it costs a condition round, a new condition and race, and promises that each capture a stack: most of the
+   * worker's CPU per webhook (issue #15 B2). Behind a patch: before it, such a webhook woke the wait, and a look that
+   * ended in the same workflow task was applied before it (histories recorded so must replay as they ran).
+   */
+  function appliesWithoutWaking(delivery: WebhookDelivery): boolean {
+    return (
+      looksWaitingOn !== undefined &&
+      inbox.length === 0 &&
+      pendingAdoption === undefined &&
+      !pollRequested &&
+      cancelRequest === undefined &&
+      // History is long enough: wake the loop, which then ends the looks to continue as new.
+      !workflowInfo().continueAsNewSuggested &&
+      isQuietRepeat(state, machine.terminal, looksWaitingOn, delivery) &&
+      patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)
+    );
+  }
 
   setHandler(webhookRefusedSignal, (notice) => {
     if (!notice || typeof notice.note !== 'string') return;
@@ -935,14 +969,23 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       () => 'poll' as const,
     );
     let winner: 'poll' | 'signal';
-    for (;;) {
-      winner = await Promise.race([looked, condition(interrupt).then(() => 'signal' as const)]);
-      if (winner === 'poll' || !quietWebhooks || !onlyWebhooksArrived()) break;
-      // Progress reports and repeats of the status waited on change nothing the looks depend on: cancelling them would
-      // cost an activity cancel and a new schedule per webhook. Anything else (a new status, a final or provisional
-      // one) ends the looks so the main loop decides again.
-      drainInbox();
-      if (machine.terminal || state.provisional || state.status !== statusWaitedOn) break;
+    // Repeats of the status waited on are applied by the signal handler meanwhile (appliesWithoutWaking).
+    if (quietWebhooks) looksWaitingOn = statusWaitedOn;
+    try {
+      for (;;) {
+        winner = await Promise.race([looked, condition(interrupt).then(() => 'signal' as const)]);
+        if (winner === 'poll' || !quietWebhooks || !onlyWebhooksArrived()) break;
+        // Progress reports and repeats of the status waited on change nothing the looks depend on: cancelling them
+        // would cost an activity cancel and a new schedule per webhook. Anything else (a new status, a final or
+        // provisional one) ends the looks so the main loop decides again.
+        drainInbox();
+        if (machine.terminal || state.provisional || state.status !== statusWaitedOn) break;
+        // Each webhook adds history and these looks may last until the deadline: end them when Temporal suggests
+        // continuing as new (the main loop then does). Behind the patch, as runs before it kept the looks.
+        if (workflowInfo().continueAsNewSuggested && patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)) break;
+      }
+    } finally {
+      looksWaitingOn = undefined;
     }
     if (winner === 'signal') scope.cancel();
     try {
