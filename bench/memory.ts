@@ -237,14 +237,15 @@ export async function workerMemory(stack: BenchStack, options: MemoryOptions): P
   const measurements: Measurement[] = [];
   for (const result of results) {
     const worst = Math.max(result.peakRssBytes, result.parked.rssBytes, result.idle.rssBytes);
+    // B5 is the worker as `npm run worker` runs it (the first configuration); the others are for comparison only.
+    const shipped = result === reference;
     measurements.push({
-      metric: `B5 peak RSS, ${m} parked, ${result.name}`,
+      metric: shipped ? `B5 peak RSS, ${m} parked, ${result.name}` : `peak RSS, ${m} parked, ${result.name}`,
       unit: 'bytes',
       measured: worst,
       baseline: result.idle.rssBytes,
       ratio: ratio(worst, result.idle.rssBytes),
-      goal: '<= 300 MiB',
-      met: worst <= GOAL_BYTES,
+      ...(shipped ? { goal: '<= 300 MiB', met: worst <= GOAL_BYTES } : {}),
     });
   }
   for (const result of results.slice(1)) {
