@@ -3,9 +3,9 @@
  * vectors' `failed_step`), composed from @adcp/sdk's building blocks in the SDK verifier's order and with its error
  * codes, so rfc9421.ts maps outcomes exactly as before. What differs is only the work per webhook: the seller's key is
  * imported once (key-cache.ts), the signature headers are read without a general parser when they are in canonical
- * form (signature-headers.ts), the target URI is parsed once rather than five times (and its derivations remembered
- * for the next webhook to the same URL), and the body is hashed as the bytes received rather than re-encoded from a
- * decoded copy.
+ * form (signature-headers.ts), the target URI's checks and replay scope are remembered for the next webhook to the
+ * same URL, and the body is hashed as the bytes received rather than re-encoded from a decoded copy. The signature
+ * base is the SDK's own (`buildSignatureBase`).
  *
  * Order matters: cheap checks on the headers (1-6a) come before the key is resolved (7); revocation (9), the per-key
  * cap (9a) and the replay pre-check come before the signature is checked (10), so a flood of bad or replayed
@@ -20,6 +20,7 @@ import {
   WEBHOOK_MANDATORY_COMPONENTS,
   WEBHOOK_SIGNING_TAG,
   WebhookSignatureError,
+  buildSignatureBase,
   canonicalTargetUri,
   getHeaderValue,
   verifySignature,
@@ -51,7 +52,6 @@ export interface ChecklistOptions {
 }
 
 const REQUIRED_PARAMS = ['created', 'expires', 'nonce', 'keyid', 'alg', 'tag'] as const;
-const DERIVED_COMPONENTS: ReadonlySet<string> = new Set(['@method', '@target-uri', '@authority']);
 
 function fail(code: ConstructorParameters<typeof WebhookSignatureError>[0], step: number, message: string): never {
   throw new WebhookSignatureError(code, step, message);
@@ -105,8 +105,8 @@ function isLoopback(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '::1' || hostname.startsWith('127.');
 }
 
-/** Step 6a: a target URI that can be signed (parseable, https or loopback, no userinfo or fragment); its authority. */
-function checkTarget(targetUri: string): string {
+/** Step 6a: a target URI that can be signed (parseable, https or loopback, no userinfo or fragment). */
+function checkTarget(targetUri: string): true {
   let url: URL;
   try {
     url = new URL(targetUri);
@@ -118,50 +118,12 @@ function checkTarget(targetUri: string): string {
   }
   if (url.username || url.password) fail('webhook_target_uri_malformed', 6, '@target-uri carries userinfo.');
   if (url.hash) fail('webhook_target_uri_malformed', 6, '@target-uri carries a fragment.');
-  return url.host.toLowerCase();
+  return true;
 }
 
 // Both are pure functions of the target URI, which every webhook of an operation repeats.
-const authorities = new StringMemo(checkTarget);
+const checkedTargets = new StringMemo(checkTarget);
 const replayScopes = new StringMemo(canonicalTargetUri);
-
-/**
- * RFC 9421 §2.5 signature base over the covered components, with the `@signature-params` line exactly as the seller
- * sent it. `@target-uri` is the replay scope already computed; `@authority` comes from the one parse of the target.
- */
-function signatureBase(
-  input: ParsedSignatureInput,
-  request: ChecklistRequest,
-  targetUri: string,
-  authority: string,
-): string {
-  let base = '';
-  for (const component of input.components) {
-    let value: string | undefined;
-    if (component.startsWith('@')) {
-      if (!DERIVED_COMPONENTS.has(component)) {
-        throw new RequestSignatureError(
-          'request_signature_components_unexpected',
-          6,
-          `The derived component "${component}" is not part of the AdCP profile.`,
-        );
-      }
-      value =
-        component === '@method' ? request.method.toUpperCase() : component === '@target-uri' ? targetUri : authority;
-    } else {
-      value = getHeaderValue(request.headers, component);
-    }
-    if (value === undefined) {
-      throw new RequestSignatureError(
-        'request_signature_components_incomplete',
-        6,
-        `The covered component "${component}" is not in the request.`,
-      );
-    }
-    base += `"${component}": ${value}\n`;
-  }
-  return `${base}"@signature-params": ${input.signatureParamsValue}`;
-}
 
 /** Runs the checklist; answers the verified keyid or throws the SDK's WebhookSignatureError/RequestSignatureError. */
 export async function verifyWebhookChecklist(request: ChecklistRequest, options: ChecklistOptions): Promise<string> {
@@ -179,7 +141,7 @@ export async function verifyWebhookChecklist(request: ChecklistRequest, options:
       fail('webhook_signature_components_incomplete', 6, `"${component}" must be a covered component.`);
     }
   }
-  const authority = authorities.get(request.targetUri);
+  checkedTargets.get(request.targetUri);
 
   // Step 7: the key, under exactly the keyid asked for.
   const jwk = await options.jwks.resolve(params.keyid);
@@ -216,7 +178,12 @@ export async function verifyWebhookChecklist(request: ChecklistRequest, options:
     fail('webhook_signature_replayed', 12, `Nonce "${params.nonce}" of key "${jwk.kid}" was already seen.`);
   }
   // Step 10: the signature.
-  const base = signatureBase(input, request, scope, authority);
+  const base = buildSignatureBase(
+    input.components,
+    { method: request.method, url: request.targetUri, headers: request.headers },
+    params,
+    input.signatureParamsValue,
+  );
   const publicKey = options.keys.publicKeyFor(jwk);
   if (!verifySignature(params.alg, publicKey, Buffer.from(base, 'utf8'), signature)) {
     fail('webhook_signature_invalid', 10, 'The signature does not verify over the signature base.');
