@@ -437,7 +437,18 @@ export function createSdkSellerClient(): SellerClient {
         }
         case 'mcp-tasks':
           return onMcpConnection(request, async (mcp) => {
-            const task = await mcp.experimental.tasks.getTask(taskId);
+            let task;
+            try {
+              task = await mcp.experimental.tasks.getTask(taskId);
+            } catch (error) {
+              const message = String((error as Error).message);
+              // The MCP SDK answers a task its store does not hold (expired, or lost when a seller with an in-memory
+              // store restarted) with InvalidParams "Failed to retrieve task: Task not found". Our arguments are not
+              // at fault: the seller cannot see the task now, which the read strategy treats as such.
+              if (!request.signal.aborted && /task not found/i.test(message))
+                return notFoundAnswer('TASK_NOT_FOUND', `MCP tasks/get at ${agent.id}: ${message}`);
+              throw error;
+            }
             const status = MCP_TASK_STATUS[task.status] ?? 'unknown';
             if (status === 'completed') {
               const result = await mcp.experimental.tasks.getTaskResult(taskId);

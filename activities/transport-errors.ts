@@ -231,10 +231,14 @@ function rpcCodeFromMessage(message: string): { code: number; flavour: RpcFlavou
   return undefined;
 }
 
-function codeForRpc(code: number, flavour: RpcFlavour): string {
+function codeForRpc(code: number, flavour: RpcFlavour, message = ''): string {
   // MCP reserves -32000/-32001 for client-side connection loss and request timeout; A2A uses -32001 for TaskNotFound.
   if (flavour === 'mcp' && code === -32001) return TRANSPORT_ERROR_CODES.timeout;
   if (flavour === 'mcp' && code === -32000) return TRANSPORT_ERROR_CODES.unreachable;
+  // McpServer reports a tool it does not have as InvalidParams; it is the missing method, as when answered in a tool
+  // result (protocol/errors.ts parseMcpToolRefusal).
+  if (flavour === 'mcp' && code === -32602 && /\bTool \S+ (?:not found|disabled)\b/.test(message))
+    return TRANSPORT_ERROR_CODES.rpcMethodNotFound;
   switch (code) {
     case -32602:
       return TRANSPORT_ERROR_CODES.rpcInvalidParams;
@@ -406,7 +410,7 @@ export function classifyTransportFailure(
     // ...and a failed fetch or a timeout wrapped the same way is that, not a seller error.
     const wrapped = rpc && rpc.code === -32603 && node.message ? wrappedTransportCause(node.message) : undefined;
     if (wrapped) return build(wrapped);
-    if (rpc) return build(codeForRpc(rpc.code, rpc.flavour), { rpcCode: rpc.code });
+    if (rpc) return build(codeForRpc(rpc.code, rpc.flavour, node.message), { rpcCode: rpc.code });
     if (ctor === 'StreamableHTTPError' && record.code === -1) return build(TRANSPORT_ERROR_CODES.protocolViolation);
     if (name === 'SyntaxError' || name === 'ZodError' || name === 'ProtocolViolation' || ctor === 'ZodError') {
       return build(TRANSPORT_ERROR_CODES.protocolViolation, { errorName: name ?? ctor });
@@ -421,7 +425,7 @@ export function classifyTransportFailure(
     const message = node.message;
     if (!message) continue;
     const rpc = rpcCodeFromMessage(message);
-    if (rpc) return build(codeForRpc(rpc.code, rpc.flavour), { rpcCode: rpc.code });
+    if (rpc) return build(codeForRpc(rpc.code, rpc.flavour, message), { rpcCode: rpc.code });
     const tokens = message.match(ERROR_CODE_TOKEN) ?? [];
     const tls = tokens.find((token) => TLS_CODE.test(token));
     if (tls) return build(TRANSPORT_ERROR_CODES.tls, { errorCode: tls });

@@ -291,6 +291,7 @@ export const UNKNOWN_ERROR_RECOVERY: Recovery = 'terminal';
  * |                                   | (MCP "Error POSTing to endpoint" once flattened to a message)            |             |
  * | TRANSPORT_RPC_INVALID_PARAMS      | JSON-RPC -32602 (e.g. tool input validation)                             | correctable |
  * | TRANSPORT_RPC_METHOD_NOT_FOUND    | JSON-RPC -32601: the seller has no such tool/method                      | terminal    |
+ * |                                   | (also McpServer's -32602 "Tool <name> not found" / "disabled")           |             |
  * | TRANSPORT_RPC_INTERNAL_ERROR      | JSON-RPC -32603                                                          | transient   |
  * | TRANSPORT_RPC_PARSE_ERROR         | JSON-RPC -32700: the seller could not parse what we sent                 | terminal    |
  * | TRANSPORT_RPC_INVALID_REQUEST     | JSON-RPC -32600                                                          | terminal    |
@@ -487,7 +488,84 @@ export function parseErrors(payload: unknown, fallbackRecovery?: Recovery): Adcp
   add(parseErrorObject(source.adcp_error, fallbackRecovery));
   if (typeof source.error_code === 'string') add(parseErrorObject(source, fallbackRecovery));
   if (asRecord(source.error)) add(parseErrorObject(source.error, fallbackRecovery));
+  add(parseControllerError(source));
   return found;
+}
+
+/**
+ * Recovery of the comply_test_controller's own error codes (compliance/comply-test-controller-response.json,
+ * ControllerError): a missing or illegal target is the caller's to correct (seed the entity first, ask for a legal
+ * transition, fix params); a scenario the seller does not implement or a sandbox that refuses is not.
+ */
+const CONTROLLER_ERROR_RECOVERY: Readonly<Record<string, Recovery>> = {
+  INVALID_TRANSITION: 'correctable',
+  INVALID_STATE: 'correctable',
+  NOT_FOUND: 'correctable',
+  INVALID_PARAMS: 'correctable',
+  UNKNOWN_SCENARIO: 'terminal',
+  FORBIDDEN: 'terminal',
+  JCS_NON_FINITE_NUMBER: 'terminal',
+  INTERNAL_ERROR: 'transient', // as the documented code; force_* scenarios converge when replayed
+};
+
+/**
+ * The comply_test_controller's error answer `{success: false, error: <code>, error_detail?, current_state?}` (3.x
+ * ControllerError). Its `error` is a code string, which the other shapes read as free text or not at all, and its
+ * detail is in `error_detail`. `current_state` (where the entity is) goes to details.
+ */
+function parseControllerError(source: Record<string, unknown>): AdcpError | undefined {
+  if (source.success !== false || typeof source.error !== 'string' || !/^[A-Z][A-Z0-9_]+$/.test(source.error))
+    return undefined;
+  const code = source.error;
+  const error: AdcpError = {
+    code,
+    message: optionalText(source.error_detail) ?? `The seller's test controller answered ${code}.`,
+    recovery: normaliseRecovery(source.recovery) ?? CONTROLLER_ERROR_RECOVERY[code] ?? recoveryFor(code),
+  };
+  if (source.current_state !== undefined) error.details = { current_state: source.current_state };
+  return error;
+}
+
+/**
+ * The MCP TypeScript SDK's McpServer answers a tools/call it refuses before the tool runs (no such tool, the tool is
+ * disabled, arguments its input schema rejects) not with a JSON-RPC error but with an `isError` result whose only text
+ * is "MCP error <code>: <message>" (@modelcontextprotocol/sdk server/mcp.js, CallTool handler). Read as the JSON-RPC
+ * error it wraps, so the refusal gets the code and recovery it gets when a server throws it
+ * (activities/transport-errors.ts): arguments refused are the buyer's to correct (with the first failing path as
+ * `field`), a tool the seller lacks is terminal. Only these refusals: the tool did not run, so nothing at the seller
+ * changed. Any other text (a handler that failed after it ran) is left to the caller's default.
+ */
+export function parseMcpToolRefusal(text: string): AdcpError | undefined {
+  const match = /^MCP error (-\d+): ([\s\S]*)$/.exec(text.trim());
+  if (!match) return undefined;
+  const rpcCode = Number(match[1]);
+  const message = match[2].trim();
+  if ((rpcCode === -32602 && /^Tool \S+ (?:not found|disabled)$/.test(message)) || rpcCode === -32601) {
+    return {
+      code: TRANSPORT_ERROR_CODES.rpcMethodNotFound,
+      message,
+      recovery: 'terminal',
+      suggestion: "The seller does not expose this tool; check get_adcp_capabilities and the seller's tools/list.",
+      details: { source: 'mcp-tool-result', rpc_code: rpcCode },
+    };
+  }
+  const validation = /^Input validation error: ([\s\S]*)$/.exec(message);
+  if (rpcCode !== -32602 || !validation) return undefined;
+  // McpServer lists one zod issue per line: "<issue message> at <dot.path>" (no " at" for a root-level issue).
+  const issues = validation[1]
+    .replace(/^Invalid arguments for tool \S+: /, '')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const field = issues.map((issue) => / at ([\w.[\]-]+)$/.exec(issue)?.[1]).find((path) => path !== undefined);
+  return {
+    code: TRANSPORT_ERROR_CODES.rpcInvalidParams,
+    message,
+    recovery: 'correctable',
+    ...(field ? { field } : {}),
+    suggestion: "The seller's input schema refused the arguments; fix the request (see field and details.issues).",
+    details: { source: 'mcp-tool-result', rpc_code: rpcCode, issues },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------

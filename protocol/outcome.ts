@@ -20,7 +20,42 @@ function describeError(value: unknown): string {
   return message ? `${code}: ${message}` : code;
 }
 
-export function assessCompletion(result: Record<string, unknown> | undefined): CompletionAssessment {
+/** The request a result answers, where the outcome depends on it (sync_creatives answers per creative sent). */
+export interface CompletedRequest {
+  task: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * sync_creatives answers one row per creative sent, keyed by the creative_id from the request (3.x
+ * sync-creatives-response). A creative the answer has no row for has no known result: a row under another id (some
+ * sellers answer with their own library id) cannot be matched to what the buyer sent, so it does not count as one.
+ */
+function unansweredCreatives(result: Record<string, unknown>, request: CompletedRequest | undefined): string[] {
+  if (request?.task !== 'sync_creatives' || !Array.isArray(request.params?.creatives)) return [];
+  // dry_run and validation-only answers still carry a row per creative, so the check applies to them too.
+  const answered = new Set<string>();
+  const rows = Array.isArray(result.creatives) ? result.creatives : [];
+  for (const entry of rows) {
+    const id = asRecord(entry)?.creative_id;
+    if (typeof id === 'string') answered.add(id);
+  }
+  const requested = new Set(
+    request.params.creatives
+      .map((entry) => asRecord(entry)?.creative_id)
+      .filter((id): id is string => typeof id === 'string'),
+  );
+  const missing = [...requested].filter((id) => !answered.has(id));
+  if (missing.length === 0) return [];
+  const others = [...answered].filter((id) => !requested.has(id));
+  const instead = others.length > 0 ? `; it answered for ${others.join(', ')}, which the request did not name` : '';
+  return [`no result for creative ${missing.join(', ')} (the seller's answer has no row for it${instead})`];
+}
+
+export function assessCompletion(
+  result: Record<string, unknown> | undefined,
+  request?: CompletedRequest,
+): CompletionAssessment {
   if (!result) return { outcome: 'success', notes: [] };
   const partial: string[] = [];
   const pending: string[] = [];
@@ -44,6 +79,7 @@ export function assessCompletion(result: Record<string, unknown> | undefined): C
       }
     }
   }
+  partial.push(...unansweredCreatives(result, request));
   // activate_signal: "completed" can come long before "live".
   if (Array.isArray(result.deployments)) {
     for (const entry of result.deployments) {

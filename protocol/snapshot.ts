@@ -1,4 +1,4 @@
-import { type AdcpError, parseErrors } from './errors';
+import { type AdcpError, parseErrors, parseMcpToolRefusal } from './errors';
 import { type Progress, normaliseProgress } from './progress';
 import { type TaskStatus, normaliseStatus } from './status';
 import { asRecord } from './records';
@@ -83,8 +83,11 @@ export function snapshotFromFlatResponse(body: Record<string, unknown>): TaskSna
   const errors = parseErrors(payloadSource);
   const onlyErrors =
     errors.length > 0 &&
-    Object.keys(result).every((k) =>
-      ['errors', 'adcp_error', 'error', 'error_code', 'recovery', 'context', 'ext'].includes(k),
+    Object.keys(result).every(
+      (k) =>
+        ['errors', 'adcp_error', 'error', 'error_code', 'recovery', 'context', 'ext'].includes(k) ||
+        // comply_test_controller's ControllerError (protocol/errors.ts parseControllerError).
+        (payloadSource.success === false && ['success', 'error_detail', 'current_state'].includes(k)),
     );
   const { status, rawStatus } = statusOf(domainStatus ? undefined : body.status, onlyErrors ? 'failed' : 'completed');
   return compact({
@@ -133,8 +136,10 @@ export function snapshotFromMcpToolResult(raw: unknown): TaskSnapshot {
     }
   }
   if (result.isError === true) {
-    const errors = body ? parseErrors(body) : [];
     const message = texts.join('\n').trim() || 'The seller answered the tool call with an error and no text.';
+    const parsed = body ? parseErrors(body) : [];
+    const refusal = parsed.length === 0 ? parseMcpToolRefusal(message) : undefined;
+    const errors = parsed.length > 0 ? parsed : refusal ? [refusal] : [];
     return compact({
       status: 'failed',
       message: errors[0]?.message ?? message,

@@ -79,6 +79,9 @@ export const TASK_CATALOG: Readonly<Record<string, TaskSpec>> = Object.fromEntri
     spec('list_creatives', 'creative', false, false, false, 5 * MINUTE),
     spec('build_creative', 'creative', true, true, false, 24 * HOUR),
     spec('preview_creative', 'creative', false, false, false, 5 * MINUTE),
+    // Creative reads (adcp-protocol.md §8.1: sync). Ran as unknown tasks before they were listed: see CATALOG_ADDITIONS.
+    spec('get_creative_delivery', 'creative', false, false, false, 5 * MINUTE),
+    spec('get_creative_features', 'creative', false, false, false, 5 * MINUTE),
     spec('get_signals', 'signals', false, true, false, HOUR),
     spec('activate_signal', 'signals', true, true, true, 24 * HOUR),
     spec('sync_accounts', 'accounts', true, true, true, 48 * HOUR),
@@ -102,8 +105,23 @@ export const TASK_NAME_PATTERN = /^[a-z][a-z0-9_]{1,63}$/;
  * assumptions: an unneeded idempotency_key is ignored by sellers, a missing one can duplicate a buy.
  */
 export function taskSpec(name: string): TaskSpec {
-  return TASK_CATALOG[name] ?? spec(name, 'media-buy', true, true, false, 24 * HOUR);
+  return TASK_CATALOG[name] ?? unknownTaskSpec(name);
 }
+
+/** How a task the catalog does not list runs (see taskSpec). */
+export function unknownTaskSpec(name: string): TaskSpec {
+  return spec(name, 'media-buy', true, true, false, 24 * HOUR);
+}
+
+/**
+ * Tasks listed after operations of them could have run as unknown tasks (mutating, async: a planned call as an
+ * activity), with the patch id that separates the two: a run recorded before the listing replays as it ran, so the
+ * operation workflow asks `patched(id)` for these tasks before it uses their catalog spec.
+ */
+export const CATALOG_ADDITIONS: Readonly<Record<string, string>> = {
+  get_creative_delivery: 'catalog-creative-reads-v1',
+  get_creative_features: 'catalog-creative-reads-v1',
+};
 
 export function isKnownTask(name: string): boolean {
   return name in TASK_CATALOG;

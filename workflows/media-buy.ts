@@ -43,7 +43,7 @@ import {
   SA_TENANT,
 } from '../config/search-attributes';
 import { type AdcpError, operationIdFor } from '../protocol';
-import { mediaBuySnapshotFrom } from '../protocol/media-buy';
+import { TERMINAL_MEDIA_BUY_STATUSES, mediaBuySnapshotFrom } from '../protocol/media-buy';
 import {
   CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
@@ -106,6 +106,8 @@ const MAX_PULL_DAYS = 7;
 const TIMER_CANCEL_GUARD_MS = MINUTE;
 /** Workflows from before it cancelled every superseded timer, however close to firing. */
 const KEEP_DUE_TIMER_PATCH = 'media-buy-keep-due-timer';
+/** Workflows from before a cancel answered with a live buy was refused (recorded as applied then). */
+const CANCEL_NOT_APPLIED_PATCH = 'media-buy-cancel-not-applied';
 
 const reads = proxyActivities<MediaBuyActivities>({
   startToCloseTimeout: '70s',
@@ -653,18 +655,34 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     }
     if (operation.status !== 'completed' && !canceledBuy) {
       const error = operation.errors?.[0];
+      // The seller's error whole (recovery, field, suggestion, details): the buyer needs them to correct the change.
       finish(
         'failed',
-        error
-          ? { code: error.code, message: error.message }
-          : {
-              code: operation.failure?.reason ?? operation.status,
-              message: operation.failure?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
-            },
+        error ?? {
+          code: operation.failure?.reason ?? operation.status,
+          message: operation.failure?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
+        },
       );
       return;
     }
-    machine.applyChangeAnswer(request.kind, mediaBuySnapshotFrom(operation.result));
+    const answered = mediaBuySnapshotFrom(operation.result);
+    machine.applyChangeAnswer(request.kind, answered);
+    // A cancel the seller "completed" while answering the buy as still live (e.g. @adcp/sdk's decisioning examples,
+    // whose update_media_buy handles only `paused` and echoes the status): the buy was not canceled. Recording it as
+    // applied would tell the buyer a live, spending buy is over. ('completed' is left alone: in 3.1 the root status
+    // of an answer may be the task's.)
+    const liveAfterCancel =
+      request.kind === 'cancel' &&
+      !canceledBuy &&
+      answered.status !== undefined &&
+      !TERMINAL_MEDIA_BUY_STATUSES.has(answered.status) &&
+      patched(CANCEL_NOT_APPLIED_PATCH);
+    if (liveAfterCancel) {
+      const message = `${record.operationId} completed, but the seller answered the buy as "${answered.status}", not "canceled": the cancel did not take effect. The buy is still ${answered.status} at the seller; ask the seller to cancel it, or cancel again.`;
+      machine.anomaly('change', message);
+      finish('failed', { code: 'CANCEL_NOT_APPLIED', message });
+      return;
+    }
     if (request.kind === 'budget') {
       for (const [packageId, budget] of Object.entries(request.budgets ?? {})) {
         const pkg = state.packages[packageId];
@@ -715,9 +733,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       const error = operation.errors?.[0];
       finish(
         'failed',
-        error
-          ? { code: error.code, message: error.message }
-          : { code: operation.status, message: operation.message ?? `sync_creatives ended ${operation.status}` },
+        error ?? { code: operation.status, message: operation.message ?? `sync_creatives ended ${operation.status}` },
       );
       return;
     }

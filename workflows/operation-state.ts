@@ -74,6 +74,8 @@ const REQUIRED_RESULT_FIELD: Readonly<Record<string, string>> = { create_media_b
 
 export interface MachineOptions {
   task: string;
+  /** The request's params: a completed result is judged against them (sync_creatives answers per creative sent). */
+  params?: Record<string, unknown>;
   /** The operation's deadline (ms since epoch): interaction and auth deadlines never pass it. */
   deadlineMs: number;
   interactionDeadlineMs: number;
@@ -445,7 +447,7 @@ export class OperationMachine {
     this.setStatus(snapshot.status, source, snapshot.rawStatus ? `seller said "${snapshot.rawStatus}"` : undefined);
     this.afterStatus(snapshot, previous);
     if (snapshot.status === 'completed') {
-      const assessment = assessCompletion(state.result);
+      const assessment = assessCompletion(state.result, { task: this.options.task, params: this.options.params });
       const notes = [...assessment.notes, ...(schemaWarnings ?? []).map((warning) => `schema: ${warning}`)];
       if (state.provisional) {
         notes.push(

@@ -31,7 +31,14 @@ import {
 import type { OperationActivities } from '../activities';
 import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome, SendCallInput } from '../activities/contract';
 import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
-import { type AdcpError, INTERRUPTED_STATUSES, normaliseStatus, taskSpec } from '../protocol';
+import {
+  type AdcpError,
+  CATALOG_ADDITIONS,
+  INTERRUPTED_STATUSES,
+  normaliseStatus,
+  taskSpec,
+  unknownTaskSpec,
+} from '../protocol';
 import { type WaitPlan, planWait } from './cadence';
 import {
   type AuditEntry,
@@ -242,7 +249,9 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   if (!lean && !patched(CONVERGENCE_PATCH)) return operationV1(input);
 
   const info = workflowInfo();
-  const spec = taskSpec(input.task);
+  // A task listed in the catalog after runs of it may have started as an unknown one: those replay as they ran.
+  const listedLater = CATALOG_ADDITIONS[input.task];
+  const spec = listedLater && !patched(listedLater) ? unknownTaskSpec(input.task) : taskSpec(input.task);
   const startedAtMs = Date.now();
   const state: OperationState = input.carried?.state ?? {
     operationId: info.workflowId,
@@ -360,6 +369,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     state,
     {
       task: input.task,
+      params: input.params,
       deadlineMs,
       interactionDeadlineMs: input.interaction?.deadlineMs ?? DEFAULT_INTERACTION_DEADLINE_MS,
       authDeadlineMs: input.authDeadlineMs ?? DEFAULT_AUTH_DEADLINE_MS,

@@ -11,14 +11,41 @@ import type { AgentConfig } from '../../config/agents';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { freePort } from '../../scripts/lib/dev-server';
 import { type ManagedProcess, startProcess, waitForListening } from '../../scripts/lib/processes';
+import type { AdcpJsonWebKey } from '@adcp/sdk/signing/client';
+import { mintWebhookSigningKey } from '../fixtures/webhook-signing';
 
-export type ExampleSellerName = 'guaranteed' | 'non_guaranteed' | 'social' | 'multi_tenant' | 'signals_marketplace';
+export type ExampleSellerName =
+  | 'guaranteed'
+  | 'non_guaranteed'
+  | 'social'
+  | 'multi_tenant'
+  | 'signals_marketplace'
+  | 'creative_ad_server'
+  | 'creative_template'
+  | 'error_compliant'
+  | 'comply_controller'
+  | 'seller_test_controller'
+  | DecisioningSellerName;
+
+/** The decisioning-platform examples: platform classes without a server, served by test/fixtures/decisioning-sellers. */
+export type DecisioningSellerName = 'broadcast_tv' | 'programmatic' | 'mock_seller';
+
+const DECISIONING_RUNNER = path.join('test', 'fixtures', 'decisioning-sellers', 'serve.ts');
 
 interface ExampleSellerSpec {
   /** The file under node_modules/@adcp/sdk/examples. */
   file: string;
   /** The `adcp mock-server` specialism the example wraps, if it wraps one. */
   upstream?: string;
+  /**
+   * For examples that export a platform but start no server: the runner (under test/fixtures) that serves it,
+   * given the example's name in DECISIONING_EXAMPLE. It signs HITL task webhooks with a fresh key per start.
+   */
+  runner?: string;
+  /** The port the example hard-codes in `serve(..., { port })`: redirected to a free one (test/fixtures/example-port.cjs). */
+  fixedPort?: number;
+  /** Extra environment the example reads (e.g. ADCP_SANDBOX=1 to register comply_test_controller). */
+  env?: Record<string, string>;
 }
 
 export const EXAMPLE_SELLERS: Readonly<Record<ExampleSellerName, ExampleSellerSpec>> = {
@@ -27,6 +54,18 @@ export const EXAMPLE_SELLERS: Readonly<Record<ExampleSellerName, ExampleSellerSp
   social: { file: 'hello_seller_adapter_social.ts', upstream: 'sales-social' },
   multi_tenant: { file: 'hello_seller_adapter_multi_tenant.ts' },
   signals_marketplace: { file: 'hello_signals_adapter_marketplace.ts', upstream: 'signal-marketplace' },
+  // Creative agents (list_creative_formats, build_creative, preview_creative; the ad server also sync/list_creatives).
+  creative_ad_server: { file: 'hello_creative_adapter_ad_server.ts', upstream: 'creative-ad-server' },
+  creative_template: { file: 'hello_creative_adapter_template.ts', upstream: 'creative-template' },
+  // Sellers that answer errors (test/integration/interop-errors.test.ts): AdCP structured errors from adcpError(), and
+  // the compliance test controller (seed / force scenarios) behind the sandbox gate. They ignore the bearer token.
+  error_compliant: { file: 'error-compliant-server.ts', fixedPort: 3456 },
+  comply_controller: { file: 'comply-controller-seller.ts', fixedPort: 3456, env: { ADCP_SANDBOX: '1' } },
+  seller_test_controller: { file: 'seller-test-controller.ts', fixedPort: 3457, env: { ADCP_SANDBOX: '1' } },
+  // Decisioning-platform examples (test/integration/interop-decisioning.test.ts): HITL create/sync via task handoff.
+  broadcast_tv: { file: 'decisioning-platform-broadcast-tv.ts', runner: DECISIONING_RUNNER },
+  programmatic: { file: 'decisioning-platform-programmatic.ts', runner: DECISIONING_RUNNER },
+  mock_seller: { file: 'decisioning-platform-mock-seller.ts', runner: DECISIONING_RUNNER },
 };
 
 /** Every example accepts the SDK's harness bearer token (its ADCP_AUTH_TOKEN default, set explicitly here). */
@@ -38,6 +77,8 @@ export interface ExampleSeller {
   name: ExampleSellerName;
   mcpUrl: string;
   upstreamUrl?: string;
+  /** The public key the seller signs its webhooks with (runner-served examples only; also in `agent.webhooks`). */
+  webhookJwks?: { keys: AdcpJsonWebKey[] };
   /** The seller as the orchestrator's registry knows it (agent id = the example's name). */
   agent: AgentConfig;
   /** The last lines the seller and its upstream printed, for failure messages. */
@@ -55,7 +96,14 @@ const bin = (name: string) => path.join(root, 'node_modules', '.bin', name);
  */
 export async function startExampleSeller(
   name: ExampleSellerName,
-  options: { echo?: boolean; startTimeoutMs?: number } = {},
+  options: {
+    echo?: boolean;
+    startTimeoutMs?: number;
+    /** The seller's port (default: a free one); a restart test starts a second seller where the first one was. */
+    port?: number;
+    /** Environment for this run on top of the spec's (e.g. NODE_ENV=production: the seller as deployed). */
+    env?: Record<string, string>;
+  } = {},
 ): Promise<ExampleSeller> {
   const spec = EXAMPLE_SELLERS[name];
   const timeoutMs = options.startTimeoutMs ?? 180_000;
@@ -74,14 +122,26 @@ export async function startExampleSeller(
       await waitForListening(upstreamPort, '127.0.0.1', timeoutMs, upstream);
       upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
     }
-    const sellerPort = await freePort();
-    const seller = startProcess(name, bin('tsx'), [path.join(examplesDir, spec.file)], {
+    const sellerPort = options.port ?? (await freePort());
+    const signing = spec.runner ? mintWebhookSigningKey(`${name}-webhooks`) : undefined;
+    const script = spec.runner ? path.join(root, spec.runner) : path.join(examplesDir, spec.file);
+    const seller = startProcess(name, bin('tsx'), [script], {
       env: {
+        ...(signing ? { DECISIONING_EXAMPLE: name, ADCP_WEBHOOK_SIGNER_KEY: JSON.stringify(signing.signerKey) } : {}),
         // In-memory state and task stores are refused outside development/test.
         NODE_ENV: 'development',
         PORT: String(sellerPort),
         ADCP_AUTH_TOKEN: EXAMPLE_SELLER_TOKEN,
         ...(upstreamUrl ? { UPSTREAM_URL: upstreamUrl } : {}),
+        ...spec.env,
+        ...options.env,
+        ...(spec.fixedPort !== undefined
+          ? {
+              ADCP_EXAMPLE_FIXED_PORT: String(spec.fixedPort),
+              NODE_OPTIONS:
+                `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(root, 'test', 'fixtures', 'example-port.cjs')}`.trim(),
+            }
+          : {}),
       },
       echo: options.echo,
     });
@@ -92,12 +152,16 @@ export async function startExampleSeller(
       name,
       mcpUrl,
       ...(upstreamUrl ? { upstreamUrl } : {}),
+      ...(signing ? { webhookJwks: { keys: [signing.publicJwk] } } : {}),
       agent: {
         id: name,
         name: `@adcp/sdk example ${spec.file}`,
         url: mcpUrl,
         protocol: 'mcp',
         token_env: EXAMPLE_SELLER_TOKEN_ENV,
+        ...(signing
+          ? { webhooks: { scheme: 'rfc9421', jwks: { keys: [signing.publicJwk] } } as AgentConfig['webhooks'] }
+          : {}),
       },
       output: () => started.map((process) => `[${process.name}]\n${process.output()}`).join('\n'),
       stop: async () => {

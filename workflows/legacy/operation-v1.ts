@@ -32,9 +32,11 @@ import {
   type TaskRetryPolicy,
   type TaskSnapshot,
   assessCompletion,
+  CATALOG_ADDITIONS,
   INTERRUPTED_STATUSES,
   isTerminal,
   taskSpec,
+  unknownTaskSpec,
 } from '../../protocol';
 import { type WaitPlan, planWait } from '../cadence';
 import {
@@ -170,7 +172,8 @@ function errorFromFailure(failure: unknown): AdcpError {
 
 export async function operationV1(input: OperationInput): Promise<OperationState> {
   const info = workflowInfo();
-  const spec = taskSpec(input.task);
+  // Runs of this code predate every catalog addition: a task listed since ran as an unknown one.
+  const spec = CATALOG_ADDITIONS[input.task] ? unknownTaskSpec(input.task) : taskSpec(input.task);
   const startedAtMs = Date.now();
   const state: OperationState = input.carried?.state ?? {
     operationId: info.workflowId,
