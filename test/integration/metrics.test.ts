@@ -75,7 +75,11 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
 
     const text = await eventually(async () => {
       const body = await (await fetch(`http://${metricsAddress}/metrics`)).text();
-      return body.includes('adcp_operation_transitions') && body.includes('adcp_operation_duration_seconds')
+      // The core records a workflow's completion once the server has taken its last task, which may come after the
+      // orchestrator's own metrics on a loaded machine: wait for both.
+      return body.includes('adcp_operation_transitions') &&
+        body.includes('adcp_operation_duration_seconds') &&
+        /temporal_workflow_completed_total\{[^}]*workflow_type="adcpOperation"/.test(body)
         ? body
         : undefined;
     }, 30_000);
