@@ -10,7 +10,13 @@
  *    new committed proposal under the next key (`<buy key>.requote-<n>`), at most MAX_REQUOTES times; past that a
  *    person decides. Every key is deterministic, so a retried start finds the same buy and nothing is bought twice.
  */
-import { type ChildWorkflowHandle, ParentClosePolicy, executeChild } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  type ChildWorkflowHandle,
+  ParentClosePolicy,
+  executeChild,
+  isCancellation,
+} from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
 import { finalizedProposalOf } from '../protocol/catalogue';
@@ -43,6 +49,12 @@ export interface ProposalBuyContext {
   failed(buy: CampaignBuy, failure: unknown): void;
   alert(kind: CampaignAlertKind, agentId: string, note: string): void;
   publish(): void;
+  /** Whether the campaign was canceled: a follower then starts nothing more at its seller (no finalize, no buy). */
+  canceled(): boolean;
+  /** The finalize calls in flight, by seller: a cancel cancels them (the operation's seller call with them). */
+  finalizing: Map<string, CancellationScope>;
+  /** Sellers whose buy is being started (not yet confirmed): a cancel waits for them, then cancels the buy. */
+  starting: Set<string>;
 }
 
 function iso(ms: number): string {
@@ -136,6 +148,33 @@ function giveUp(context: ProposalBuyContext, buy: CampaignBuy, status: string, m
   context.publish();
 }
 
+/** The campaign was canceled before this seller's buy existed: nothing was bought, so nothing is committed. */
+export function stopForCancel(context: Pick<ProposalBuyContext, 'publish'>, buy: CampaignBuy): void {
+  buy.finalStatus = 'canceled';
+  buy.finalMessage = `The campaign was canceled before the buy at ${buy.agentId} was created; nothing was bought.`;
+  buy.committedBudget = 0;
+  delete buy.pendingBudget;
+  context.publish();
+}
+
+/** finalize() in a scope the campaign's cancel cancels (the child operation is canceled, its seller call with it). */
+async function cancellableFinalize(
+  context: ProposalBuyContext,
+  buy: CampaignBuy,
+  sourceProposalId: string,
+): Promise<{ proposalId: string; expiresAt?: string } | { error: string }> {
+  const scope = new CancellationScope();
+  context.finalizing.set(buy.agentId, scope);
+  try {
+    return await scope.run(() => finalize(context, buy, sourceProposalId));
+  } catch (failure) {
+    if (isCancellation(failure) && context.canceled()) return { error: 'canceled with the campaign' };
+    throw failure;
+  } finally {
+    context.finalizing.delete(buy.agentId);
+  }
+}
+
 /** Finalize (if draft), buy, and quote again on REQUOTE_REQUIRED: the life of one seller's buy by proposal. */
 export async function followProposalBuy(
   context: ProposalBuyContext,
@@ -164,7 +203,10 @@ async function follow(
     if (needsFinalize) {
       // After a requote the accepted proposal is finalized afresh: the seller's current firm terms and hold.
       const source = attempt > 0 ? proposal.proposalId : proposalId;
-      const finalized = await finalize(context, buy, source);
+      if (context.canceled()) return stopForCancel(context, buy);
+      const finalized = await cancellableFinalize(context, buy, source);
+      // A cancel that arrived meanwhile wins over what the finalize answered: no buy is started after it.
+      if (context.canceled()) return stopForCancel(context, buy);
       if ('error' in finalized) {
         giveUp(context, buy, 'finalize_failed', `finalizing proposal ${source} failed: ${finalized.error}`);
         return;
@@ -172,6 +214,7 @@ async function follow(
       proposalId = finalized.proposalId;
       if (finalized.expiresAt) proposal.expiresAt = finalized.expiresAt;
     }
+    if (context.canceled()) return stopForCancel(context, buy);
     proposal.boughtProposalId = proposalId;
     if (attempt > 0) {
       buy.buyKey = `${baseKey}.requote-${attempt}`;
@@ -183,7 +226,13 @@ async function follow(
     context.publish();
     let ended: MediaBuyState;
     try {
-      const child = await context.startBuy(buy, withProposalParams(context, buy, buyInputOf(buy), proposalId));
+      context.starting.add(buy.agentId);
+      let child: Awaited<ReturnType<ProposalBuyContext['startBuy']>>;
+      try {
+        child = await context.startBuy(buy, withProposalParams(context, buy, buyInputOf(buy), proposalId));
+      } finally {
+        context.starting.delete(buy.agentId);
+      }
       buy.startedAt = iso(Date.now());
       ended = await child.result();
     } catch (failure) {

@@ -14,6 +14,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   ChildWorkflowFailure,
+  type CancellationScope,
   ParentClosePolicy,
   allHandlersFinished,
   condition,
@@ -80,7 +81,7 @@ import {
   selectionTotal,
   validateSelectionWithProposals,
 } from './campaign-proposal-rules';
-import { type ProposalBuyContext, followProposalBuy } from './campaign-proposals';
+import { type ProposalBuyContext, followProposalBuy, stopForCancel } from './campaign-proposals';
 import {
   DISCOVERY_WORKFLOW_TYPE,
   type DiscoveryInput,
@@ -111,6 +112,13 @@ const MAX_SYNC_ATTEMPTS = 3;
 const ENDED_BUY_STATUSES = new Set(['completed', 'rejected', 'canceled', 'create_failed']);
 /** Campaigns from before the campaign followed its buys (creatives, delivery, alerts) wait without timers. */
 const MONITOR_PATCH = 'campaign-monitor';
+/**
+ * A cancel stops the buys by proposal not yet made: a finalize in flight is canceled and its buy ends `canceled` with
+ * nothing committed, none starts a buy after the cancel, a buy being started is waited for (the fan-out then cancels
+ * it), and the campaign closes only after the canceled finalize has ended. Before it, such a buy was missed by the
+ * cancel (MEDIA_BUY_NOT_FOUND, the cancel `failed`) and could still be bought after the campaign ended canceled.
+ */
+const CANCEL_STOPS_PROPOSALS_PATCH = 'campaign-cancel-stops-proposal-buys';
 
 const { readCampaignBuys } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
@@ -198,6 +206,14 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   const finished = new Map<number, CampaignChangeAnswer>();
   let changeSequence = carried?.changeSequence ?? 0;
   let cancelRequested: CampaignChangeRecord | undefined;
+  let cancelStopsProposals: boolean | undefined;
+  /** A cancel was asked for, and (past its patch) stops the buys by proposal not yet made. */
+  const canceledForProposals = () =>
+    cancelRequested !== undefined && (cancelStopsProposals ??= patched(CANCEL_STOPS_PROPOSALS_PATCH));
+  /** The finalize calls in flight, by seller (campaign-proposals.ts). */
+  const finalizing = new Map<string, CancellationScope>();
+  /** Sellers whose buy by proposal is being started (its child workflow not yet confirmed). */
+  const startingProposalBuys = new Set<string>();
 
   function touch(): void {
     state.updatedAt = iso(Date.now());
@@ -528,6 +544,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     failed: recordBuyFailed,
     alert,
     publish,
+    canceled: canceledForProposals,
+    finalizing,
+    starting: startingProposalBuys,
   };
 
   if (!cancelRequested) {
@@ -630,6 +649,16 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       else delete buy.pendingBudget;
       record.outcome = applied ? 'applied' : 'failed';
     } else {
+      if (request.kind === 'cancel' && canceledForProposals()) {
+        // Buys by proposal not yet made are stopped: nothing was bought, and no buy starts after this. A finalize in
+        // flight is canceled (its operation ends once its seller call has answered; the campaign closes after it), and
+        // a buy being started is waited for, so that the fan-out below cancels it at the seller.
+        for (const [agentId, scope] of finalizing) {
+          scope.cancel();
+          stopForCancel({ publish }, state.buys[agentId]);
+        }
+        await condition(() => startingProposalBuys.size === 0);
+      }
       const agentIds = Object.keys(state.buys);
       await fanOut(record, request, agentIds);
       const outcomes = Object.values(record.buys).map((buy) => buy.outcome);
@@ -898,6 +927,8 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     }
     if ((state.phase as CampaignPhase) !== 'canceled') state.phase = 'ended';
     publish();
+    // A finalize the cancel stopped ends once its seller call has answered: the campaign leaves nothing running there.
+    if (cancelStopsProposals) await condition(() => finalizing.size === 0);
     // A canceled campaign ends once every buy has answered its cancel; the buys' own workflows (abandoned children) go
     // on to settle their delivery with a lifetime pull, as they do for any canceled buy.
     await condition(allHandlersFinished);
