@@ -24,4 +24,9 @@ module.exports = {
     },
   ],
   maxWorkers: 2,
+  // A worker that ran ~30 integration files holds a 1.5-2.7 GB heap (each file's module graph, Temporal bundles);
+  // tearing that down took longer than the 500 ms Jest allows a worker to exit after its last file ("A worker process
+  // has failed to exit gracefully": the event loop was already empty, 'exit' had fired). A worker past this much heap
+  // after a file is replaced, so none ends the run that large.
+  workerIdleMemoryLimit: '768MB',
 };
