@@ -260,7 +260,9 @@ export function createActivities(deps: ActivityDependencies) {
     }
     const deadline = deadlineSignal(context.cancellationSignal, timeoutMs);
     const { signal } = deadline;
-    const ticker = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+    // A local activity cannot heartbeat (the core refuses it: "Activity heartbeat failed ... UnknownActivity"); its
+    // workflow task is kept alive by the core instead.
+    const ticker = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
     try {
       const result = await raceSignal(signal, () => work({ agent, token, signal, timeoutMs }));
       breaker.recordSuccess();

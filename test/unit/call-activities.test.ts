@@ -4,6 +4,7 @@
  * hard, and readTask / awaitTaskMove treat an unreadable task as "no news". A fake SellerClient, Temporal's
  * MockActivityEnvironment for the activity context.
  */
+import { once } from 'node:events';
 import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
@@ -151,6 +152,28 @@ describe('sendCall', () => {
     const failure = await failureOf(run(activities.sendCall, [{ plan }]));
     expect(failure.type).toBe('TransportError');
     expect((failure.details?.[0] as { code: string }).code).toBe('TRANSPORT_TIMEOUT');
+  });
+
+  test('a long call heartbeats as an ordinary activity and never as a local one (the core refuses those)', async () => {
+    /** Runs sendCall with a seller that answers once `done` says so; returns how many heartbeats the context sent. */
+    const heartbeatsOf = async (isLocal: boolean, done: (environment: MockActivityEnvironment) => Promise<void>) => {
+      const environment = new MockActivityEnvironment({ isLocal });
+      let heartbeats = 0;
+      environment.on('heartbeat', () => heartbeats++);
+      const { seller } = fakeSeller(async () => {
+        await done(environment);
+        return { snapshot: { status: 'completed' }, callError: false };
+      });
+      const activities = createActivities({ agents, seller, env: {} });
+      const plan = await run(activities.planCall, [{ ...createInput, task: 'get_products' }]);
+      await environment.run(activities.sendCall, { plan });
+      return heartbeats;
+    };
+    // The ordinary activity answers at its first heartbeat (every 2 s); the local one after longer than that.
+    const ordinary = await heartbeatsOf(false, (environment) => once(environment, 'heartbeat').then(() => undefined));
+    const local = await heartbeatsOf(true, () => new Promise((resolve) => setTimeout(resolve, 2_500)));
+    expect(ordinary).toBeGreaterThanOrEqual(1);
+    expect(local).toBe(0);
   });
 
   test('an answer too large to keep even compressed fails for good with ANSWER_TOO_LARGE', async () => {
