@@ -35,6 +35,7 @@ import {
   stopExampleSellers,
 } from '../harness/example-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+import { operationSummary } from '../harness/interop';
 
 type Row = Record<string, any>;
 
@@ -138,25 +139,14 @@ async function operation(
   return stack!.orchestrator.result(started.operationId);
 }
 
-function summary(state: OperationState) {
-  return {
-    status: state.status,
-    outcome: state.outcome,
-    outcomeNotes: state.outcomeNotes,
-    errors: state.errors,
-    failure: state.failure,
-    message: state.message,
-  };
-}
-
 function expectCompleted(state: OperationState): void {
   // The whole summary on a mismatch: the agent's errors are what explains it.
-  expect(summary(state)).toEqual(expect.objectContaining({ status: 'completed' }));
+  expect(operationSummary(state)).toEqual(expect.objectContaining({ status: 'completed' }));
 }
 
 /** A failed operation with the agent's error, its code and a message a person can act on. */
 function expectFailedWith(state: OperationState, code: string): Row {
-  expect(summary(state)).toMatchObject({ status: 'failed', errors: [expect.objectContaining({ code })] });
+  expect(operationSummary(state)).toMatchObject({ status: 'failed', errors: [expect.objectContaining({ code })] });
   const error = state.errors![0] as Row;
   expect(error.message).toEqual(expect.any(String));
   expect(state.message ?? state.failure?.message).toEqual(expect.any(String));

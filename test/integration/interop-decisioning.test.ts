@@ -39,6 +39,7 @@ import {
   startExampleSeller,
 } from '../harness/example-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+import { operationSummary, runOperation } from '../harness/interop';
 
 type Row = Record<string, any>;
 
@@ -126,19 +127,7 @@ async function operation(
   task: string,
   params: Record<string, unknown>,
 ): Promise<OperationState> {
-  const started = await stack.orchestrator.start({ agentId, task, params, idempotencyKey: randomUUID() });
-  return stack.orchestrator.result(started.operationId);
-}
-
-/** What a failed expectation should show. */
-function summary(state: OperationState) {
-  return {
-    status: state.status,
-    outcome: state.outcome,
-    errors: state.errors,
-    failure: state.failure,
-    message: state.message,
-  };
+  return runOperation(stack.orchestrator, agentId, task, params);
 }
 
 /** The calls that reached the seller's platform, from its call log. */
@@ -203,7 +192,7 @@ describe.each(SELLERS)('the %s decisioning-platform example', (name) => {
       account,
       brand,
     });
-    expect(summary(state)).toMatchObject({ status: 'completed', outcome: 'success' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed', outcome: 'success' });
     const catalog = (state.result?.products ?? []) as Row[];
     expect(catalog.length).toBeGreaterThan(0);
     expect(catalog[0]).toMatchObject({ product_id: expect.any(String), pricing_options: expect.any(Array) });
@@ -231,7 +220,7 @@ test('broadcast TV: create_media_buy goes to trafficker review, and the buy is l
     [byWebhook, 'webhook'],
     [byPolling, 'poll'],
   ] as const) {
-    expect(summary(state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed' });
     // pending_start at acceptance; the example then flips its in-memory buy (the same object its task registry
     // holds) to active after activationOffsetMs, so a later tasks_get shows active.
     // The whole result as the seller made it, its own extra field (daypart) included.
@@ -272,7 +261,7 @@ test('broadcast TV: sync_creatives goes to standards-and-practices review; the r
     [byPolling, 'poll'],
   ] as const) {
     // One creative approved, one rejected: completed, and partial because an item failed.
-    expect(summary(state)).toMatchObject({ status: 'completed', outcome: 'partial' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed', outcome: 'partial' });
     expect(state.result?.creatives).toEqual([
       expect.objectContaining({ creative_id: `cr_bt_ok_${suffix}`, action: 'created', status: 'approved' }),
       expect.objectContaining({
@@ -296,7 +285,7 @@ test('broadcast TV: get_products for a category the affiliate does not carry fai
     account,
     brand,
   });
-  expect(summary(state)).toMatchObject({
+  expect(operationSummary(state)).toMatchObject({
     status: 'failed',
     errors: [expect.objectContaining({ code: 'POLICY_VIOLATION', recovery: 'terminal', field: 'promoted_offering' })],
   });
@@ -312,7 +301,7 @@ test('broadcast TV: a create under the $5,000 IO minimum fails at once with the 
     'create_media_buy',
     createParams(products.broadcast_tv!, { total_budget: { amount: 1_000, currency: 'USD' } }),
   );
-  expect(summary(state)).toMatchObject({
+  expect(operationSummary(state)).toMatchObject({
     status: 'failed',
     errors: [expect.objectContaining({ code: 'INVALID_REQUEST', field: 'total_budget' })],
   });
@@ -325,7 +314,7 @@ test('broadcast TV: a create under the $5,000 IO minimum fails at once with the 
 test('programmatic: create_media_buy is synchronous, the buy id is on the first answer, one buy', async () => {
   const before = platformCalls('programmatic', 'createMediaBuy').length;
   const state = await operation(webhookStack, 'programmatic', 'create_media_buy', createParams(products.programmatic!));
-  expect(summary(state)).toMatchObject({ status: 'completed' });
+  expect(operationSummary(state)).toMatchObject({ status: 'completed' });
   expect(state.result).toMatchObject({
     media_buy_id: expect.stringMatching(/^mb_NET_42_/),
     status: 'pending_creatives',
@@ -349,7 +338,7 @@ test('programmatic: sync_creatives answers per creative at once, video pending r
       }),
     ],
   });
-  expect(summary(state)).toMatchObject({ status: 'completed' });
+  expect(operationSummary(state)).toMatchObject({ status: 'completed' });
   expect(state.result?.creatives).toEqual([
     expect.objectContaining({ creative_id: `cr_pg_video_${suffix}`, status: 'pending_review' }),
     expect.objectContaining({ creative_id: `cr_pg_display_${suffix}`, status: 'approved' }),
@@ -365,14 +354,14 @@ test('mock hybrid seller: a pre-approved buyer gets the buy at once; anyone else
     operation(webhookStack, 'mock_seller', 'create_media_buy', createParams(product)),
     operation(pollingStack, 'mock_seller', 'create_media_buy', createParams(product)),
   ]);
-  expect(summary(fast)).toMatchObject({ status: 'completed' });
+  expect(operationSummary(fast)).toMatchObject({ status: 'completed' });
   expect(fast.result).toMatchObject({ media_buy_id: expect.stringMatching(/^mb_/), status: 'pending_creatives' });
   expect(fast.transitions.map((transition) => [transition.to, transition.source])).toEqual([['completed', 'call']]);
   for (const [state, source] of [
     [byWebhook, 'webhook'],
     [byPolling, 'poll'],
   ] as const) {
-    expect(summary(state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed' });
     expect(state.result).toMatchObject({ media_buy_id: expect.stringMatching(/^mb_/), status: 'active' });
     const moves = state.transitions.map((transition) => [transition.to, transition.source]);
     expect(moves[0]).toEqual(['submitted', 'call']);
@@ -398,7 +387,7 @@ describe.each(SELLERS)('get_media_buy_delivery on the %s example', (name) => {
       start_date: '2026-12-01',
       end_date: '2026-12-31',
     });
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [
         expect.objectContaining({
@@ -545,7 +534,7 @@ test('broadcast TV restarted mid-review (its task registry gone): the create end
     await restarting.stop();
     restarting = await startExampleSeller('broadcast_tv', { port: restartPort, env: slow });
     const state = await pollingStack.orchestrator.result(operationId);
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       failure: { reason: 'timed_out', message: expect.stringContaining('last status submitted') },
     });

@@ -34,6 +34,7 @@ import {
   stopExampleSellers,
 } from '../harness/example-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
+import { operationSummary } from '../harness/interop';
 import { type RecordingProxy, startRecordingProxy } from '../fixtures/recording-proxy';
 
 const SELLERS = ['error_compliant', 'comply_controller', 'seller_test_controller'] as const;
@@ -124,11 +125,6 @@ async function finish({ name, task, operationId, before }: Begun): Promise<Finis
   };
 }
 
-/** What a failed expectation should show. */
-function summary(state: OperationState) {
-  return { status: state.status, errors: state.errors, failure: state.failure, message: state.message };
-}
-
 describe('the error-compliant example seller (adcpError answers)', () => {
   const name = 'error_compliant' as const;
   const start = new Date(Date.now() + 7 * 86_400_000);
@@ -199,7 +195,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       const { state, view, attempts, idempotencyKey } = await operation(name, 'create_media_buy', params());
       const recorded = { ...error, recovery: 'correctable' };
       // The seller's own failure, recorded as it said it (not an orchestrator failure reason).
-      expect(summary(state)).toMatchObject({ status: 'failed', errors: [recorded], message: error.message });
+      expect(operationSummary(state)).toMatchObject({ status: 'failed', errors: [recorded], message: error.message });
       expect(state.failure).toBeUndefined();
       // One call: a correctable error is not retried (the same request would be refused again).
       expect(attempts).toHaveLength(1);
@@ -226,7 +222,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       message: expect.stringContaining('Invalid input at start_time'),
       suggestion: expect.stringContaining('fix the request'),
     };
-    expect(summary(state)).toMatchObject({ status: 'failed', errors: [error] });
+    expect(operationSummary(state)).toMatchObject({ status: 'failed', errors: [error] });
     expect(attempts).toHaveLength(1);
     expect(view).toMatchObject({ status: 'failed', errors: [expect.objectContaining({ field: 'start_time' })] });
   });
@@ -237,7 +233,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       'create_media_buy',
       buy([{ ...display, budget: 1_000 }]),
     );
-    expect(summary(state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed' });
     expect(state.result?.media_buy_id).toMatch(/^mb_/);
     expect(attempts).toHaveLength(1);
     expect(attempts[0].args.idempotency_key).toBe(idempotencyKey);
@@ -249,7 +245,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       ['get_media_buy_delivery', { media_buy_ids: 'mb_1' }, 'media_buy_ids'],
     ] as const) {
       const { state, view, attempts } = await operation(name, task, params);
-      expect(summary(state)).toMatchObject({
+      expect(operationSummary(state)).toMatchObject({
         status: 'failed',
         errors: [{ code: 'TRANSPORT_RPC_INVALID_PARAMS', recovery: 'correctable', field }],
       });
@@ -258,7 +254,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     }
     // The same read, well formed, completes.
     const delivery = await operation(name, 'get_media_buy_delivery', { media_buy_ids: ['mb_1'] });
-    expect(summary(delivery.state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(delivery.state)).toMatchObject({ status: 'completed' });
     expect(delivery.state.result?.media_buy_deliveries).toEqual([expect.objectContaining({ media_buy_id: 'mb_1' })]);
   });
 
@@ -377,7 +373,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       }),
     ]);
     const { state, view, attempts, idempotencyKey } = await finish(begun);
-    expect(summary(state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed' });
     expect(state.result?.media_buy_id).toMatch(/^mb_/);
     // Two calls reached the seller: the refused one and the retry, with the same key (never a new one: a new key could
     // create a second buy if the first call had gone through). A retry sooner than retry_after would have landed in the
@@ -387,7 +383,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     expect(view).toMatchObject({ status: 'completed', result: { media_buy_id: state.result?.media_buy_id } });
 
     const products = await finish(read);
-    expect(summary(products.state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(products.state)).toMatchObject({ status: 'completed' });
     expect(products.state.result?.products).toEqual(
       expect.arrayContaining([expect.objectContaining({ product_id: 'prod_display_300x250' })]),
     );
@@ -417,7 +413,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     const error = { code: 'RATE_LIMITED', recovery: 'transient', message: 'Request rate exceeded' };
     // A mutation whose last attempt got no result is looked up at the seller before the operation gives up (here:
     // the seller has no tasks/list, so nothing can be found), then fails with the seller's refusal, never a new key.
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [{ ...error, retryAfterSeconds: expect.any(Number) }],
       failure: { reason: 'call_failed', error: { ...error, retryAfterSeconds: expect.any(Number) } },
@@ -485,7 +481,7 @@ describe.each([
     expect(tools).toContain('comply_test_controller');
     expect(tools).not.toContain('create_media_buy');
     const { state, attempts } = await operation(name, 'create_media_buy', { account: { account_id: 'acc-1' } });
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [
         {
@@ -500,7 +496,7 @@ describe.each([
 
   test('list_scenarios completes with the scenarios it implements', async () => {
     const { state, attempts } = await operation(name, 'comply_test_controller', { scenario: 'list_scenarios' });
-    expect(summary(state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(state)).toMatchObject({ status: 'completed' });
     expect(state.outcome).toBe('success');
     expect(state.result).toMatchObject({ success: true, scenarios: seller.scenarios });
     expect(attempts).toHaveLength(1);
@@ -509,18 +505,22 @@ describe.each([
   test('forcing an entity it does not have: NOT_FOUND, correctable, with the controller’s detail, not retried', async () => {
     const { state, view, attempts } = await operation(name, 'comply_test_controller', seller.missing.params);
     const error = { code: 'NOT_FOUND', recovery: 'correctable', message: seller.missing.message };
-    expect(summary(state)).toMatchObject({ status: 'failed', errors: [error], message: seller.missing.message });
+    expect(operationSummary(state)).toMatchObject({
+      status: 'failed',
+      errors: [error],
+      message: seller.missing.message,
+    });
     expect(attempts).toHaveLength(1);
     expect(view).toMatchObject({ status: 'failed', errors: [expect.objectContaining(error)] });
   });
 
   test('seed, a legal forced transition, then an illegal one: INVALID_TRANSITION with the current state', async () => {
     const seeded = await operation(name, 'comply_test_controller', seller.seed);
-    expect(summary(seeded.state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(seeded.state)).toMatchObject({ status: 'completed' });
     expect(seeded.state.result).toMatchObject({ success: true });
 
     const forward = await operation(name, 'comply_test_controller', seller.force(seller.forward.to));
-    expect(summary(forward.state)).toMatchObject({ status: 'completed' });
+    expect(operationSummary(forward.state)).toMatchObject({ status: 'completed' });
     expect(forward.state.result).toMatchObject({
       success: true,
       previous_state: seller.forward.from,
@@ -528,7 +528,7 @@ describe.each([
     });
 
     const backward = await operation(name, 'comply_test_controller', seller.force(seller.backward));
-    expect(summary(backward.state)).toMatchObject({
+    expect(operationSummary(backward.state)).toMatchObject({
       status: 'failed',
       errors: [
         {
@@ -548,7 +548,7 @@ describe.each([
       params: { ...seller.seed.params, fixture: { status: seller.forward.to, note: 'different' } },
     };
     const { state, attempts } = await operation(name, 'comply_test_controller', divergent);
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [{ code: 'INVALID_PARAMS', recovery: 'correctable', message: expect.stringContaining('diverges') }],
     });
@@ -557,7 +557,7 @@ describe.each([
 
   test('a scenario it does not implement: UNKNOWN_SCENARIO, terminal, not retried', async () => {
     const { state, attempts } = await operation(name, 'comply_test_controller', seller.unsupported);
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [
         {

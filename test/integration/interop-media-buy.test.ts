@@ -20,6 +20,7 @@ import {
 } from '../harness/example-sellers';
 import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
 import { type TestStack, registry, startTestStack } from '../harness/temporal';
+import { operationSummary, runOperation } from '../harness/interop';
 
 const SELLERS = ['guaranteed', 'non_guaranteed', 'social', 'multi_tenant'] as const;
 /** The tools of the flow under test, in order. */
@@ -86,23 +87,11 @@ async function operation(
   task: string,
   params: Record<string, unknown>,
 ): Promise<OperationState> {
-  const started = await stack!.orchestrator.start({ agentId, task, params, idempotencyKey: randomUUID() });
-  return stack!.orchestrator.result(started.operationId);
-}
-
-/** What a failed expectation should show: the operation's status with the seller's raw errors. */
-function summary(state: OperationState) {
-  return {
-    status: state.status,
-    outcome: state.outcome,
-    errors: state.errors,
-    failure: state.failure,
-    message: state.message,
-  };
+  return runOperation(stack!.orchestrator, agentId, task, params);
 }
 
 function expectCompleted(state: OperationState): void {
-  expect(summary(state)).toMatchObject({ status: 'completed' });
+  expect(operationSummary(state)).toMatchObject({ status: 'completed' });
 }
 
 type Row = Record<string, any>;
@@ -177,7 +166,7 @@ describe.each(SELLERS)('the %s example seller', (name) => {
     }
     // A buyer that calls it anyway must learn so from the first answer, not after an hour of retries.
     const state = await operation(name, missing, { account });
-    expect(summary(state)).toMatchObject({
+    expect(operationSummary(state)).toMatchObject({
       status: 'failed',
       errors: [expect.objectContaining({ recovery: 'terminal', message: expect.stringContaining(missing) })],
     });
@@ -315,7 +304,7 @@ describe.each(SELLERS)('the %s example seller', (name) => {
     if (deviation) {
       // The operation ends failed after one call, with the seller's error intact (code, field, details). The seller
       // labels it correctable, but the buyer's request was fine and no change to it can help: terminal, seller-owned.
-      expect(summary(state)).toMatchObject({
+      expect(operationSummary(state)).toMatchObject({
         status: 'failed',
         errors: [
           {
