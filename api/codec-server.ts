@@ -12,10 +12,13 @@
  */
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { Authentication, AuthEvent } from './auth/middleware';
 import { requireRole } from './auth/middleware';
 import type { Role } from './auth/principal';
+import { CODEC_BODY_LIMIT_BYTES, jsonBody } from './body';
+import { refuse as fail } from './problems';
+import { codecPayloadsSchema as bodySchema } from './schemas';
 
 export interface CodecServerOptions {
   /** The same codecs, in the same order, as the workers' and clients' data converter (`payloadCodecs()`). */
@@ -27,22 +30,11 @@ export interface CodecServerOptions {
   namespaces?: string[];
   decodeRoles?: Role[];
   encodeRoles?: Role[];
-  /** Largest request body; default 8 MiB (a batch of Temporal payloads, each at most 2 MB). */
-  bodyLimit?: string;
   onEvent?: (event: AuthEvent) => void;
 }
 
 export const DEFAULT_WEB_UI_ORIGINS = ['http://127.0.0.1:8233', 'http://localhost:8233'];
 
-const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
-const bodySchema = z.object({
-  payloads: z.array(
-    z.object({
-      metadata: z.record(z.string(), base64).nullish(),
-      data: base64.nullish(),
-    }),
-  ),
-});
 type JsonPayload = z.infer<typeof bodySchema>['payloads'][number];
 
 function fromJson(payload: JsonPayload): Payload {
@@ -64,10 +56,6 @@ function toJson(payload: Payload): { metadata: Record<string, string>; data: str
     ),
     data: Buffer.from(payload.data ?? new Uint8Array()).toString('base64'),
   };
-}
-
-function fail(res: Response, status: number, code: string, message: string): void {
-  res.status(status).json({ error: { code, message } });
 }
 
 export function createCodecServer(options: CodecServerOptions): Router {
@@ -120,7 +108,7 @@ export function createCodecServer(options: CodecServerOptions): Router {
   const handler =
     (direction: 'encode' | 'decode') =>
     async (req: Request, res: Response): Promise<void> => {
-      if (!req.is('application/json')) {
+      if (!req.is(['application/json', 'application/*+json'])) {
         fail(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Send {"payloads": [...]} as application/json.');
         return;
       }
@@ -146,36 +134,12 @@ export function createCodecServer(options: CodecServerOptions): Router {
       res.set('Cache-Control', 'no-store').json({ payloads: payloads.map(toJson) });
     };
 
-  const json = express.json({ limit: options.bodyLimit ?? '8mb' });
-  const bodyError = (error: unknown, _req: Request, res: Response, next: NextFunction): void => {
-    const status = (error as { status?: number }).status;
-    if (status && status >= 400 && status < 500) {
-      fail(res, status, 'INVALID_REQUEST', (error as Error).message);
-      return;
-    }
-    next(error);
-  };
+  const json = jsonBody({ limitBytes: CODEC_BODY_LIMIT_BYTES });
 
   const { authenticate } = options.authentication;
   const roleOptions = options.onEvent ? { onEvent: options.onEvent } : {};
-  router.post(
-    '/decode',
-    authenticate,
-    requireRole(decodeRoles, roleOptions),
-    namespaceCheck,
-    json,
-    bodyError,
-    handler('decode'),
-  );
-  router.post(
-    '/encode',
-    authenticate,
-    requireRole(encodeRoles, roleOptions),
-    namespaceCheck,
-    json,
-    bodyError,
-    handler('encode'),
-  );
+  router.post('/decode', authenticate, requireRole(decodeRoles, roleOptions), namespaceCheck, json, handler('decode'));
+  router.post('/encode', authenticate, requireRole(encodeRoles, roleOptions), namespaceCheck, json, handler('encode'));
   router.all(['/decode', '/encode'], (req, res) => {
     res.set('Allow', 'POST, OPTIONS');
     fail(res, 405, 'METHOD_NOT_ALLOWED', `${req.method} is not served here; use POST.`);

@@ -109,6 +109,7 @@ async function main(): Promise<void> {
       if (event.type !== 'auth_success') logger.warn({ audit: event }, `auth: ${event.type}`);
     },
   });
+  for (const warning of mounted.warnings) logger.warn(`gateway: ${warning}`);
   const servers: http.Server[] = [];
   // The request log wraps everything (refusals by authentication included). GET /metrics is the gateway's own.
   const limits = { keepAliveTimeoutMs: runtime.keepAliveTimeoutMs };

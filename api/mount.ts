@@ -15,6 +15,7 @@ import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
 import type { AgentRegistry } from '../config/agents';
 import type { RuntimeConfig } from '../config/runtime';
+import { WebhookAuthConfigError, resolveWebhookCredentials } from '../config/webhook-auth';
 import { projectRoot } from '../config/project-root';
 import { type Logger, createLogger } from '../observability/logger';
 import { createGateway } from './app';
@@ -73,6 +74,26 @@ export interface MountedGateway {
   authentication: Authentication;
   /** Set when no authentication is configured and the gateway runs on loopback with a development key. */
   developmentKey?: DevelopmentKey & { issuedHere: boolean };
+  /** Configuration the gateway runs with but should not: logged once at start, and listed in /healthz. */
+  warnings: string[];
+}
+
+/**
+ * Sellers whose webhook credential variable is unset (or too short): their webhooks are refused (401, as a bad
+ * signature would be) until it is set. Said once at start and in /healthz rather than on every refused webhook.
+ */
+export function webhookWarnings(agents: AgentRegistry, env: NodeJS.ProcessEnv = process.env): string[] {
+  const warnings: string[] = [];
+  for (const agent of agents.agents) {
+    if (!agent.webhooks) continue;
+    try {
+      resolveWebhookCredentials(agent.webhooks, env, agent.id);
+    } catch (error) {
+      if (!(error instanceof WebhookAuthConfigError)) throw error;
+      warnings.push(`${error.message} Until then its webhooks are refused (401).`);
+    }
+  }
+  return warnings;
 }
 
 /** Authentication from the config, or (none configured, loopback only) the development key. */
@@ -140,7 +161,10 @@ export function mountGateway(options: MountOptions): MountedGateway {
   // One authenticator (one nonce replay store) for task and reporting webhooks alike.
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const authenticator = createWebhookAuthenticator(options.replayStore ? { replayStore: options.replayStore } : {});
+  // The webhook receivers read credentials from the process's environment.
+  const warnings = webhookWarnings(agents);
   const gateway = createGateway({
+    warnings,
     orchestrator: options.orchestrator,
     webUiUrl: runtime.webUiUrl,
     namespace,
@@ -187,5 +211,6 @@ export function mountGateway(options: MountOptions): MountedGateway {
     ...(split ? { webhooks: createSecureGateway({ ...common, serve: 'webhooks' }) } : {}),
     authentication,
     ...(developmentKey ? { developmentKey } : {}),
+    warnings,
   };
 }
