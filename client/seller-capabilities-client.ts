@@ -6,6 +6,7 @@
  * a positive answer that the seller lacks the task.
  */
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { LRUCache } from 'lru-cache';
 import type { AgentConfig, AgentRegistry } from '../config/agents';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
 import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
@@ -47,8 +48,11 @@ export interface SellerView {
 
 export class SellerCapabilitiesClient {
   private readonly ensured = new Set<string>();
-  private readonly supportCache = new Map<string, { at: number; state?: SellerCapabilitiesState }>();
-  constructor(private readonly options: SellerCapabilitiesClientOptions) {}
+  /** What `supports` read, per seller, for supportCacheMs. */
+  private readonly supportCache: LRUCache<string, SellerCapabilitiesState>;
+  constructor(private readonly options: SellerCapabilitiesClientOptions) {
+    this.supportCache = new LRUCache({ max: 10_000, ttl: options.supportCacheMs ?? 30_000 });
+  }
 
   /** The seller's capabilities workflow on this client's task queue. */
   workflowId(agentId: string): string {
@@ -149,11 +153,10 @@ export class SellerCapabilitiesClient {
   /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */
   async supports(agentId: string, task: string): Promise<TaskSupport> {
     const cached = this.supportCache.get(agentId);
-    if (cached && Date.now() - cached.at < (this.options.supportCacheMs ?? 30_000))
-      return supportsTask(cached.state?.capabilities, task);
+    if (cached) return supportsTask(cached.capabilities, task);
     const view = await this.view(agentId);
     // Only an answer is kept: a seller not asked yet is looked at again on the next start.
-    if (view.state?.capabilities) this.supportCache.set(agentId, { at: Date.now(), state: view.state });
+    if (view.state?.capabilities) this.supportCache.set(agentId, view.state);
     return supportsTask(view.state?.capabilities, task);
   }
 }
