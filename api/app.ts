@@ -4,6 +4,7 @@
  */
 import express, { type Request } from 'express';
 import type { OrchestratorClient } from '../client/orchestrator-client';
+import type { TaskRefusal } from '../client/seller-capabilities-client';
 import { listOperations, parseOperationListQuery } from '../client/operation-list';
 import { retrySettingsFrom } from '../protocol/requests';
 import type { CallerIdentity } from '../protocol/tenancy';
@@ -43,10 +44,10 @@ export interface GatewayOptions {
   /** Campaigns (#14): the sellers, discoveries and campaigns routers (api/sellers.ts, discoveries.ts, campaigns.ts). */
   campaignRouters?: express.Router[];
   /**
-   * Refuses a task the seller's known capabilities do not offer before the operation starts (api/sellers.ts
-   * `taskSupportCheck`): answers why, or undefined to let it start.
+   * Refuses a task the seller's capabilities do not offer (422), or cannot say yet that it does (503), before the
+   * operation starts (client/seller-capabilities-client.ts `taskSupportCheck`); undefined lets it start.
    */
-  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+  taskSupport?: (agentId: string, task: string) => Promise<TaskRefusal | undefined>;
   /** Public keys of our notification signing key (config/notification-key.ts), served at /.well-known/jwks.json. */
   notificationJwks?: readonly AdcpJsonWebKey[];
   /** Configuration the gateway runs with but should not (a seller's unset webhook secret), shown in /healthz. */
@@ -198,8 +199,13 @@ export function createGateway(options: GatewayOptions): express.Express {
   api.post('/v1/operations', async (req, res) => {
     const body = parseRequest(startOperationSchema, req.body);
     describeOperation(res, { seller: body.agent_id, task: body.task });
-    const unsupported = await options.taskSupport?.(body.agent_id, body.task);
-    if (unsupported) throw new Problem(422, 'UNSUPPORTED_TASK', unsupported, { field: 'task' });
+    const refused = await options.taskSupport?.(body.agent_id, body.task);
+    if (refused?.status === 422) throw new Problem(422, 'UNSUPPORTED_TASK', refused.message, { field: 'task' });
+    if (refused)
+      throw new Problem(503, 'SELLER_CAPABILITIES_UNKNOWN', refused.message, {
+        field: 'task',
+        headers: { 'Retry-After': String(refused.retryAfterSeconds ?? RETRY_AFTER_SECONDS) },
+      });
     const started = await orchestrator.start(
       {
         agentId: body.agent_id,

@@ -13,6 +13,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import type express from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
+import type { TaskRefusal } from '../client/seller-capabilities-client';
 import type { AgentRegistry } from '../config/agents';
 import type { RuntimeConfig } from '../config/runtime';
 import { WebhookAuthConfigError, resolveWebhookCredentials } from '../config/webhook-auth';
@@ -63,7 +64,7 @@ export interface MountOptions {
   /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
   campaignRouters?: express.Router[];
   /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
-  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+  taskSupport?: (agentId: string, task: string) => Promise<TaskRefusal | undefined>;
 }
 
 export interface MountedGateway {

@@ -10,11 +10,17 @@
 import { STATUS_CODES } from 'node:http';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { CampaignNotFoundError, CampaignRefusedError, CampaignRequestError } from '../client/campaign-client';
-import { MediaBuyChangeRefusedError, MediaBuyNotFoundError, MediaBuyRequestError } from '../client/media-buy-client';
+import {
+  MediaBuyChangeRefusedError,
+  MediaBuyNotFoundError,
+  MediaBuyParamsError,
+  MediaBuyRequestError,
+} from '../client/media-buy-client';
 import {
   IdempotencyConflictError,
   OperationEndedError,
   OperationNotFoundError,
+  OperationParamsError,
   OperationRejectedError,
   OperationRequestError,
   SellerNotFoundError,
@@ -204,6 +210,8 @@ export function toProblem(error: unknown, req?: Request): Problem {
   if (error instanceof Problem) return error;
   const body = bodyParserProblem((error ?? {}) as BodyParserError, req);
   if (body) return body;
+  if (error instanceof OperationParamsError || error instanceof MediaBuyParamsError)
+    return new Problem(422, 'INVALID_PARAMS', error.message, { field: error.field });
   if (error instanceof OperationRequestError)
     return new Problem(400, 'INVALID_REQUEST', error.message, { field: error.field });
   if (error instanceof OperationNotFoundError) return new Problem(404, 'OPERATION_NOT_FOUND', error.message);

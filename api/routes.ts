@@ -156,6 +156,7 @@ export const ROUTES: RouteSpec[] = [
     refusals: {
       409: 'IDEMPOTENCY_CONFLICT: the key names an operation started with a different request',
       422: "INVALID_PARAMS: params no seller should get (end_time before start_time, a negative budget); UNSUPPORTED_TASK: the seller's capabilities say it does not offer this task. No call was made.",
+      503: "TEMPORAL_UNAVAILABLE; or SELLER_CAPABILITIES_UNKNOWN: a task outside AdCP's catalog at a seller that has never told its capabilities (unreachable so far); retry after `Retry-After`",
     },
   },
   {

@@ -15,6 +15,7 @@ import { SA_AGENT, SA_PRINCIPAL, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } fro
 import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
 import {
+  checkMediaBuyParams,
   cancelRequestSchema,
   credentialsRefreshSchema,
   providedInputSchema,
@@ -110,6 +111,12 @@ export class OperationRequestError extends Error {
     super(message);
   }
 }
+
+/**
+ * The params break a rule no seller should be asked to judge (protocol/requests.ts checkMediaBuyParams: a flight that
+ * ends before it starts, a negative budget): refused before any workflow starts (HTTP 422 INVALID_PARAMS).
+ */
+export class OperationParamsError extends OperationRequestError {}
 
 export class OperationNotFoundError extends Error {
   override readonly name = 'OperationNotFoundError';
@@ -300,6 +307,8 @@ export class OrchestratorClient {
       if (reserved in request.params)
         throw new OperationRequestError(`params.${reserved}`, RESERVED_PARAMS_HINT[reserved]);
     }
+    const broken = checkMediaBuyParams(request.task, request.params, Date.now());
+    if (broken) throw new OperationParamsError(broken.field, broken.message);
     if (request.idempotencyKey !== undefined && !CALLER_KEY_PATTERN.test(request.idempotencyKey)) {
       throw new OperationRequestError(
         'idempotency_key',

@@ -9,6 +9,7 @@ import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { LRUCache } from 'lru-cache';
 import type { AgentConfig, AgentRegistry } from '../config/agents';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
+import { isKnownTask } from '../protocol/tasks';
 import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
 import {
   SELLER_CAPABILITIES_MEMO,
@@ -150,24 +151,61 @@ export class SellerCapabilitiesClient {
     }
   }
 
-  /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */
-  async supports(agentId: string, task: string): Promise<TaskSupport> {
+  /**
+   * Whether `task` may be sent to the seller, by what its capabilities say. Before the seller has ever answered
+   * get_adcp_capabilities (it has been unreachable), an AdCP task is allowed (the operation waits for the seller
+   * durably) and a task outside AdCP's catalog is `unknown`: only the seller's own tool list could allow it.
+   */
+  async supports(agentId: string, task: string): Promise<SellerTaskSupport> {
     const cached = this.supportCache.get(agentId);
     if (cached) return supportsTask(cached.capabilities, task);
     const view = await this.view(agentId);
     // Only an answer is kept: a seller not asked yet is looked at again on the next start.
     if (view.state?.capabilities) this.supportCache.set(agentId, view.state);
+    if (!view.state?.capabilities && !isKnownTask(task))
+      return {
+        supported: false,
+        unknown: true,
+        reason: `${task} is not an AdCP task, and seller "${agentId}" has not told its capabilities yet (${view.state?.lastError?.message ?? 'not reached so far'}), so whether it offers ${task} cannot be known.`,
+        ...(view.state?.nextRefreshAt ? { retryAt: view.state.nextRefreshAt } : {}),
+      };
     return supportsTask(view.state?.capabilities, task);
   }
+}
+
+/** What the capabilities say of a task: TaskSupport, or not known yet (the seller never answered). */
+export type SellerTaskSupport =
+  | TaskSupport
+  | {
+      supported: false;
+      unknown: true;
+      reason: string;
+      /** When the capabilities are asked for next. */ retryAt?: string;
+    };
+
+/** Why the operations route refuses a task: 422 (the seller does not offer it) or 503 (that cannot be known yet). */
+export interface TaskRefusal {
+  status: 422 | 503;
+  message: string;
+  retryAfterSeconds?: number;
 }
 
 /** For the gateway's operations route: why a task is refused, or undefined when it may start. */
 export function taskSupportCheck(
   sellers: SellerCapabilitiesClient,
-): (agentId: string, task: string) => Promise<string | undefined> {
+  now: () => number = Date.now,
+): (agentId: string, task: string) => Promise<TaskRefusal | undefined> {
   return async (agentId, task) => {
     if (!sellers.agents.has(agentId)) return undefined; // the operations route answers unknown sellers itself
-    const support = await sellers.supports(agentId, task).catch(() => ({ supported: true as const }));
-    return support.supported ? undefined : `Seller "${agentId}" does not offer ${task}: ${support.reason}`;
+    const support: SellerTaskSupport = await sellers
+      .supports(agentId, task)
+      .catch(() => ({ supported: true as const }));
+    if (support.supported) return undefined;
+    if ('unknown' in support) {
+      const at = support.retryAt ? Date.parse(support.retryAt) : Number.NaN;
+      const retryAfterSeconds = Number.isNaN(at) ? 30 : Math.min(3600, Math.max(1, Math.ceil((at - now()) / 1000)));
+      return { status: 503, message: `${support.reason} Retry in ${retryAfterSeconds} s.`, retryAfterSeconds };
+    }
+    return { status: 422, message: `Seller "${agentId}" does not offer ${task}: ${support.reason}` };
   };
 }

@@ -63,6 +63,9 @@ export async function mountTestGateway(options: {
   orchestrator?: TestStack['orchestrator'];
   /** Public keys of a notification signing key, served at /.well-known/jwks.json. */
   notificationJwks?: Parameters<typeof mountGateway>[0]['notificationJwks'];
+  /** The sellers, discoveries and campaigns routers, and the task-support check, as api/main.ts passes them. */
+  campaignRouters?: Parameters<typeof mountGateway>[0]['campaignRouters'];
+  taskSupport?: Parameters<typeof mountGateway>[0]['taskSupport'];
 }): Promise<MountedTestGateway> {
   const dir = mkdtempSync(path.join(tmpdir(), 'adcp-mounted-'));
   const file = path.join(dir, 'keys.json');
@@ -112,6 +115,8 @@ export async function mountTestGateway(options: {
     // Tests make many calls in a row; the limits themselves are covered by their own tests.
     principalRateLimit: options.principalRateLimit ?? { burst: 10_000, perSecond: 10_000 },
     ...(options.notificationJwks ? { notificationJwks: options.notificationJwks } : {}),
+    ...(options.campaignRouters ? { campaignRouters: options.campaignRouters } : {}),
+    ...(options.taskSupport ? { taskSupport: options.taskSupport } : {}),
   });
   attach(api.server, mounted.api);
   if (webhooks && mounted.webhooks) attach(webhooks.server, mounted.webhooks);

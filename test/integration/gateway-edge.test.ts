@@ -11,7 +11,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import { OrchestratorClient } from '../../client/orchestrator-client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { createSellerRouter } from '../../api/sellers';
+import { MediaBuyClient, MediaBuyParamsError } from '../../client/media-buy-client';
+import { OperationParamsError, OrchestratorClient } from '../../client/orchestrator-client';
+import { SellerCapabilitiesClient, taskSupportCheck } from '../../client/seller-capabilities-client';
 import { payloadCodecs } from '../../client/encryption-codec';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
@@ -20,12 +24,16 @@ import { type TestStack, demoAgent, eventually, registry, startTestStack } from 
 
 /** The secret variable the "life" seller's webhooks are verified with: never set in this test's environment. */
 const UNSET_SECRET = `EDGE_WEBHOOK_SECRET_${randomUUID().slice(0, 8).toUpperCase()}`;
+/** Nothing listens there: a seller that has never told its capabilities. */
+const DOWN_URL = `http://127.0.0.1:1/mcp`;
 const agents = registry([
   demoAgent(),
   demoAgent({ id: 'demo-life-seller', webhooks: { scheme: 'hmac-sha256', secret_env: UNSET_SECRET } as never }),
+  { id: 'down', url: DOWN_URL, protocol: 'mcp' },
 ]);
 
 let stack: TestStack;
+let sellers: SellerCapabilitiesClient;
 let gateway: MountedTestGateway;
 /** An operation at the demo seller (no webhook verification configured) and one at the life seller. */
 let demoOperation: string;
@@ -36,7 +44,15 @@ let lifeBuy: string;
 beforeAll(async () => {
   delete process.env[UNSET_SECRET];
   stack = await startTestStack({ agents, activities: { env: { DEMO_SELLER_TOKEN } } });
-  gateway = await mountTestGateway({ stack, agents, tenants: ['acme', 'globex'], codecs: payloadCodecs(undefined) });
+  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  gateway = await mountTestGateway({
+    stack,
+    agents,
+    tenants: ['acme', 'globex'],
+    codecs: payloadCodecs(undefined),
+    campaignRouters: [createSellerRouter({ sellers })],
+    taskSupport: taskSupportCheck(sellers),
+  });
   const start = async (agentId: string) => {
     const answer = await call('POST', '/v1/operations', gateway.keys['acme/buyer'], {
       agent_id: agentId,
@@ -60,6 +76,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close();
+  // The capabilities workflows run until stopped: end them so the shared dev server does not keep them polling.
+  for (const id of ['demo', 'demo-life-seller', 'down'])
+    await stack?.client.workflow
+      .getHandle(sellers.workflowId(id))
+      .terminate('test over')
+      .catch(() => undefined);
   await stack?.close();
 });
 
@@ -253,6 +275,77 @@ test('the per-principal rate limit counts before any lookup: 150 cancels of made
   } finally {
     await limited.close();
   }
+});
+
+test('params no seller should get are refused with 422 before any workflow starts, over HTTP and by the typed clients', async () => {
+  const now = Date.now();
+  const day = 24 * 3_600_000;
+  const flight = { start_time: new Date(now + 2 * day).toISOString(), end_time: new Date(now + day).toISOString() };
+  const backwards = { ...createMediaBuyParams(), ...flight };
+  const negative = {
+    ...createMediaBuyParams(),
+    packages: [{ product_id: 'display', pricing_option_id: 'cpm', budget: -500 }],
+  };
+  const absent = async (workflowId: string) =>
+    expect(stack.client.workflow.getHandle(workflowId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+
+  for (const [params, field] of [
+    [backwards, 'params.end_time'],
+    [negative, 'params.packages.0.budget'],
+  ] as const) {
+    const key = randomUUID();
+    const operation = await call('POST', '/v1/operations', gateway.keys['acme/buyer'], {
+      agent_id: 'demo',
+      task: 'create_media_buy',
+      params,
+      idempotency_key: key,
+    });
+    expectProblem(operation, 422, 'INVALID_PARAMS');
+    expect(operation.body.field).toBe(field);
+    await absent(`adcp-create_media_buy-acme:${key}`);
+
+    const buyKey = `edge-${randomUUID()}`;
+    const buy = await call('POST', '/v1/media-buys', gateway.keys['acme/buyer'], {
+      buy_key: buyKey,
+      agent_id: 'demo',
+      params,
+    });
+    expectProblem(buy, 422, 'INVALID_PARAMS');
+    expect(buy.body.field).toBe(field);
+    await absent(`adcp-media-buy-acme:${buyKey}`);
+    await absent(`adcp-media-buy-${buyKey}`);
+
+    await expect(
+      stack.orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params, idempotencyKey: randomUUID() }),
+    ).rejects.toMatchObject({ constructor: OperationParamsError, field });
+    const buys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue });
+    await expect(buys.create({ buyKey: `edge-${randomUUID()}`, agentId: 'demo', params })).rejects.toMatchObject({
+      constructor: MediaBuyParamsError,
+      field,
+    });
+  }
+});
+
+test('a made-up task: 422 at a seller whose capabilities are known, 503 with Retry-After where they cannot be yet', async () => {
+  const start = (agentId: string, task: string) =>
+    call('POST', '/v1/operations', gateway.keys['acme/buyer'], {
+      agent_id: agentId,
+      task,
+      params: getProductsParams,
+      idempotency_key: randomUUID(),
+    });
+  await sellers.refreshed('demo');
+  expectProblem(await start('demo', 'make_it_up'), 422, 'UNSUPPORTED_TASK');
+
+  await sellers.refreshed('down');
+  const unknown = await start('down', 'make_it_up');
+  expectProblem(unknown, 503, 'SELLER_CAPABILITIES_UNKNOWN');
+  expect(Number(unknown.headers.get('retry-after'))).toBeGreaterThan(0);
+  expect(unknown.body.detail).toContain('make_it_up is not an AdCP task');
+  // An AdCP task waits for the seller durably, as any operation does.
+  const durable = await start('down', 'get_products');
+  expect(durable.status).toBe(202);
+  await stack.client.workflow.getHandle(String(durable.body.operation_id)).terminate('test over');
 });
 
 /** Hostile requests: bodies, paths, queries and headers that used to answer 500 somewhere, or might. */

@@ -13,6 +13,7 @@
  * - a governed campaign pushes its plan (sync_plans) before discovery, and its buys are checked against that plan;
  * - an unreachable governance agent closes the gate (GOVERNANCE_UNAVAILABLE), and the seller hears nothing.
  */
+import { createGateway } from '../../api/app';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -62,7 +63,7 @@ beforeAll(async () => {
     { status: 'completed', bare: true, payload: { products: [productOf('gov', 10)] } },
   ]);
   const app = express();
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 

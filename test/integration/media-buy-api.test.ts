@@ -5,6 +5,7 @@
  * dropped), changes walked against the state-machine storyboard (refusals answered 409 with the storyboard's codes,
  * a retried change sent once), and the end: a final report, the lifetime pull, the workflow done.
  */
+import { createGateway } from '../../api/app';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
@@ -69,7 +70,7 @@ beforeAll(async () => {
       log: () => undefined,
     }),
   );
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 

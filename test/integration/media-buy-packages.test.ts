@@ -5,6 +5,7 @@
  * budget); resuming the package comes back the same way. A package change naming a package the buy does not have is
  * refused before it enters history, and nothing reaches the seller.
  */
+import { createGateway } from '../../api/app';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -36,7 +37,7 @@ beforeAll(async () => {
     knownAgent: (id) => agents.has(id),
   });
   const app = express();
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 
