@@ -14,6 +14,7 @@ import express, { type Response } from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
 import type { ChangeRequest, MediaBuyState } from '../workflows/media-buy-definitions';
 import { callerOf } from './app';
+import { snakeCased } from './snake-case';
 import {
   createMediaBuySchema,
   governanceDecisionSchema,
@@ -35,12 +36,12 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
   return {
     media_buy_id: state.mediaBuyId ?? null,
     frequency: reporting.frequency ?? null,
-    registered: reporting.registered ?? null,
+    registered: snakeCased(reporting.registered ?? null),
     totals: reporting.totals,
     by_package: reporting.byPackage,
     periods_counted: reporting.periodsCounted,
     final_periods: reporting.finalPeriods,
-    final_report: reporting.finalReport ?? null,
+    final_report: snakeCased(reporting.finalReport ?? null),
     sequence: {
       highest: reporting.highestSequence,
       contiguous_through: reporting.contiguousThrough,
@@ -65,10 +66,10 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
     pulls: { total: reporting.pulls, late: reporting.latePulls },
     adjustments: {
       count: reporting.adjustmentCount,
-      recent: reporting.adjustments,
+      recent: snakeCased(reporting.adjustments),
       on_sealed_periods: reporting.sealedAdjustments,
     },
-    reconciliation: reporting.reconciliation ?? null,
+    reconciliation: snakeCased(reporting.reconciliation ?? null),
   };
 }
 
@@ -76,9 +77,10 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
 export function governanceView(state: MediaBuyState): Record<string, unknown> | null {
   if (!state.governance) return null;
   const { governanceContext, ...rest } = state.governance;
-  return { ...rest, hasGovernanceContext: governanceContext !== undefined };
+  return { ...(snakeCased(rest) as Record<string, unknown>), has_governance_context: governanceContext !== undefined };
 }
 
+/** The buy as HTTP readers see it: snake_case throughout (api/snake-case.ts), the seller's own objects as they came. */
 export function mediaBuyView(
   id: string,
   running: boolean,
@@ -99,19 +101,20 @@ export function mediaBuyView(
     impairments: state.impairments ?? [],
     flight: { start_time: state.startTime ?? null, end_time: state.endTime ?? null },
     creative_deadline: state.creativeDeadline ?? null,
-    packages: Object.values(state.packages),
-    status_history: state.statusHistory,
+    packages: snakeCased(Object.values(state.packages)),
+    status_history: snakeCased(state.statusHistory),
     status_changes: state.statusChangeCount,
-    changes: state.changes,
-    creatives: Object.values(state.creatives),
-    creative_alerts: state.creativeAlerts,
+    changes: snakeCased(state.changes),
+    creatives: snakeCased(Object.values(state.creatives)),
+    creative_alerts: snakeCased(state.creativeAlerts),
     delivery: deliveryView(state),
-    anomalies: state.anomalies,
+    anomalies: snakeCased(state.anomalies),
     anomaly_count: state.anomalyCount,
-    failure: state.failure ?? null,
+    failure: snakeCased(state.failure ?? null),
     governance: governanceView(state),
     create_operation_id: state.createOperationId,
     reads: state.reads,
+    last_read_at: state.lastReadAt ?? null,
     run: state.run,
     started_at: state.startedAt,
     updated_at: state.updatedAt,
@@ -126,7 +129,7 @@ function sendChangeAnswer(res: Response, answer: Awaited<ReturnType<MediaBuyClie
     outcome: answer.outcome,
     status: answer.status,
     operation_id: answer.operationId ?? null,
-    ...(answer.error ? { error: answer.error } : {}),
+    ...(answer.error ? { error: snakeCased(answer.error) } : {}),
   });
 }
 
