@@ -47,7 +47,7 @@ export interface GatewayOptions {
    * Refuses a task the seller's capabilities do not offer (422), or cannot say yet that it does (503), before the
    * operation starts (client/seller-capabilities-client.ts `taskSupportCheck`); undefined lets it start.
    */
-  taskSupport?: (agentId: string, task: string) => Promise<TaskRefusal | undefined>;
+  taskSupport?: (sellerId: string, task: string) => Promise<TaskRefusal | undefined>;
   /** Public keys of our notification signing key (config/notification-key.ts), served at /.well-known/jwks.json. */
   notificationJwks?: readonly AdcpJsonWebKey[];
   /** Configuration the gateway runs with but should not (a seller's unset webhook secret), shown in /healthz. */
@@ -208,7 +208,7 @@ export function createGateway(options: GatewayOptions): express.Express {
       });
     const started = await orchestrator.start(
       {
-        agentId: body.agent_id,
+        sellerId: body.agent_id,
         task: body.task,
         params: body.params,
         ...(body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {}),
@@ -250,7 +250,7 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.get('/v1/operations/:id', async (req, res) => {
     const view = await orchestrator.status(String(req.params.id), callerOf(req));
-    describeOperation(res, { operationId: view.operationId, seller: view.state?.agentId, task: view.state?.task });
+    describeOperation(res, { operationId: view.operationId, seller: view.state?.sellerId, task: view.state?.task });
     res.json(operationView(view, { webUi: webUiLink(view.operationId) }));
   });
 
@@ -283,9 +283,9 @@ export function createGateway(options: GatewayOptions): express.Express {
     res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by, callerOf(req)));
   });
 
-  api.post('/v1/sellers/:agentId/reconcile', async (req, res) => {
+  api.post('/v1/sellers/:sellerId/reconcile', async (req, res) => {
     const body = parseRequest(reconcileSchema, req.body);
-    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.agentId), body.requested_by)));
+    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.sellerId), body.requested_by)));
   });
 
   app.use(api);

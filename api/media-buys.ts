@@ -90,7 +90,7 @@ export function mediaBuyView(
   return {
     id,
     buy_key: state.buyKey,
-    agent_id: state.agentId,
+    agent_id: state.sellerId,
     media_buy_id: state.mediaBuyId ?? null,
     status: state.status,
     running,
@@ -146,7 +146,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
     const created = await mediaBuys.create(
       {
         buyKey: body.buy_key,
-        agentId: body.agent_id,
+        sellerId: body.agent_id,
         params: body.params,
         ...(body.reporting
           ? {
@@ -169,7 +169,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
         ...(body.governance
           ? {
               governance: {
-                agentId: body.governance.agent_id,
+                sellerId: body.governance.agent_id,
                 planId: body.governance.plan_id,
                 ...(body.governance.caller ? { caller: body.governance.caller } : {}),
                 ...(body.governance.decision_timeout_hours !== undefined

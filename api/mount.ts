@@ -14,7 +14,7 @@ import type express from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
 import type { TaskRefusal } from '../client/seller-capabilities-client';
-import type { AgentRegistry } from '../config/agents';
+import type { SellerRegistry } from '../config/sellers';
 import type { RuntimeConfig } from '../config/runtime';
 import { WebhookAuthConfigError, resolveWebhookCredentials } from '../config/webhook-auth';
 import { projectRoot } from '../config/project-root';
@@ -44,7 +44,7 @@ export interface MountOptions {
   client: Client;
   orchestrator: OrchestratorClient;
   mediaBuys: MediaBuyClient;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   runtime: RuntimeConfig;
   auth: AuthConfig;
   /** The data converter's codecs (payloadCodecs()), for the codec server. */
@@ -64,7 +64,7 @@ export interface MountOptions {
   /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
   campaignRouters?: express.Router[];
   /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
-  taskSupport?: (agentId: string, task: string) => Promise<TaskRefusal | undefined>;
+  taskSupport?: (sellerId: string, task: string) => Promise<TaskRefusal | undefined>;
 }
 
 export interface MountedGateway {
@@ -83,9 +83,9 @@ export interface MountedGateway {
  * Sellers whose webhook credential variable is unset (or too short): their webhooks are refused (401, as a bad
  * signature would be) until it is set. Said once at start and in /healthz rather than on every refused webhook.
  */
-export function webhookWarnings(agents: AgentRegistry, env: NodeJS.ProcessEnv = process.env): string[] {
+export function webhookWarnings(sellerRegistry: SellerRegistry, env: NodeJS.ProcessEnv = process.env): string[] {
   const warnings: string[] = [];
-  for (const agent of agents.agents) {
+  for (const agent of sellerRegistry.sellers) {
     if (!agent.webhooks) continue;
     try {
       resolveWebhookCredentials(agent.webhooks, env, agent.id);
@@ -149,7 +149,7 @@ export function allowedHosts(runtime: RuntimeConfig): string[] {
 }
 
 export function mountGateway(options: MountOptions): MountedGateway {
-  const { client, runtime, agents } = options;
+  const { client, runtime, sellers: sellerRegistry } = options;
   const namespace = client.options.namespace;
   const { authentication, developmentKey } = gatewayAuthentication({
     auth: options.auth,
@@ -163,7 +163,7 @@ export function mountGateway(options: MountOptions): MountedGateway {
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const authenticator = createWebhookAuthenticator(options.replayStore ? { replayStore: options.replayStore } : {});
   // The webhook receivers read credentials from the process's environment.
-  const warnings = webhookWarnings(agents);
+  const warnings = webhookWarnings(sellerRegistry);
   const gateway = createGateway({
     warnings,
     orchestrator: options.orchestrator,
@@ -171,14 +171,14 @@ export function mountGateway(options: MountOptions): MountedGateway {
     namespace,
     webhookRouter: createWebhookRouter({
       client,
-      agents,
+      sellers: sellerRegistry,
       authenticator,
       publicBaseUrl: runtime.publicBaseUrl,
       log: (line) => logger.warn({ webhook: 'task' }, line),
     }),
     reportingWebhookRouter: createReportingWebhookRouter({
       client,
-      agents,
+      sellers: sellerRegistry,
       authenticator,
       publicBaseUrl: runtime.publicBaseUrl,
       log: (line) => logger.warn({ webhook: 'reporting' }, line),

@@ -211,7 +211,7 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
-    path: '/v1/sellers/:agentId/reconcile',
+    path: '/v1/sellers/:sellerId/reconcile',
     summary: "Reconcile one seller now for the caller's tenant (what its Temporal Schedule does for every tenant)",
     description:
       "Lists the seller's open tasks and the caller's tenant's open operations and media buys with that seller, hands a lost task back to the operation whose call created it, reports tasks nobody claims, makes every open operation look at the seller now and every open buy read get_media_buys now. Read-only at the seller.",
@@ -222,7 +222,7 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
-    path: '/webhooks/adcp/:agentId/:operationId',
+    path: '/webhooks/adcp/:sellerId/:operationId',
     summary: 'Seller push notification (MCP webhook payload, or A2A Task / TaskStatusUpdateEvent)',
     description:
       "Verified with the path seller's configuration (RFC 9421 AdCP webhook profile, legacy HMAC-SHA256, or Bearer) over the raw body before Temporal is asked anything: an unauthenticated request answers 401 whether or not the operation exists. A verified seller posting for an operation that is not its own gets 404. 200 means Temporal has the event.",
@@ -237,7 +237,7 @@ export const ROUTES: RouteSpec[] = [
     path: '/webhooks/adcp/:operationId',
     summary: 'Seller push notification at a URL issued before the seller was put in the path',
     description:
-      'The same as `/webhooks/adcp/{agentId}/{operationId}`, for push URLs handed out by earlier versions: the operation is looked up to learn whose signature to expect, and an unauthenticated request answers the same 401 whether or not it exists.',
+      'The same as `/webhooks/adcp/{sellerId}/{operationId}`, for push URLs handed out by earlier versions: the operation is looked up to learn whose signature to expect, and an unauthenticated request answers the same 401 whether or not it exists.',
     auth: 'webhook',
     listener: 'webhooks',
     body: z.looseObject({}),
@@ -341,7 +341,7 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'get',
-    path: '/v1/sellers/:agentId',
+    path: '/v1/sellers/:sellerId',
     summary: 'One seller with what its capabilities workflow keeps',
     auth: 'bearer',
     listener: 'api',
@@ -349,7 +349,7 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
-    path: '/v1/sellers/:agentId/capabilities-changed',
+    path: '/v1/sellers/:sellerId/capabilities-changed',
     summary: "The seller's capabilities may have changed: refresh them now",
     auth: 'bearer',
     listener: 'api',
@@ -479,7 +479,7 @@ export function commonRefusals(route: RouteSpec): Record<number, string> {
   if (route.auth === 'webhook') refusals[401] = 'WEBHOOK_REJECTED: the request did not verify';
   if (route.path.includes(':') || route.query)
     refusals[400] = 'INVALID_REQUEST or MALFORMED_PATH: a bad filter, or a path that does not decode';
-  if (/:(operationId|id|agentId)/.test(route.path))
+  if (/:(operationId|id|sellerId)/.test(route.path))
     refusals[404] =
       "Not found (OPERATION_NOT_FOUND, MEDIA_BUY_NOT_FOUND, SELLER_NOT_FOUND, NOT_FOUND), also for another tenant's";
   if (route.body) {

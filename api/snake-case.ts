@@ -28,8 +28,8 @@ const PASSED_THROUGH: ReadonlySet<string> = new Set([
   'assignments',
 ]);
 
-/** Names that differ from the plain conversion, to match the operations API. */
-const RENAMED: Readonly<Record<string, string>> = { retryAfterSeconds: 'retry_after' };
+/** Names that differ from the plain conversion, to match the operations API (a seller's id is `agent_id` on the wire). */
+const RENAMED: Readonly<Record<string, string>> = { retryAfterSeconds: 'retry_after', sellerId: 'agent_id' };
 
 export function snakeName(key: string): string {
   return RENAMED[key] ?? key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);

@@ -27,7 +27,7 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   const agent = { id: 'fixture', url: seller.url, protocol: 'mcp' as const, token_env: 'FIXTURE_TOKEN' };
   stack = await startTestStack({
-    agents: registry([agent]),
+    sellers: registry([agent]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
     dataConverter: encryptedDataConverter(KEYS),
   });
@@ -36,7 +36,7 @@ beforeAll(async () => {
   // Submitted, and it stays so: a running operation, as most are when an operator looks.
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
   ({ operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),

@@ -20,15 +20,15 @@ import { payloadCodecs } from '../../client/encryption-codec';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
 import { type MountedTestGateway, mountTestGateway } from '../harness/mounted-gateway';
-import { type TestStack, demoAgent, eventually, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, eventually, registry, startTestStack } from '../harness/temporal';
 
 /** The secret variable the "life" seller's webhooks are verified with: never set in this test's environment. */
 const UNSET_SECRET = `EDGE_WEBHOOK_SECRET_${randomUUID().slice(0, 8).toUpperCase()}`;
 /** Nothing listens there: a seller that has never told its capabilities. */
 const DOWN_URL = `http://127.0.0.1:1/mcp`;
-const agents = registry([
-  demoAgent(),
-  demoAgent({ id: 'demo-life-seller', webhooks: { scheme: 'hmac-sha256', secret_env: UNSET_SECRET } as never }),
+const sellerRegistry = registry([
+  demoSellerConfig(),
+  demoSellerConfig({ id: 'demo-life-seller', webhooks: { scheme: 'hmac-sha256', secret_env: UNSET_SECRET } as never }),
   { id: 'down', url: DOWN_URL, protocol: 'mcp' },
 ]);
 
@@ -43,19 +43,19 @@ let lifeBuy: string;
 
 beforeAll(async () => {
   delete process.env[UNSET_SECRET];
-  stack = await startTestStack({ agents, activities: { env: { DEMO_SELLER_TOKEN } } });
-  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env: { DEMO_SELLER_TOKEN } } });
+  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: sellerRegistry });
   gateway = await mountTestGateway({
     stack,
-    agents,
+    sellers: sellerRegistry,
     tenants: ['acme', 'globex'],
     codecs: payloadCodecs(undefined),
     campaignRouters: [createSellerRouter({ sellers })],
     taskSupport: taskSupportCheck(sellers),
   });
-  const start = async (agentId: string) => {
+  const start = async (sellerId: string) => {
     const answer = await call('POST', '/v1/operations', gateway.keys['acme/buyer'], {
-      agent_id: agentId,
+      agent_id: sellerId,
       task: 'get_products',
       params: getProductsParams,
       idempotency_key: randomUUID(),
@@ -191,7 +191,7 @@ test('a cancel whose update no worker takes answers 503 with Retry-After, not 50
   const orphaned = new OrchestratorClient({ client: stack.client, taskQueue: `nobody-${randomUUID()}` });
   const stranded = await mountTestGateway({
     stack,
-    agents,
+    sellers: sellerRegistry,
     tenants: ['acme'],
     codecs: payloadCodecs(undefined),
     orchestrator: orphaned,
@@ -253,7 +253,7 @@ test('an unauthenticated webhook is answered the same whether or not its operati
 test('the per-principal rate limit counts before any lookup: 150 cancels of made-up IDs see 429', async () => {
   const limited = await mountTestGateway({
     stack,
-    agents,
+    sellers: sellerRegistry,
     tenants: ['acme'],
     codecs: payloadCodecs(undefined),
     principalRateLimit: { burst: 60, perSecond: 20 },
@@ -316,10 +316,10 @@ test('params no seller should get are refused with 422 before any workflow start
     await absent(`adcp-media-buy-${buyKey}`);
 
     await expect(
-      stack.orchestrator.start({ agentId: 'demo', task: 'create_media_buy', params, idempotencyKey: randomUUID() }),
+      stack.orchestrator.start({ sellerId: 'demo', task: 'create_media_buy', params, idempotencyKey: randomUUID() }),
     ).rejects.toMatchObject({ constructor: OperationParamsError, field });
     const buys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue });
-    await expect(buys.create({ buyKey: `edge-${randomUUID()}`, agentId: 'demo', params })).rejects.toMatchObject({
+    await expect(buys.create({ buyKey: `edge-${randomUUID()}`, sellerId: 'demo', params })).rejects.toMatchObject({
       constructor: MediaBuyParamsError,
       field,
     });
@@ -327,9 +327,9 @@ test('params no seller should get are refused with 422 before any workflow start
 });
 
 test('a made-up task: 422 at a seller whose capabilities are known, 503 with Retry-After where they cannot be yet', async () => {
-  const start = (agentId: string, task: string) =>
+  const start = (sellerId: string, task: string) =>
     call('POST', '/v1/operations', gateway.keys['acme/buyer'], {
-      agent_id: agentId,
+      agent_id: sellerId,
       task,
       params: getProductsParams,
       idempotency_key: randomUUID(),

@@ -27,14 +27,14 @@ import { OrchestratorClient } from '../../client/orchestrator-client';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { freePort } from '../../scripts/lib/dev-server';
 import { getProductsParams } from '../harness/demo-requests';
-import { type TestStack, demoAgent, eventually, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, eventually, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
 let server: Server;
 let base: string;
 
 beforeAll(async () => {
-  stack = await startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } });
+  stack = await startTestStack({ sellers: registry([demoSellerConfig()]), activities: { env: { DEMO_SELLER_TOKEN } } });
   const app = createGateway({ orchestrator: stack.orchestrator, webUiUrl: 'http://127.0.0.1:8233' });
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -382,26 +382,30 @@ function servedRoutes(app: { router: { stack: unknown[] } }, prefix = ''): strin
 const sameShape = (route: string) => route.replace(/:[A-Za-z]+/g, ':param');
 
 test('the OpenAPI document is the one committed, and documents exactly the routes the gateway serves', async () => {
-  const agents = registry([demoAgent()]);
+  const sellerRegistry = registry([demoSellerConfig()]);
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
   });
-  const sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  const sellers = new SellerCapabilitiesClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    sellers: sellerRegistry,
+  });
   const campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue, sellers });
   // The full gateway, as api/mount.ts mounts it: every router, the codec server at /codec.
   const gateway = createGateway({
     orchestrator: stack.orchestrator,
     webhookRouter: createWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       log: () => undefined,
     }),
     reportingWebhookRouter: createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       log: () => undefined,
     }),

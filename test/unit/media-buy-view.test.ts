@@ -10,7 +10,7 @@ function buy(): MediaBuyState {
   const state = newMediaBuyState({
     buyKey: 'po-1',
     workflowId: 'adcp-media-buy-po-1',
-    agentId: 'seller',
+    sellerId: 'seller',
     createOperationId: 'adcp-create_media_buy-po-1',
     nowMs: Date.parse('2026-11-30T08:00:00Z'),
     params: { start_time: '2026-12-01T00:00:00Z', end_time: '2026-12-31T00:00:00Z' },
