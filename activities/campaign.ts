@@ -101,24 +101,24 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
     },
 
     /** Every buy's digest, and its seller's reachability from the capabilities workflow (when there is one). */
-    async readCampaignBuys(input: { buys: { agentId: string; workflowId: string }[] }): Promise<BuyDigest[]> {
+    async readCampaignBuys(input: { buys: { sellerId: string; workflowId: string }[] }): Promise<BuyDigest[]> {
       const taskQueue = Context.current().info.taskQueue;
       return Promise.all(
-        input.buys.map(async ({ agentId, workflowId }): Promise<BuyDigest> => {
+        input.buys.map(async ({ sellerId, workflowId }): Promise<BuyDigest> => {
           let digest: BuyDigest;
           try {
             digest = digestOf(
-              agentId,
+              sellerId,
               workflowId,
               await deps.client.workflow.getHandle(workflowId).query(mediaBuyStateQuery),
             );
           } catch (error) {
             if (!(error instanceof WorkflowNotFoundError)) throw error;
-            digest = { agentId, workflowId, found: false, packages: [], creatives: {} };
+            digest = { sellerId, workflowId, found: false, packages: [], creatives: {} };
           }
           try {
             const seller: SellerCapabilitiesState = await deps.client.workflow
-              .getHandle(sellerCapabilitiesWorkflowId(taskQueue, agentId))
+              .getHandle(sellerCapabilitiesWorkflowId(taskQueue, sellerId))
               .query(sellerCapabilitiesQuery);
             digest.seller = sellerOf(seller);
           } catch {

@@ -7,7 +7,7 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { type AgentRegistry, ConfigError } from '../config/agents';
+import { type SellerRegistry, ConfigError } from '../config/sellers';
 import {
   type SellerCapabilities,
   parseCapabilities,
@@ -22,7 +22,7 @@ import { type CallContext, type SellerAnswer, type SellerClient, createSdkSeller
 import { classifyTransportFailure } from './transport-errors';
 
 export interface CapabilityActivityDependencies {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
   breakers?: CircuitBreakerRegistry;
@@ -32,7 +32,7 @@ export interface CapabilityActivityDependencies {
 }
 
 export interface FetchCapabilitiesInput {
-  agentId: string;
+  sellerId: string;
 }
 
 export interface CircuitView {
@@ -44,7 +44,7 @@ export interface CircuitView {
 }
 
 export interface FetchCapabilitiesOutcome {
-  agentId: string;
+  sellerId: string;
   at: string;
   reachable: boolean;
   capabilities?: SellerCapabilities;
@@ -63,8 +63,8 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
   const timeoutMs = deps.timeoutMs ?? 30_000;
   const now = deps.now ?? Date.now;
 
-  function circuitView(agentId: string): CircuitView {
-    const snapshot = deps.breakers?.get(agentId)?.snapshot();
+  function circuitView(sellerId: string): CircuitView {
+    const snapshot = deps.breakers?.get(sellerId)?.snapshot();
     return {
       state: snapshot?.state ?? (deps.breakers ? 'closed' : 'unknown'),
       ...(snapshot ? { consecutiveFailures: snapshot.consecutiveFailures } : {}),
@@ -81,25 +81,25 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
       let base: Omit<CallContext, 'signal'>;
       try {
         base = {
-          agent: deps.agents.get(input.agentId),
-          token: deps.agents.token(input.agentId, env),
+          agent: deps.sellers.get(input.sellerId),
+          token: deps.sellers.token(input.sellerId, env),
           timeoutMs,
         };
       } catch (error) {
         throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
       }
-      const breaker = deps.breakers?.for(input.agentId);
+      const breaker = deps.breakers?.for(input.sellerId);
       const permission = breaker?.beforeCall();
       if (permission && !permission.allowed) {
         return {
-          agentId: input.agentId,
+          sellerId: input.sellerId,
           at,
           reachable: false,
           error: {
             code: 'CIRCUIT_OPEN',
-            message: `Calls to seller "${input.agentId}" are paused after repeated failures; not asked.`,
+            message: `Calls to seller "${input.sellerId}" are paused after repeated failures; not asked.`,
           },
-          circuit: circuitView(input.agentId),
+          circuit: circuitView(input.sellerId),
         };
       }
       const deadline = deadlineSignal(activity.cancellationSignal, timeoutMs);
@@ -117,14 +117,14 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
           if (error && countsAsCircuitFailure(error)) breaker?.recordFailure();
           else breaker?.recordSuccess();
           return {
-            agentId: input.agentId,
+            sellerId: input.sellerId,
             at,
             reachable: true,
             error: {
               code: error?.code ?? 'CAPABILITIES_UNAVAILABLE',
               message: error?.message ?? 'get_adcp_capabilities failed',
             },
-            circuit: circuitView(input.agentId),
+            circuit: circuitView(input.sellerId),
             latencyMs,
           };
         }
@@ -140,11 +140,11 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
           ...(base.agent.adcp_version ? { configuredVersion: base.agent.adcp_version } : {}),
         });
         return {
-          agentId: input.agentId,
+          sellerId: input.sellerId,
           at,
           reachable: true,
           capabilities,
-          circuit: circuitView(input.agentId),
+          circuit: circuitView(input.sellerId),
           latencyMs,
         };
       } catch (error) {
@@ -154,11 +154,11 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
         const classified = classifyTransportFailure(error, now());
         if (countsAsCircuitFailure(classified)) breaker?.recordFailure();
         return {
-          agentId: input.agentId,
+          sellerId: input.sellerId,
           at,
           reachable: false,
           error: { code: classified.code, message: classified.message },
-          circuit: circuitView(input.agentId),
+          circuit: circuitView(input.sellerId),
         };
       } finally {
         clearInterval(ticker);
@@ -180,7 +180,7 @@ export type CapabilityActivities = ReturnType<typeof createCapabilityActivities>
 
 /** What calls need of a seller's stored capabilities. */
 export interface StoredCapabilitiesLookup {
-  get(agentId: string): Promise<SellerCapabilities | undefined>;
+  get(sellerId: string): Promise<SellerCapabilities | undefined>;
 }
 
 export interface StoredCapabilitiesCacheOptions {
@@ -205,35 +205,35 @@ export class StoredCapabilitiesCache implements StoredCapabilitiesLookup {
 
   constructor(private readonly options: StoredCapabilitiesCacheOptions) {}
 
-  async get(agentId: string): Promise<SellerCapabilities | undefined> {
+  async get(sellerId: string): Promise<SellerCapabilities | undefined> {
     const now = this.options.now ?? Date.now;
-    const cached = this.entries.get(agentId);
+    const cached = this.entries.get(sellerId);
     if (cached) {
       const ttl = cached.capabilities ? (this.options.ttlMs ?? 60_000) : (this.options.unknownTtlMs ?? 15_000);
       if (now() - cached.at < ttl) return cached.capabilities;
     }
-    const pending = this.inFlight.get(agentId);
+    const pending = this.inFlight.get(sellerId);
     if (pending) return pending;
-    const read = this.read(agentId)
+    const read = this.read(sellerId)
       .then((capabilities) => {
-        this.entries.set(agentId, { at: now(), ...(capabilities ? { capabilities } : {}) });
+        this.entries.set(sellerId, { at: now(), ...(capabilities ? { capabilities } : {}) });
         return capabilities;
       })
-      .finally(() => this.inFlight.delete(agentId));
-    this.inFlight.set(agentId, read);
+      .finally(() => this.inFlight.delete(sellerId));
+    this.inFlight.set(sellerId, read);
     return read;
   }
 
   /** Forget a seller's answer (its stored strategy failed): the next lookup reads the memo again. */
-  forget(agentId: string): void {
-    this.entries.delete(agentId);
+  forget(sellerId: string): void {
+    this.entries.delete(sellerId);
   }
 
-  private async read(agentId: string): Promise<SellerCapabilities | undefined> {
+  private async read(sellerId: string): Promise<SellerCapabilities | undefined> {
     this.reads += 1;
     const { client, taskQueue } = this.options;
     try {
-      const handle = client.workflow.getHandle(sellerCapabilitiesWorkflowId(taskQueue, agentId));
+      const handle = client.workflow.getHandle(sellerCapabilitiesWorkflowId(taskQueue, sellerId));
       const description = await client.withDeadline(Date.now() + (this.options.timeoutMs ?? 2_000), () =>
         handle.describe(),
       );

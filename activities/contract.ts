@@ -39,7 +39,7 @@ export interface CallTimeouts {
  */
 export interface CallPlan {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   task: string;
   /** The call step ('call', 'input-1', 'call#1' ...): part of the idempotency key. */
   step: string;
@@ -59,7 +59,7 @@ export interface CallPlan {
 
 export interface PlanCallInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
   tenant?: string;
   task: string;
@@ -91,7 +91,7 @@ export interface SendCallOutcome {
 /** One read of a seller task, by whatever method works for this seller. */
 export interface ReadTaskInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
   tenant?: string;
   task: string;
@@ -121,19 +121,19 @@ export interface AwaitTaskMoveInput extends ReadTaskInput {
 }
 
 /**
- * `awaitTaskMoveOnCadence` (operations of revision 3 or later): the look cadence is kept by the activity itself. Its
- * first attempt only asks to be retried after `firstLookAfterMs` (no durable timer, no workflow task), and each
- * unchanged look asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through
+ * `awaitTaskMoveOnCadence` (operations of revision 3 or later): the poll cadence is kept by the activity itself. Its
+ * first attempt only asks to be retried after `firstPollAfterMs` (no durable timer, no workflow task), and each
+ * unchanged poll asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through
  * `nextRetryDelay`. The retry policy's own interval is then short: it only applies to an attempt that was lost (a
- * killed worker), so a lost look is made again seconds after its heartbeat times out, not a backoff interval later.
+ * killed worker), so a lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
  */
 export interface AwaitTaskMoveOnCadenceInput extends AwaitTaskMoveInput {
-  cadence: LookCadence;
+  cadence: PollCadence;
 }
 
-/** When the looks of one wait are due: the first after `firstLookAfterMs`, then intervals doubling to a cap. */
-export interface LookCadence {
-  firstLookAfterMs: number;
+/** When the polls of one wait are due: the first after `firstPollAfterMs`, then intervals doubling to a cap. */
+export interface PollCadence {
+  firstPollAfterMs: number;
   initialIntervalMs: number;
   maxIntervalMs: number;
 }
@@ -144,7 +144,7 @@ export interface AwaitTaskMoveOutcome extends ReadTaskOutcome {
 
 export interface FindLostTaskInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
   tenant?: string;
   task: string;
@@ -164,7 +164,7 @@ export interface FindLostTaskOutcome {
 /** What the orchestrator does at the seller when an operation is canceled. */
 export interface CancelAtSellerInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
   tenant?: string;
   task: string;

@@ -10,7 +10,7 @@
  */
 import { gzipSync } from 'node:zlib';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
-import { type AgentConfig, type AgentRegistry, ConfigError } from '../config/agents';
+import { type SellerConfig, type SellerRegistry, ConfigError } from '../config/sellers';
 import {
   type AdcpError,
   type Progress,
@@ -29,7 +29,7 @@ import type {
   CancelAtSellerInput,
   CancelAtSellerOutcome,
   FindLostTaskInput,
-  LookCadence,
+  PollCadence,
   FindLostTaskOutcome,
   PlanCallInput,
   ReadTaskInput,
@@ -60,7 +60,7 @@ import { tracedSellerClient } from '../observability/seller-spans';
 import { deadlineSignal } from './linked-signal';
 
 export interface ActivityDependencies {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   seller?: SellerClient;
   /** Base URL sellers use to reach the gateway; without it no webhooks are registered and polling carries it all. */
   publicBaseUrl?: string;
@@ -117,7 +117,7 @@ export function logCircuitTransition(sellerId: string, transition: CircuitTransi
 
 export interface CallTaskInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   task: string;
   params: Record<string, unknown>;
   /** Which step of the operation this call is ('call', 'input-1', ...): part of the idempotency key. */
@@ -131,16 +131,16 @@ export interface CallTaskOutcome {
   webhookRegistered: boolean;
 }
 
-export interface LookInput {
+export interface PollInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   taskId: string;
   contextId?: string;
 }
 
 export interface FindTaskInput {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   task: string;
   /** The call step whose idempotency key the seller task would carry. */
   step: string;
@@ -153,7 +153,7 @@ export interface FoundTask {
   note: string;
 }
 
-export interface AwaitChangeInput extends LookInput {
+export interface AwaitChangeInput extends PollInput {
   since: { status: string; progress: Progress | null };
 }
 
@@ -177,7 +177,7 @@ function failureFor(error: AdcpError, type: string, nextRetryDelayMs?: number): 
 }
 
 /** The webhook authentication block the seller's configured scheme needs (legacy HMAC or Bearer), without secrets. */
-function webhookScheme(agent: AgentConfig): { schemes: string[]; env: string } | undefined {
+function webhookScheme(agent: SellerConfig): { schemes: string[]; env: string } | undefined {
   const webhooks = agent.webhooks;
   if (webhooks?.scheme === 'hmac-sha256' && webhooks.secret_env)
     return { schemes: ['HMAC-SHA256'], env: webhooks.secret_env };
@@ -214,9 +214,9 @@ export function createActivities(deps: ActivityDependencies) {
     deps.breakers ?? new CircuitBreakerRegistry({ ...deps.circuitBreaker, now, onTransition: logCircuitTransition });
   const descriptions = new SellerDescriptionCache(10 * 60_000, now, deps.storedCapabilities);
 
-  function agentOf(agentId: string): AgentConfig {
+  function sellerConfigOf(sellerId: string): SellerConfig {
     try {
-      return deps.agents.get(agentId);
+      return deps.sellers.get(sellerId);
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
@@ -227,27 +227,27 @@ export function createActivities(deps: ActivityDependencies) {
    * signal, and the attempt ends at `timeoutMs` even if a library under it ignores the signal. Heartbeats meanwhile.
    */
   async function guarded<T>(
-    agentId: string,
+    sellerId: string,
     timeoutMs: number,
     work: (context: CallContext) => Promise<T>,
     /** The operation's tenant: its own credential for this seller is resolved here, never carried in inputs. */
     tenant?: string,
   ): Promise<T> {
     const context = Context.current();
-    let agent: AgentConfig;
+    let agent: SellerConfig;
     let token: string | undefined;
     try {
-      agent = deps.agents.get(agentId);
-      token = deps.agents.token(agentId, env, tenant);
+      agent = deps.sellers.get(sellerId);
+      token = deps.sellers.token(sellerId, env, tenant);
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
-    const breaker = breakers.for(agentId);
+    const breaker = breakers.for(sellerId);
     const permission = breaker.beforeCall();
     if (!permission.allowed) {
       const error: AdcpError = {
         code: 'SERVICE_UNAVAILABLE',
-        message: `Calls to seller "${agentId}" are paused after repeated failures; the next try is in ${Math.ceil(permission.retryAfterMs / 1000)} s.`,
+        message: `Calls to seller "${sellerId}" are paused after repeated failures; the next try is in ${Math.ceil(permission.retryAfterMs / 1000)} s.`,
         recovery: 'transient',
         retryAfterSeconds: permission.retryAfterMs / 1000,
       };
@@ -292,7 +292,7 @@ export function createActivities(deps: ActivityDependencies) {
       const classified = classifyTransportFailure(error, now());
       context.metricMeter
         .createCounter('adcp_seller_call_failures', 'failures', 'Failed protocol calls to sellers, by error code')
-        .add(1, { seller: agentId, code: classified.code, recovery: classified.recovery });
+        .add(1, { seller: sellerId, code: classified.code, recovery: classified.recovery });
       if (countsAsCircuitFailure(classified)) breaker.recordFailure();
       else breaker.recordSuccess();
       throw failureFor(
@@ -327,9 +327,9 @@ export function createActivities(deps: ActivityDependencies) {
   }
 
   function plan(input: PlanCallInput): CallPlan {
-    const agent = agentOf(input.agentId);
+    const agent = sellerConfigOf(input.sellerId);
     try {
-      deps.agents.checkTenantAccess(input.agentId, input.tenant, input.params.account);
+      deps.sellers.checkTenantAccess(input.sellerId, input.tenant, input.params.account);
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
@@ -344,7 +344,7 @@ export function createActivities(deps: ActivityDependencies) {
     if (spec.pushNotifications && deps.publicBaseUrl) {
       const scheme = webhookScheme(agent);
       pushNotificationConfig = {
-        url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(input.agentId)}/${encodeURIComponent(input.operationId)}`,
+        url: `${deps.publicBaseUrl}/webhooks/adcp/${encodeURIComponent(input.sellerId)}/${encodeURIComponent(input.operationId)}`,
         operation_id: input.operationId,
         ...(scheme ? { authentication: { schemes: scheme.schemes } } : {}),
       };
@@ -353,7 +353,7 @@ export function createActivities(deps: ActivityDependencies) {
     }
     return {
       operationId: input.operationId,
-      agentId: input.agentId,
+      sellerId: input.sellerId,
       task: input.task,
       step: input.step,
       ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
@@ -376,14 +376,14 @@ export function createActivities(deps: ActivityDependencies) {
     const credentials = env[ref.env];
     if (!credentials)
       throw new ConfigError(
-        `Seller "${callPlan.agentId}" needs its webhook credential in ${ref.env}, which is not set.`,
+        `Seller "${callPlan.sellerId}" needs its webhook credential in ${ref.env}, which is not set.`,
       );
     return { ...push, authentication: { ...push.authentication, credentials } };
   }
 
   async function send(callPlan: CallPlan): Promise<SendCallOutcome> {
     return guarded(
-      callPlan.agentId,
+      callPlan.sellerId,
       callPlan.timeouts.callMs,
       async (context) => {
         const push = pushWithCredential(callPlan);
@@ -418,7 +418,7 @@ export function createActivities(deps: ActivityDependencies) {
         }
         return ensureStorable(
           { snapshot: answer.snapshot, webhookRegistered: push !== undefined },
-          `The ${callPlan.task} answer from ${callPlan.agentId}`,
+          `The ${callPlan.task} answer from ${callPlan.sellerId}`,
         );
       },
       callPlan.tenant,
@@ -427,11 +427,11 @@ export function createActivities(deps: ActivityDependencies) {
 
   async function read(input: Omit<ReadTaskInput, 'timeouts'> & { timeouts?: CallTimeouts }): Promise<ReadTaskOutcome> {
     return guarded(
-      input.agentId,
+      input.sellerId,
       (input.timeouts ?? timeouts).readMs,
       async (context) => {
         const outcome = await readWithRetryAfter(context, input);
-        return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.agentId}`);
+        return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.sellerId}`);
       },
       input.tenant,
     );
@@ -456,24 +456,24 @@ export function createActivities(deps: ActivityDependencies) {
    * `cadence` (AwaitTaskMoveOnCadenceInput) each attempt names the delay of the next one itself.
    */
   async function awaitMove(
-    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts; cadence?: LookCadence },
+    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts; cadence?: PollCadence },
   ): Promise<AwaitTaskMoveOutcome> {
     const attempt = Context.current().info.attempt;
     const cadence = input.cadence;
-    const waitsFirst = cadence !== undefined && cadence.firstLookAfterMs > 0;
+    const waitsFirst = cadence !== undefined && cadence.firstPollAfterMs > 0;
     if (waitsFirst && attempt === 1) {
-      // The wait before the first look, kept by the server as a retry delay: no timer, no worker slot held.
+      // The wait before the first poll, kept by the server as a retry delay: no timer, no worker slot held.
       throw ApplicationFailure.create({
-        type: 'TaskLookDue',
-        message: `first look in ${cadence.firstLookAfterMs} ms`,
+        type: 'TaskPollDue',
+        message: `first poll in ${cadence.firstPollAfterMs} ms`,
         category: 'BENIGN',
         details: [{ polls: 0 }],
-        nextRetryDelay: cadence.firstLookAfterMs,
+        nextRetryDelay: cadence.firstPollAfterMs,
       });
     }
     const polls = waitsFirst ? attempt - 1 : attempt;
-    // The delay until the next look: the cadence's interval after look `polls` (2x each time, capped).
-    const nextLookInMs = cadence
+    // The delay until the next poll: the cadence's interval after poll `polls` (2x each time, capped).
+    const nextPollInMs = cadence
       ? Math.min(cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30), cadence.maxIntervalMs)
       : undefined;
     let outcome: ReadTaskOutcome;
@@ -481,16 +481,16 @@ export function createActivities(deps: ActivityDependencies) {
       outcome = await read(input);
     } catch (error) {
       if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
-      // A seller's "not before" (retry_after, an open circuit) is honoured when it is later than the next look.
+      // A seller's "not before" (retry_after, an open circuit) is honoured when it is later than the next poll.
       const askedDelay =
         error instanceof ApplicationFailure && typeof error.nextRetryDelay === 'number' ? error.nextRetryDelay : 0;
-      // A failed look is one more reason to look again at the same cadence.
+      // A failed poll is one more reason to poll again at the same cadence.
       throw ApplicationFailure.create({
-        type: 'TaskLookFailed',
+        type: 'TaskPollFailed',
         message: (error as Error).message,
         category: 'BENIGN',
         details: [{ polls }],
-        ...(nextLookInMs !== undefined ? { nextRetryDelay: Math.max(nextLookInMs, askedDelay) } : {}),
+        ...(nextPollInMs !== undefined ? { nextRetryDelay: Math.max(nextPollInMs, askedDelay) } : {}),
       });
     }
     const snapshot = outcome.snapshot;
@@ -509,7 +509,7 @@ export function createActivities(deps: ActivityDependencies) {
         message: why,
         category: 'BENIGN',
         details: [{ polls, readMethod: outcome.readMethod }],
-        ...(nextLookInMs !== undefined ? { nextRetryDelay: nextLookInMs } : {}),
+        ...(nextPollInMs !== undefined ? { nextRetryDelay: nextPollInMs } : {}),
       });
     }
     return { ...outcome, polls };
@@ -547,7 +547,7 @@ export function createActivities(deps: ActivityDependencies) {
     const key = idempotencyKeyFor(input.operationId, input.step);
     const bound = input.timeouts ?? timeouts;
     return guarded(
-      input.agentId,
+      input.sellerId,
       bound.readMs,
       async (context) => {
         const { agent } = context;
@@ -576,7 +576,7 @@ export function createActivities(deps: ActivityDependencies) {
               snapshot: { ...snapshot, taskId: snapshot.taskId ?? match.taskId },
               note: `found ${match.taskId} (${match.status}) by ${rc2Create ? 'its buyer_ref' : 'its idempotency key'}`,
             },
-            `The lost ${input.task} task at ${input.agentId}`,
+            `The lost ${input.task} task at ${input.sellerId}`,
           );
         }
         if (rc2Create) {
@@ -615,7 +615,7 @@ export function createActivities(deps: ActivityDependencies) {
     const bound = input.timeouts ?? timeouts;
     // Bounded like a read: the workflow runs it in its read group, after the operation was already canceled.
     return guarded(
-      input.agentId,
+      input.sellerId,
       bound.readMs,
       async (context) => {
         const { agent } = context;
@@ -696,7 +696,7 @@ export function createActivities(deps: ActivityDependencies) {
   }
 
   /** Legacy pollTask: one read; a read that cannot see the task is a retryable failure, never a failed task. */
-  async function legacyLook(input: LookInput): Promise<TaskSnapshot> {
+  async function legacyPoll(input: PollInput): Promise<TaskSnapshot> {
     const outcome = await read({ ...input, task: 'unknown' });
     if (outcome.snapshot) return outcome.snapshot;
     const error = outcome.unreadable ?? {
@@ -751,8 +751,8 @@ export function createActivities(deps: ActivityDependencies) {
     },
 
     /**
-     * awaitTaskMove that keeps the look cadence itself (operations of revision 3; see AwaitTaskMoveOnCadenceInput).
-     * A new name, so a worker that does not know the cadence can never run it as a look every retry interval.
+     * awaitTaskMove that keeps the poll cadence itself (operations of revision 3; see AwaitTaskMoveOnCadenceInput).
+     * A new name, so a worker that does not know the cadence can never run it as a poll every retry interval.
      */
     async awaitTaskMoveOnCadence(input: AwaitTaskMoveOnCadenceInput): Promise<AwaitTaskMoveOutcome> {
       return awaitMove(input);
@@ -773,7 +773,7 @@ export function createActivities(deps: ActivityDependencies) {
 
     // ---- notifications to the buyer's systems (#12 item 6), run by the adcpNotification child workflow ------------
     ...createNotificationActivities({
-      agents: deps.agents,
+      sellers: deps.sellers,
       ...(deps.notificationKey ? { notificationKey: deps.notificationKey } : {}),
     }),
 
@@ -786,8 +786,8 @@ export function createActivities(deps: ActivityDependencies) {
     },
 
     /** One read of the task. */
-    async pollTask(input: LookInput): Promise<TaskSnapshot> {
-      return legacyLook(input);
+    async pollTask(input: PollInput): Promise<TaskSnapshot> {
+      return legacyPoll(input);
     },
 
     /** One read that fails benignly while the task has not moved: the retries are the polls. */
@@ -800,7 +800,7 @@ export function createActivities(deps: ActivityDependencies) {
       return findLost(input);
     },
 
-    async cancelSellerTask(input: LookInput): Promise<{ notified: boolean; note: string }> {
+    async cancelSellerTask(input: PollInput): Promise<{ notified: boolean; note: string }> {
       const outcome = await cancelAt({ ...input, task: 'unknown' });
       return { notified: outcome.notified, note: outcome.note };
     },

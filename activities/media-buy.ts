@@ -8,7 +8,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
-import { type AgentConfig, type AgentRegistry, ConfigError } from '../config/agents';
+import { type SellerConfig, type SellerRegistry, ConfigError } from '../config/sellers';
 import { type AdcpError, ProtocolViolation } from '../protocol';
 import { type DeliveryPull, type MediaBuySnapshot, mediaBuyFromList, parseDeliveryPull } from '../protocol/media-buy';
 import { raceSignal } from './mcp-connection';
@@ -17,7 +17,7 @@ import { classifyTransportFailure, retryDelayMs } from './transport-errors';
 import { deadlineSignal } from './linked-signal';
 
 export interface MediaBuyActivityDependencies {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
   /** Hard bound of one read (default 60 s). */
@@ -26,7 +26,7 @@ export interface MediaBuyActivityDependencies {
 }
 
 export interface ReadMediaBuyInput {
-  agentId: string;
+  sellerId: string;
   mediaBuyId: string;
   account?: unknown;
 }
@@ -38,7 +38,7 @@ export interface ReadMediaBuyOutcome {
 }
 
 export interface PullDeliveryInput {
-  agentId: string;
+  sellerId: string;
   mediaBuyId: string;
   account?: unknown;
   /** YYYY-MM-DD, inclusive; absent with endDate for lifetime numbers. */
@@ -66,11 +66,11 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
   const timeoutMs = deps.readTimeoutMs ?? 60_000;
   const random = deps.random ?? Math.random;
 
-  async function guarded<T>(agentId: string, work: (context: CallContext) => Promise<T>): Promise<T> {
+  async function guarded<T>(sellerId: string, work: (context: CallContext) => Promise<T>): Promise<T> {
     const activity = Context.current();
     let context: Omit<CallContext, 'signal'>;
     try {
-      context = { agent: deps.agents.get(agentId), token: deps.agents.token(agentId, env), timeoutMs };
+      context = { agent: deps.sellers.get(sellerId), token: deps.sellers.token(sellerId, env), timeoutMs };
     } catch (error) {
       throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
     }
@@ -110,7 +110,7 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
   return {
     /** get_media_buys for one buy: what the seller says about it now. */
     async readMediaBuy(input: ReadMediaBuyInput): Promise<ReadMediaBuyOutcome> {
-      return guarded(input.agentId, async (context) => {
+      return guarded(input.sellerId, async (context) => {
         const answer = await seller.callTask({
           ...context,
           task: 'get_media_buys',
@@ -126,14 +126,14 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
         }
         const snapshot = mediaBuyFromList(answer.snapshot.result, input.mediaBuyId);
         if (!snapshot)
-          return { found: false, note: `get_media_buys at ${input.agentId} does not list ${input.mediaBuyId}` };
+          return { found: false, note: `get_media_buys at ${input.sellerId} does not list ${input.mediaBuyId}` };
         return { found: true, snapshot };
       });
     },
 
     /** get_media_buy_delivery for one buy: lifetime numbers, or a date range with per-window slices. */
     async pullDelivery(input: PullDeliveryInput): Promise<PullDeliveryOutcome> {
-      return guarded(input.agentId, async (context) => {
+      return guarded(input.sellerId, async (context) => {
         const args: Record<string, unknown> = {
           media_buy_ids: [input.mediaBuyId],
           // The default filter is ["active"]: a paused or completed buy's delivery is wanted too.
@@ -155,7 +155,7 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
         if (!pull)
           return {
             found: false,
-            note: `get_media_buy_delivery at ${input.agentId} has no delivery for ${input.mediaBuyId}`,
+            note: `get_media_buy_delivery at ${input.sellerId} has no delivery for ${input.mediaBuyId}`,
           };
         return { found: true, pull };
       });
@@ -181,7 +181,7 @@ const REPORTING_PATH = '/webhooks/adcp-reporting/';
 const MIN_REPORTING_SECRET_LENGTH = 32;
 
 /** The AdCP legacy scheme a seller's configured webhook authentication calls for; undefined for RFC 9421. */
-export function legacyReportingScheme(agent: AgentConfig): 'HMAC-SHA256' | 'Bearer' | undefined {
+export function legacyReportingScheme(agent: SellerConfig): 'HMAC-SHA256' | 'Bearer' | undefined {
   if (agent.webhooks?.scheme === 'hmac-sha256') return 'HMAC-SHA256';
   if (agent.webhooks?.scheme === 'bearer') return 'Bearer';
   return undefined;
@@ -192,7 +192,7 @@ export function legacyReportingScheme(agent: AgentConfig): 'HMAC-SHA256' | 'Bear
  * configured for one, else Bearer. Bearer is the least intrusive of the two the schema allows: it asks the seller
  * for one header and does not stop it from also signing its reports with RFC 9421, which the gateway accepts too.
  */
-export function reportingScheme(agent: AgentConfig): 'HMAC-SHA256' | 'Bearer' {
+export function reportingScheme(agent: SellerConfig): 'HMAC-SHA256' | 'Bearer' {
   return legacyReportingScheme(agent) ?? 'Bearer';
 }
 
@@ -201,7 +201,7 @@ export function reportingScheme(agent: AgentConfig): 'HMAC-SHA256' | 'Bearer' {
  * `secret_env` / `token_env`), so a seller set up for legacy task webhooks needs nothing more for reports.
  * Undefined when neither is set or the one set is shorter than 32 characters.
  */
-export function reportingMasterSecret(agent: AgentConfig, env: NodeJS.ProcessEnv): string | undefined {
+export function reportingMasterSecret(agent: SellerConfig, env: NodeJS.ProcessEnv): string | undefined {
   const own = env[REPORTING_SECRET_ENV];
   const webhooks = agent.webhooks as { secret_env?: string; token_env?: string } | undefined;
   const name = webhooks?.secret_env ?? webhooks?.token_env;
@@ -239,7 +239,7 @@ export type ReportingAuthentication = {
  *    the reason logged.
  */
 export function reportingAuthentication(
-  agent: AgentConfig,
+  agent: SellerConfig,
   mediaBuyWorkflowId: string,
   env: NodeJS.ProcessEnv,
 ): ReportingAuthentication {
@@ -308,7 +308,7 @@ export function withReportingCredentials(seller: SellerClient, env: NodeJS.Proce
     const decided = reportingAuthentication(request.agent, buyId, env);
     if (decided.unverifiable) {
       log.warn(`Reporting webhook for ${buyId}: ${decided.unverifiable}`, {
-        agentId: request.agent.id,
+        sellerId: request.agent.id,
         mediaBuyWorkflowId: buyId,
       });
     }

@@ -6,13 +6,13 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { signWebhook } from '@adcp/sdk/signing/client';
-import type { AgentRegistry } from '../config/agents';
+import type { SellerRegistry } from '../config/sellers';
 import type { NotificationSigningKey } from '../config/notification-key';
 import type { BuyerNotification, NotificationOutcome } from '../workflows/notification';
 import { deadlineSignal } from './linked-signal';
 
 export interface NotificationDependencies {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   /** Our signing key (config/notification-key.ts); without it notifications are not sent (and say so). */
   notificationKey?: NotificationSigningKey;
   fetch?: typeof fetch;
@@ -27,7 +27,7 @@ export function createNotificationActivities(deps: NotificationDependencies) {
   const send = deps.fetch ?? fetch;
   return {
     async deliverNotification(notification: BuyerNotification): Promise<NotificationOutcome> {
-      const url = deps.agents.tenant(notification.tenant)?.notification_url;
+      const url = deps.sellers.tenant(notification.tenant)?.notification_url;
       if (!url) return { delivered: false, note: `tenant "${notification.tenant}" has no notification_url` };
       if (!deps.notificationKey) {
         return {

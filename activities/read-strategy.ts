@@ -92,14 +92,14 @@ export class SellerDescriptionCache {
    * with the read methods in the order to try them; undefined when nothing usable is stored.
    */
   async stored(
-    agentId: string,
+    sellerId: string,
   ): Promise<
     { description: SellerDescription; order: Exclude<ReadMethod, 'none'>[]; wireVersion: string } | undefined
   > {
     if (!this.capabilities) return undefined;
     let capabilities: SellerCapabilities | undefined;
     try {
-      capabilities = await this.capabilities.get(agentId);
+      capabilities = await this.capabilities.get(sellerId);
     } catch {
       return undefined;
     }

@@ -1,13 +1,13 @@
 /**
  * Reconciliation's I/O (adcp-protocol.md §1.7): which operations and media buys are open for a seller (Temporal
  * visibility, through the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the
- * signals that make operations adopt a lost task or look at the seller now, and media buys read get_media_buys now. The decisions are the reconciliation workflow's.
+ * signals that make operations adopt a lost task or poll the seller now, and media buys read get_media_buys now. The decisions are the reconciliation workflow's.
  */
 import { Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
-import { type AgentRegistry, ConfigError } from '../config/agents';
+import { type SellerRegistry, ConfigError } from '../config/sellers';
 import {
-  SA_AGENT,
+  SA_SELLER,
   SA_MEDIA_BUY_ID,
   SA_MEDIA_BUY_STATUS,
   SA_STATUS,
@@ -20,7 +20,7 @@ import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnk
 import { deadlineSignal } from './linked-signal';
 
 export interface ReconciliationDependencies {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   client: Client;
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
@@ -70,8 +70,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
 
   return {
-    async listOpenOperations(input: { agentId: string }): Promise<OpenOperation[]> {
-      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_AGENT.name} = ${quoted(input.agentId)}`;
+    async listOpenOperations(input: { sellerId: string }): Promise<OpenOperation[]> {
+      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
       const open: OpenOperation[] = [];
       for await (const execution of deps.client.workflow.list({ query })) {
         const attributes = execution.typedSearchAttributes;
@@ -88,8 +88,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
     },
 
     /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
-    async listOpenMediaBuys(input: { agentId: string }): Promise<OpenMediaBuy[]> {
-      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_AGENT.name} = ${quoted(input.agentId)}`;
+    async listOpenMediaBuys(input: { sellerId: string }): Promise<OpenMediaBuy[]> {
+      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
       const open: OpenMediaBuy[] = [];
       for await (const execution of deps.client.workflow.list({ query })) {
         const attributes = execution.typedSearchAttributes;
@@ -105,12 +105,12 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
     },
 
     /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */
-    async listSellerTasks(input: { agentId: string }): Promise<SellerTaskList> {
+    async listSellerTasks(input: { sellerId: string }): Promise<SellerTaskList> {
       let agent;
       let token: string | undefined;
       try {
-        agent = deps.agents.get(input.agentId);
-        token = deps.agents.token(input.agentId, env);
+        agent = deps.sellers.get(input.sellerId);
+        token = deps.sellers.token(input.sellerId, env);
       } catch (error) {
         throw new ConfigError((error as Error).message);
       }

@@ -1,7 +1,7 @@
 import { JsonRpcTransport } from '@a2a-js/sdk/client';
 import { ProtocolClient } from '@adcp/sdk/advanced';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { AgentConfig } from '../config/agents';
+import type { SellerConfig } from '../config/sellers';
 import {
   type TaskSnapshot,
   ProtocolViolation,
@@ -76,7 +76,7 @@ export interface TaskListPage {
 }
 
 export interface CallContext {
-  agent: AgentConfig;
+  agent: SellerConfig;
   token?: string;
   /** This call's own signal (activity cancellation, hard timeout). Never shared with another call. */
   signal: AbortSignal;
@@ -109,7 +109,7 @@ export interface SellerAnswer {
   callError: boolean;
 }
 
-function sdkAgent(agent: AgentConfig, token: string | undefined) {
+function sdkAgent(agent: SellerConfig, token: string | undefined) {
   return {
     id: agent.id,
     name: agent.name ?? agent.id,
@@ -191,7 +191,7 @@ async function a2aSkillGet(context: CallContext, taskId: string): Promise<TaskSn
 
 /** The JSON-RPC endpoint of an A2A agent, read from its agent card (cached per URL). */
 const a2aEndpoints = new Map<string, string>();
-async function a2aEndpoint(agent: AgentConfig, signal: AbortSignal): Promise<string> {
+async function a2aEndpoint(agent: SellerConfig, signal: AbortSignal): Promise<string> {
   const cached = a2aEndpoints.get(agent.url);
   if (cached) return cached;
   const base = agent.url.replace(/\/+$/, '');

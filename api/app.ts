@@ -54,7 +54,7 @@ export interface GatewayOptions {
    * Refuses a task the seller's known capabilities do not offer before the operation starts (api/sellers.ts
    * `taskSupportCheck`): answers why, or undefined to let it start.
    */
-  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+  taskSupport?: (sellerId: string, task: string) => Promise<string | undefined>;
   /** Public keys of our notification signing key (config/notification-key.ts), served at /.well-known/jwks.json. */
   notificationJwks?: readonly AdcpJsonWebKey[];
 }
@@ -281,7 +281,7 @@ export function createGateway(options: GatewayOptions): express.Express {
     if (unsupported) throw new HttpError(422, 'UNSUPPORTED_TASK', unsupported, 'task');
     const started = await orchestrator.start(
       {
-        agentId: body.agent_id,
+        sellerId: body.agent_id,
         task: body.task,
         params: body.params,
         ...(body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {}),
@@ -323,7 +323,7 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.get('/operations/:id', async (req, res) => {
     const view = await orchestrator.status(String(req.params.id), callerOf(req));
-    describeOperation(res, { operationId: view.operationId, seller: view.state?.agentId, task: view.state?.task });
+    describeOperation(res, { operationId: view.operationId, seller: view.state?.sellerId, task: view.state?.task });
     res.json(operationView(view, { webUi: webUiLink(view.operationId) }));
   });
 
@@ -359,9 +359,9 @@ export function createGateway(options: GatewayOptions): express.Express {
     res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by, callerOf(req)));
   });
 
-  api.post('/sellers/:agentId/reconcile', async (req, res) => {
+  api.post('/sellers/:sellerId/reconcile', async (req, res) => {
     const body = parseBody(reconcileSchema, req.body);
-    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.agentId), body.requested_by)));
+    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.sellerId), body.requested_by)));
   });
 
   app.use('/v1', api);

@@ -245,12 +245,12 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
           partial: state.discovery.partial,
           products: state.discovery.products,
           sellers: Object.values(state.discovery.sellers).map((seller) => ({
-            agent_id: seller.agentId,
+            agent_id: seller.sellerId,
             status: seller.status,
             products: seller.productCount ?? null,
             error: seller.error ?? null,
           })),
-          incomplete: state.discovery.incomplete.map((entry) => ({ agent_id: entry.agentId, entries: entry.entries })),
+          incomplete: state.discovery.incomplete.map((entry) => ({ agent_id: entry.sellerId, entries: entry.entries })),
         }
       : null,
     selection: state.selection
@@ -259,13 +259,13 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
           at: state.selection.at,
           by_policy: state.selection.byPolicy ?? false,
           lines: state.selection.lines.map((line) => ({
-            agent_id: line.agentId,
+            agent_id: line.sellerId,
             product_id: line.productId,
             pricing_option_id: line.pricingOptionId ?? null,
             budget: line.budget,
           })),
           proposals: (state.selection.proposals ?? []).map((entry) => ({
-            agent_id: entry.agentId,
+            agent_id: entry.sellerId,
             proposal_id: entry.proposalId,
             budget: entry.budget,
           })),
@@ -275,15 +275,15 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       ? { approved_by: state.approval.approvedBy, at: state.approval.at, note: state.approval.note ?? null }
       : null,
     buys: view.buys.map((buy) => ({
-      agent_id: buy.agentId,
+      agent_id: buy.sellerId,
       id: buy.workflowId,
       status: buy.status ?? null,
       media_buy_id: buy.mediaBuyId ?? null,
       committed_budget: buy.committedBudget,
       failure: buy.failure ?? null,
       governance: buy.governance ?? null,
-      proposal: proposalView(state.buys[buy.agentId]?.proposal),
-      ...buyFollowView(state.buys[buy.agentId]),
+      proposal: proposalView(state.buys[buy.sellerId]?.proposal),
+      ...buyFollowView(state.buys[buy.sellerId]),
     })),
     library: state.library
       ? {
@@ -298,12 +298,12 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       : null,
     delivery: state.delivery ? deliveryView(state.delivery) : null,
     monitoring: state.monitoring
-      ? { looks: state.monitoring.looks, last_look_at: state.monitoring.lastLookAt ?? null }
+      ? { looks: state.monitoring.polls, last_look_at: state.monitoring.lastPollAt ?? null }
       : null,
     run: state.run ?? 1,
     governance: state.governance
       ? {
-          agent_id: state.governance.agentId,
+          agent_id: state.governance.sellerId,
           plan_id: state.governance.planId,
           plan_status: state.governance.status,
           plan_version: state.governance.version ?? null,
@@ -316,7 +316,7 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       sequence: change.sequence,
       kind: change.kind,
       requested_by: change.requestedBy,
-      agent_id: change.agentId ?? null,
+      agent_id: change.sellerId ?? null,
       budget: change.budget ?? null,
       outcome: change.outcome,
       buys: change.buys,
@@ -326,7 +326,7 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
     alerts: state.alerts.map((entry) => ({
       at: entry.at,
       kind: entry.kind,
-      agent_id: entry.agentId,
+      agent_id: entry.sellerId,
       creative_id: entry.creativeId ?? null,
       note: entry.note,
       open: !entry.clearedAt,
@@ -447,7 +447,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         totalBudget: body.total_budget,
         ...(body.currency ? { currency: body.currency } : {}),
         flight: { startTime: body.flight.start_time, endTime: body.flight.end_time },
-        ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
+        ...(body.agent_ids ? { sellerIds: body.agent_ids } : {}),
         timeBudgetMs: body.time_budget_seconds * 1000,
         ...(body.discovery_params ? { discoveryParams: body.discovery_params } : {}),
         ...(preferences ? { preferences } : {}),
@@ -480,7 +480,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.governance
           ? {
               governance: {
-                agentId: body.governance.agent_id,
+                sellerId: body.governance.agent_id,
                 ...(body.governance.plan_id ? { planId: body.governance.plan_id } : {}),
                 ...(body.governance.caller ? { caller: body.governance.caller } : {}),
                 ...(body.governance.decision_timeout_hours !== undefined
@@ -510,7 +510,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
       {
         selectedBy: body.selected_by,
         lines: body.lines.map((line) => ({
-          agentId: line.agent_id,
+          sellerId: line.agent_id,
           productId: line.product_id,
           ...(line.pricing_option_id ? { pricingOptionId: line.pricing_option_id } : {}),
           budget: line.budget,
@@ -519,7 +519,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.proposals
           ? {
               proposals: body.proposals.map((entry) => ({
-                agentId: entry.agent_id,
+                sellerId: entry.agent_id,
                 proposalId: entry.proposal_id,
                 budget: entry.budget,
               })),
@@ -551,7 +551,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         kind: body.kind,
         requestedBy: body.requested_by,
         ...(body.reason ? { reason: body.reason } : {}),
-        ...(body.agent_id ? { agentId: body.agent_id } : {}),
+        ...(body.agent_id ? { sellerId: body.agent_id } : {}),
         ...(body.budget !== undefined ? { budget: body.budget } : {}),
       },
       body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},

@@ -47,7 +47,7 @@ export function discoveryView(id: string, running: boolean, state: DiscoveryStat
     deadline: state.deadline,
     finished_at: state.finishedAt ?? null,
     sellers: Object.values(state.sellers).map((seller) => ({
-      agent_id: seller.agentId,
+      agent_id: seller.sellerId,
       status: seller.status,
       operation_id: seller.operationId ?? null,
       products: seller.productCount ?? null,
@@ -60,7 +60,7 @@ export function discoveryView(id: string, running: boolean, state: DiscoveryStat
       rank: entry.rank,
       score: entry.score,
       reasons: entry.reasons,
-      agent_id: entry.agentId,
+      agent_id: entry.sellerId,
       product_id: entry.productId,
       name: entry.name ?? null,
       delivery_type: entry.deliveryType ?? null,
@@ -77,13 +77,13 @@ export function discoveryView(id: string, running: boolean, state: DiscoveryStat
       brief_relevance: entry.briefRelevance ?? null,
     })),
     proposals: state.proposals.map((proposal) => ({
-      agent_id: proposal.agentId,
+      agent_id: proposal.sellerId,
       proposal_id: proposal.proposalId,
       name: proposal.name ?? null,
       status: proposal.status ?? null,
       allocations: proposal.allocations,
     })),
-    incomplete: state.incomplete.map((entry) => ({ agent_id: entry.agentId, entries: entry.entries })),
+    incomplete: state.incomplete.map((entry) => ({ agent_id: entry.sellerId, entries: entry.entries })),
   };
 }
 
@@ -99,7 +99,7 @@ export function createDiscoveryRouter(options: { campaigns: CampaignClient }): e
       {
         discoveryKey: body.discovery_key,
         brief: body.brief,
-        ...(body.agent_ids ? { agentIds: body.agent_ids } : {}),
+        ...(body.agent_ids ? { sellerIds: body.agent_ids } : {}),
         timeBudgetMs: body.time_budget_seconds * 1000,
         ...(body.params ? { params: body.params } : {}),
         ...(preferences ? { preferences } : {}),

@@ -10,7 +10,7 @@ import { CampaignClient } from '../client/campaign-client';
 import { MediaBuyClient } from '../client/media-buy-client';
 import { SellerCapabilitiesClient, taskSupportCheck } from '../client/seller-capabilities-client';
 import { OrchestratorClient } from '../client/orchestrator-client';
-import { loadAgents } from '../config/agents';
+import { loadSellers } from '../config/sellers';
 import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { loadTaskDefaults } from '../config/tasks';
@@ -40,7 +40,7 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const auth = loadAuthConfig();
-  const agents = loadAgents();
+  const sellerRegistry = loadSellers();
   const taskDefaults = loadTaskDefaults();
   const replayStoreConfig = loadReplayStoreConfig();
   // Read before connecting, so a bad key fails the start with its own message.
@@ -60,23 +60,23 @@ async function main(): Promise<void> {
   const orchestrator = new OrchestratorClient({
     client,
     taskQueue: runtime.taskQueue,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
     taskDefaults,
     ...(untenantedTenant ? { untenantedTenant } : {}),
     // A tenant uses only the sellers and accounts agents.json gives it (config/agents.ts), refused before any call.
-    checkTenantAccess: (agentId, tenant, account) => agents.checkTenantAccess(agentId, tenant, account),
+    checkTenantAccess: (sellerId, tenant, account) => sellerRegistry.checkTenantAccess(sellerId, tenant, account),
     // Notifications to the tenant's systems (ADCP_NOTIFICATION_KEY_FILE signs them) where it configured a URL.
-    notifies: (tenant) => notificationKey !== undefined && Boolean(agents.tenant(tenant)?.notification_url),
+    notifies: (tenant) => notificationKey !== undefined && Boolean(sellerRegistry.tenant(tenant)?.notification_url),
   });
   const mediaBuys = new MediaBuyClient({
     client,
     taskQueue: runtime.taskQueue,
     ...(runtime.publicBaseUrl ? { reportingBaseUrl: runtime.publicBaseUrl } : {}),
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
     ...(untenantedTenant ? { untenantedTenant } : {}),
   });
   // Campaigns (#14): sellers' capabilities, discoveries across sellers, campaigns.
-  const sellers = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents });
+  const sellers = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, sellers: sellerRegistry });
   const campaigns = new CampaignClient({
     client,
     taskQueue: runtime.taskQueue,
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
     client,
     orchestrator,
     mediaBuys,
-    agents,
+    sellers: sellerRegistry,
     runtime,
     auth,
     codecs,

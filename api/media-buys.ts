@@ -177,8 +177,8 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
 /** The buy's governance, without the signed governance_context itself (it is for the seller, not for readers). */
 export function governanceView(state: MediaBuyState): Record<string, unknown> | null {
   if (!state.governance) return null;
-  const { governanceContext, ...rest } = state.governance;
-  return { ...rest, hasGovernanceContext: governanceContext !== undefined };
+  const { governanceContext, sellerId, ...rest } = state.governance;
+  return { agentId: sellerId, ...rest, hasGovernanceContext: governanceContext !== undefined };
 }
 
 export function mediaBuyView(
@@ -190,7 +190,7 @@ export function mediaBuyView(
   return {
     id,
     buy_key: state.buyKey,
-    agent_id: state.agentId,
+    agent_id: state.sellerId,
     media_buy_id: state.mediaBuyId ?? null,
     status: state.status,
     running,
@@ -261,7 +261,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
       const created = await mediaBuys.create(
         {
           buyKey: body.buy_key,
-          agentId: body.agent_id,
+          sellerId: body.agent_id,
           params: body.params,
           ...(body.reporting
             ? {
@@ -284,7 +284,7 @@ export function createMediaBuyRouter(options: MediaBuyRouterOptions): express.Ro
           ...(body.governance
             ? {
                 governance: {
-                  agentId: body.governance.agent_id,
+                  sellerId: body.governance.agent_id,
                   planId: body.governance.plan_id,
                   ...(body.governance.caller ? { caller: body.governance.caller } : {}),
                   ...(body.governance.decision_timeout_hours !== undefined

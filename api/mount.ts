@@ -13,7 +13,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import type express from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
-import type { AgentRegistry } from '../config/agents';
+import type { SellerRegistry } from '../config/sellers';
 import type { RuntimeConfig } from '../config/runtime';
 import { projectRoot } from '../config/project-root';
 import { type Logger, createLogger } from '../observability/logger';
@@ -42,7 +42,7 @@ export interface MountOptions {
   client: Client;
   orchestrator: OrchestratorClient;
   mediaBuys: MediaBuyClient;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   runtime: RuntimeConfig;
   auth: AuthConfig;
   /** The data converter's codecs (payloadCodecs()), for the codec server. */
@@ -62,7 +62,7 @@ export interface MountOptions {
   /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
   campaignRouters?: express.Router[];
   /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
-  taskSupport?: (agentId: string, task: string) => Promise<string | undefined>;
+  taskSupport?: (sellerId: string, task: string) => Promise<string | undefined>;
 }
 
 export interface MountedGateway {
@@ -127,7 +127,7 @@ export function allowedHosts(runtime: RuntimeConfig): string[] {
 }
 
 export function mountGateway(options: MountOptions): MountedGateway {
-  const { client, runtime, agents } = options;
+  const { client, runtime, sellers: sellerRegistry } = options;
   const namespace = client.options.namespace;
   const { authentication, developmentKey } = gatewayAuthentication({
     auth: options.auth,
@@ -146,14 +146,14 @@ export function mountGateway(options: MountOptions): MountedGateway {
     namespace,
     webhookRouter: createWebhookRouter({
       client,
-      agents,
+      sellers: sellerRegistry,
       authenticator,
       publicBaseUrl: runtime.publicBaseUrl,
       log: (line) => logger.warn({ webhook: 'task' }, line),
     }),
     reportingWebhookRouter: createReportingWebhookRouter({
       client,
-      agents,
+      sellers: sellerRegistry,
       authenticator,
       publicBaseUrl: runtime.publicBaseUrl,
       log: (line) => logger.warn({ webhook: 'reporting' }, line),

@@ -15,7 +15,7 @@ function resourceView(resource: OperationResource | undefined): Record<string, u
 /** The reconciliation report in the API's naming (snake_case). */
 export function reconciliationReportView(report: ReconciliationReport): Record<string, unknown> {
   return {
-    agent_id: report.agentId,
+    agent_id: report.sellerId,
     requested_by: report.requestedBy,
     at: report.at,
     open_operations: report.openOperations,
@@ -68,7 +68,7 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
   }
   if (!state) return body;
   Object.assign(body, {
-    agent_id: state.agentId,
+    agent_id: state.sellerId,
     task: state.task,
     status: state.status,
     task_id: state.taskId ?? null,

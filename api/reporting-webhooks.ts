@@ -13,8 +13,8 @@ import {
   reportingScheme,
   reportingWebhookCredential,
 } from '../activities/media-buy';
-import type { AgentConfig, AgentRegistry } from '../config/agents';
-import { SA_AGENT, SA_MEDIA_BUY_ID } from '../config/search-attributes';
+import type { SellerConfig, SellerRegistry } from '../config/sellers';
+import { SA_SELLER, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
 import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
 import { JsonBodyError, parseJsonStrict } from './hardening';
@@ -24,7 +24,7 @@ import { publishWebhookVerificationFailure } from '../observability/webhook-even
 
 export interface ReportingWebhookRouterOptions {
   client: Client;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   authenticator: WebhookAuthenticator;
   /** The base URL sellers were given; the signed target URI is rebuilt from it. */
   publicBaseUrl?: string;
@@ -36,7 +36,7 @@ const CACHE_SIZE = 10_000;
 /** Where the derived credential is handed to the verifier (an overlay on the environment, never process.env). */
 const DERIVED_CREDENTIAL_ENV = 'ADCP_REPORTING_CREDENTIAL_FOR_THIS_BUY';
 
-type WebhookConfig = NonNullable<AgentConfig['webhooks']>;
+type WebhookConfig = NonNullable<SellerConfig['webhooks']>;
 
 /**
  * The ways a report for this buy may prove it comes from the buy's seller:
@@ -47,7 +47,7 @@ type WebhookConfig = NonNullable<AgentConfig['webhooks']>;
  * reports itself misconfigured); a seller with neither way is refused before any Temporal call.
  */
 function verificationsFor(
-  agent: AgentConfig,
+  agent: SellerConfig,
   mediaBuyWorkflowId: string,
   env: NodeJS.ProcessEnv,
 ): { credential?: { webhooks: WebhookConfig; env: NodeJS.ProcessEnv }; signature?: WebhookConfig } {
@@ -76,7 +76,7 @@ function hasHeader(headers: Request['headers'], name: string): boolean {
 
 /** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
 interface KnownBuy {
-  agentId: string;
+  sellerId: string;
   mediaBuyId?: string;
 }
 
@@ -96,17 +96,17 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
     if (cached?.mediaBuyId) return cached;
     const handle = options.client.workflow.getHandle(id);
     const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
-    let agentId = description.typedSearchAttributes.get(SA_AGENT);
+    let sellerId = description.typedSearchAttributes.get(SA_SELLER);
     let mediaBuyId = description.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
-    if (!agentId || !mediaBuyId) {
+    if (!sellerId || !mediaBuyId) {
       const state = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
         handle.query(mediaBuyStateQuery),
       );
-      agentId ??= state.agentId;
+      sellerId ??= state.sellerId;
       mediaBuyId ??= state.mediaBuyId;
     }
-    if (!agentId) return undefined;
-    const entry = { agentId, ...(mediaBuyId ? { mediaBuyId } : {}) };
+    if (!sellerId) return undefined;
+    const entry = { sellerId, ...(mediaBuyId ? { mediaBuyId } : {}) };
     remember(id, entry);
     return entry;
   }
@@ -140,11 +140,11 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
         }
         return;
       }
-      const agent = buy && options.agents.has(buy.agentId) ? options.agents.get(buy.agentId) : undefined;
+      const agent = buy && options.sellers.has(buy.sellerId) ? options.sellers.get(buy.sellerId) : undefined;
       const ways = agent ? verificationsFor(agent, id, env) : {};
       if (!agent || (!ways.credential && !ways.signature)) {
         log(
-          `reporting webhook rejected for ${id}: seller ${buy?.agentId ?? '?'} has no webhook verification configured ` +
+          `reporting webhook rejected for ${id}: seller ${buy?.sellerId ?? '?'} has no webhook verification configured ` +
             `and no reporting credential can be derived (${REPORTING_SECRET_ENV} unset)`,
         );
         publishWebhookVerificationFailure({ webhook: 'reporting', reason: 'webhooks_not_configured' });

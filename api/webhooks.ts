@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/adcp/:agentId/:operationId — where sellers push task status (and /webhooks/adcp/:operationId, the
+ * POST /webhooks/adcp/:sellerId/:operationId — where sellers push task status (and /webhooks/adcp/:operationId, the
  * form of URLs handed out before the seller was put in the path). The raw body is verified with the
  * seller's configured scheme (RFC 9421, legacy HMAC, or Bearer where allowed), parsed into one event type,
  * and signalled to the operation's workflow, which deduplicates and orders. 2xx means Temporal has the event.
@@ -7,8 +7,8 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
-import type { AgentRegistry } from '../config/agents';
-import { SA_AGENT, SA_TASK_ID } from '../config/search-attributes';
+import type { SellerRegistry } from '../config/sellers';
+import { SA_SELLER, SA_TASK_ID } from '../config/search-attributes';
 import { WebhookPayloadError, isOperationId, parseWebhookPayload } from '../protocol';
 import {
   OPERATION_STATE_MEMO,
@@ -22,7 +22,7 @@ import type { WebhookAuthenticator } from './webhook-verification';
 
 export interface WebhookRouterOptions {
   client: Client;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   authenticator: WebhookAuthenticator;
   /** The base URL sellers were given; the signed target URI is rebuilt from it. */
   publicBaseUrl?: string;
@@ -86,7 +86,7 @@ const RETRY_AFTER_SECONDS = 5;
 
 /** What the gateway remembers of an operation: its seller (never changes), and its seller task once known (idem). */
 interface KnownOperation {
-  agentId: string;
+  sellerId: string;
   taskId?: string;
 }
 
@@ -183,11 +183,11 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       const learn = async (): Promise<boolean> => {
         const description = await describeOrAnswer();
         if (!description) return false;
-        const recordedAgentId = description.typedSearchAttributes.get(SA_AGENT);
+        const recordedSellerId = description.typedSearchAttributes.get(SA_SELLER);
         running = description.status.name === 'RUNNING';
-        if (recordedAgentId) {
+        if (recordedSellerId) {
           const taskId = taskIdFrom(description);
-          operation = { agentId: recordedAgentId, ...(taskId ? { taskId } : {}) };
+          operation = { sellerId: recordedSellerId, ...(taskId ? { taskId } : {}) };
           if (running) remember(operationId, operation);
         }
         return true;
@@ -196,10 +196,10 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       // unauthenticated request costs no RPC and cannot tell which operations exist. The legacy path (URLs given to
       // sellers before) has to look the operation up first to know whose signature to expect.
       if (!sellerInPath && operation === undefined && !(await learn())) return;
-      const agentId = sellerInPath ? String(req.params.agentId) : operation?.agentId;
-      const agent = agentId && options.agents.has(agentId) ? options.agents.get(agentId) : undefined;
+      const sellerId = sellerInPath ? String(req.params.sellerId) : operation?.sellerId;
+      const agent = sellerId && options.sellers.has(sellerId) ? options.sellers.get(sellerId) : undefined;
       if (!agent?.webhooks) {
-        log(`webhook rejected for ${operationId}: seller ${agentId ?? '?'} has no webhook verification configured`);
+        log(`webhook rejected for ${operationId}: seller ${sellerId ?? '?'} has no webhook verification configured`);
         publishWebhookVerificationFailure({ webhook: 'task', reason: 'webhooks_not_configured' });
         answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
         return;
@@ -221,7 +221,7 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       if (sellerInPath) {
         if (operation === undefined && !(await learn())) return;
         // A verified seller learns nothing about another seller's operations.
-        if (operation?.agentId !== agent.id) {
+        if (operation?.sellerId !== agent.id) {
           answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
           return;
         }
@@ -331,7 +331,7 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
     };
   };
   // Push URLs name the seller (activities/index.ts); the seller-less form serves URLs handed out before.
-  router.post('/webhooks/adcp/:agentId/:operationId', accept(true));
+  router.post('/webhooks/adcp/:sellerId/:operationId', accept(true));
   router.post('/webhooks/adcp/:operationId', accept(false));
   return router;
 }

@@ -19,7 +19,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { dataConverter } from '../client/payload-codec';
-import { parseAgentsFile } from '../config/agents';
+import { parseAgentsFile } from '../config/sellers';
 import { freePort, startDevServer } from '../scripts/lib/dev-server';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams } from '../test/harness/demo-requests';
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     { status: 'submitted' },
     { status: 'completed', afterPolls: 1_000_000 },
   ]);
-  const agents = parseAgentsFile(
+  const sellerRegistry = parseAgentsFile(
     JSON.stringify({ agents: [{ id: 'heap', url: seller.url, protocol: 'mcp', token_env: 'HEAP_SELLER_TOKEN' }] }),
     'bench/heap-snapshot.ts',
   );
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     taskQueue,
     client,
     activities: {
-      agents,
+      sellers: sellerRegistry,
       env: { HEAP_SELLER_TOKEN: seller.authToken },
       callTimeoutMs: 60_000,
       circuitBreaker: { failureThreshold: 5, coolOffMs: 60_000 },
@@ -113,10 +113,10 @@ async function main(): Promise<void> {
     await settle();
     const idleHeap = process.memoryUsage().heapUsed;
     const idleFile = v8.writeHeapSnapshot(path.join(directory, 'idle.heapsnapshot'));
-    const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === 'heap' });
+    const orchestrator = new OrchestratorClient({ client, taskQueue, knownSeller: (id) => id === 'heap' });
     for (let index = 0; index < operations; index++) {
       await orchestrator.start({
-        agentId: 'heap',
+        sellerId: 'heap',
         task: 'create_media_buy',
         params: createMediaBuyParams(),
         idempotencyKey: randomUUID(),

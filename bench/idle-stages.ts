@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const { createActivities } = await import('../activities');
   const { createMediaBuyActivities } = await import('../activities/media-buy');
   const { createReconciliationActivities } = await import('../activities/reconciliation');
-  const { loadAgents } = await import('../config/agents');
+  const { loadSellers } = await import('../config/sellers');
   const { loadRuntimeConfig } = await import('../config/runtime');
   const { connectClient } = await import('../config/temporal-connection');
   const { dataConverter } = await import('../client/payload-codec');
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   stage('activities loaded (@adcp/sdk, MCP SDK, zod, ...)');
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const runtime = loadRuntimeConfig();
-  const agents = loadAgents();
+  const sellerRegistry = loadSellers();
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
   const client = await connectClient();
   stage('Temporal connections (Rust core runtime, gRPC client)');
@@ -47,9 +47,9 @@ async function main(): Promise<void> {
       ? { workflowBundle: { codePath: bundlePath } }
       : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: { preloadModules: workflowPreloadModules() } }),
     activities: {
-      ...createActivities({ agents }),
-      ...createReconciliationActivities({ agents, client }),
-      ...createMediaBuyActivities({ agents }),
+      ...createActivities({ sellers: sellerRegistry }),
+      ...createReconciliationActivities({ sellers: sellerRegistry, client }),
+      ...createMediaBuyActivities({ sellers: sellerRegistry }),
     },
     ...extra,
   });

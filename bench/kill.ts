@@ -2,22 +2,22 @@
  * Benchmark 6 (B4): SIGKILL of a worker with many operations waiting and calls in flight.
  *
  * A bench-built worker (bench/worker.ts: the product's workflows and activities, polling only) runs W create_media_buy
- * operations parked in `submitted` (each has made its first looks and waits for the next one, which the cadence
+ * operations parked in `submitted` (each has made its first polls and waits for the next one, which the cadence
  * plans 2, 6, 14, 30, 62, ... s after submission) and F more whose call the seller holds unanswered (a `hang` fault:
  * the request is in flight when the worker dies). The bench SIGKILLs the worker and restarts one on the same task
  * queue after 1 s, as `npm start`'s supervisor does.
  *
  * Read from the seller's own request log:
  * - each call in flight: kill -> the next attempt of that call (same idempotency key) reaching the seller;
- * - each waiting operation: how much later than its cadence its first look after the kill came. The cadence is
- *   relative: look n is due (offset n - offset n-1) after look n-1 actually happened. Baseline: the same lateness of
- *   every look before the kill (what load alone costs).
- * Then every task is completed at the seller and every operation is asked to look (pollNow): each must complete
+ * - each waiting operation: how much later than its cadence its first poll after the kill came. The cadence is
+ *   relative: poll n is due (offset n - offset n-1) after poll n-1 actually happened. Baseline: the same lateness of
+ *   every poll before the kill (what load alone costs).
+ * Then every task is completed at the seller and every operation is asked to poll (pollNow): each must complete
  * (none lost), with exactly one media buy per operation and one seller task per idempotency key (none duplicated).
  */
 import { randomUUID } from 'node:crypto';
 import { idempotencyKeyFor } from '../activities/idempotency';
-import { lookOffsets, planWait } from '../workflows/cadence';
+import { pollOffsets, planWait } from '../workflows/cadence';
 import { pollNowSignal } from '../workflows/definitions';
 import { mapConcurrent, sleep, waitFor } from './async';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
@@ -42,7 +42,7 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
   let worker = await stack.startWorker({ name: 'kill', kind: 'orchestrator' });
   const taskQueue = worker.taskQueue;
 
-  // W operations that wait: started at a steady rate, settled once each has made its first three looks.
+  // W operations that wait: started at a steady rate, settled once each has made its first three polls.
   const waiting = await Promise.all(
     Array.from({ length: options.waiting }, async (_, index) => {
       await sleep((index * 1000) / options.startsPerSecond);
@@ -52,7 +52,7 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
   );
   await waitFor(
     () => waiting.every(({ taskId }) => (seller.task(taskId)?.polls ?? 0) >= 3),
-    `${options.waiting} waiting operations to make 3 looks`,
+    `${options.waiting} waiting operations to make 3 polls`,
     180_000,
   );
 
@@ -103,39 +103,39 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
   const notRetried = retryDelays.filter((delay) => !Number.isFinite(delay)).length;
 
   // Waiting operations: lateness against the cadence, before and after the kill.
-  const offsets = lookOffsets(
+  const offsets = pollOffsets(
     planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
     48 * 3_600_000,
   );
-  const looksOf = (taskId: string) =>
+  const pollsOf = (taskId: string) =>
     seller
       .callsTo('tasks/get')
       .filter((call) => String(call.args.task_id) === taskId)
       .map((call) => Date.parse(call.at));
   await waitFor(
-    () => waiting.every(({ taskId }) => looksOf(taskId).some((at) => at > killedAt)),
-    'every waiting operation to look again after the kill',
+    () => waiting.every(({ taskId }) => pollsOf(taskId).some((at) => at > killedAt)),
+    'every waiting operation to poll again after the kill',
     150_000,
   ).catch(() => undefined);
   const before: number[] = [];
   const afterKill: number[] = [];
-  let noLookAfterKill = 0;
+  let noPollAfterKill = 0;
   for (const { taskId } of waiting) {
-    const looks = looksOf(taskId);
+    const polls = pollsOf(taskId);
     let counted = false;
-    for (let index = 1; index < looks.length; index++) {
-      const due = looks[index - 1] + (offsets[index] - offsets[index - 1]);
-      const lateness = looks[index] - due;
-      if (looks[index] <= killedAt) before.push(lateness);
+    for (let index = 1; index < polls.length; index++) {
+      const due = polls[index - 1] + (offsets[index] - offsets[index - 1]);
+      const lateness = polls[index] - due;
+      if (polls[index] <= killedAt) before.push(lateness);
       else if (!counted) {
         afterKill.push(lateness);
         counted = true;
       }
     }
-    if (!counted) noLookAfterKill++;
+    if (!counted) noPollAfterKill++;
   }
 
-  // None lost, none duplicated: complete every task, ask every operation to look now, and check the outcome.
+  // None lost, none duplicated: complete every task, ask every operation to poll now, and check the outcome.
   const allOperations = [
     ...waiting.map(({ operationId }) => operationId),
     ...inFlight.map(({ operationId }) => operationId),
@@ -145,7 +145,7 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
   );
   for (const taskId of taskIds) seller.advanceTask(taskId);
   const outcomes = await mapConcurrent(allOperations, 25, async (operationId) => {
-    // Already completed by a look of its own: nothing to ask.
+    // Already completed by a poll of its own: nothing to ask.
     await client.workflow
       .getHandle(operationId)
       .signal(pollNowSignal, { requestedBy: 'bench' })
@@ -180,7 +180,7 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
     id: 'worker-kill',
     title: '6. Worker SIGKILL (B4)',
     measured: `after SIGKILL of the worker (restarted on its queue after ${options.restartAfterMs / 1000} s, pollers up ${(restartedInMs / 1000).toFixed(1)} s after the kill)`,
-    baseline: 'lateness of the looks before the kill, same operations (load alone)',
+    baseline: 'lateness of the polls before the kill, same operations (load alone)',
     measurements: [
       {
         metric: `B4 kill -> retry of a call in flight, max of ${options.inFlight}`,
@@ -192,19 +192,19 @@ export async function workerKill(stack: BenchStack, options: KillOptions): Promi
         met: notRetried === 0 && maxRetry <= GOAL_MS,
       },
       {
-        metric: `B4 first look after kill, late vs cadence, max of ${options.waiting}`,
+        metric: `B4 first poll after kill, late vs cadence, max of ${options.waiting}`,
         unit: 'ms',
         measured: maxLate,
         baseline: maxLateBefore,
         ratio: ratio(maxLate, maxLateBefore),
         goal: '<= 15 s',
-        met: noLookAfterKill === 0 && maxLate <= GOAL_MS,
+        met: noPollAfterKill === 0 && maxLate <= GOAL_MS,
       },
     ],
     notes: [
-      `${options.waiting} operations waiting (3 looks made) + ${options.inFlight} calls in flight (held by the seller) on one bench-built worker; SIGKILL, restart after ${options.restartAfterMs / 1000} s; scaled from the issue's 1,000 + 50 to what 2 shared cores start in a bench run`,
+      `${options.waiting} operations waiting (3 polls made) + ${options.inFlight} calls in flight (held by the seller) on one bench-built worker; SIGKILL, restart after ${options.restartAfterMs / 1000} s; scaled from the issue's 1,000 + 50 to what 2 shared cores start in a bench run`,
       `calls in flight: kill -> next attempt at the seller median ${(quantile(retryDelays.filter(Number.isFinite), 0.5) / 1000).toFixed(1)} s, max ${(maxRetry / 1000).toFixed(1)} s; ${notRetried} never retried`,
-      `waiting operations, first look after the kill, lateness vs cadence: median ${(quantile(afterKill, 0.5) / 1000).toFixed(1)} s, p95 ${(quantile(afterKill, 0.95) / 1000).toFixed(1)} s, max ${(maxLate / 1000).toFixed(1)} s (${noLookAfterKill} without a look after the kill); before the kill: median ${(quantile(before, 0.5) / 1000).toFixed(1)} s, max ${(maxLateBefore / 1000).toFixed(1)} s`,
+      `waiting operations, first poll after the kill, lateness vs cadence: median ${(quantile(afterKill, 0.5) / 1000).toFixed(1)} s, p95 ${(quantile(afterKill, 0.95) / 1000).toFixed(1)} s, max ${(maxLate / 1000).toFixed(1)} s (${noPollAfterKill} without a poll after the kill); before the kill: median ${(quantile(before, 0.5) / 1000).toFixed(1)} s, max ${(maxLateBefore / 1000).toFixed(1)} s`,
       `outcome: ${completed}/${total} completed after the seller completed their tasks (${total - completed} lost or not completed); ${duplicatedTasks} idempotency keys with more than one seller task; ${mediaBuys} media buys for ${total} operations`,
     ],
     details: {

@@ -4,13 +4,13 @@
  *
  * Each create_media_buy answers `submitted`; the bench then completes the seller task itself (`advanceTask`, which
  * also sends the signed webhook when one is registered) at a planned offset after the task was created. Offsets
- * are spread evenly over 2.5–13.5 s, across the first poll looks (about 2, 6 and 14 s after submission), so the
+ * are spread evenly over 2.5–13.5 s, across the first poll polls (about 2, 6 and 14 s after submission), so the
  * polling baseline sees changes at every phase of its cycle. Webhook and polling operations get the same offsets
  * and run at the same time, on two workers that differ only in ADCP_PUBLIC_BASE_URL.
  */
 import { randomUUID } from 'node:crypto';
 import type { OperationState } from '../workflows/definitions';
-import { FIRST_LOOK_MS, lookOffsets, planWait } from '../workflows/cadence';
+import { FIRST_POLL_MS, pollOffsets, planWait } from '../workflows/cadence';
 import { describeTypes, historiesOf } from './history';
 import type { BenchmarkResult } from './report';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
@@ -105,7 +105,7 @@ export async function webhookLatency(stack: BenchStack, options: LatencyOptions)
     stack.client,
     polling.map((sample) => sample.operationId),
   );
-  const looks = lookOffsets(
+  const polls = pollOffsets(
     planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
     options.lastChangeMs + 10_000,
   );
@@ -148,17 +148,17 @@ export async function webhookLatency(stack: BenchStack, options: LatencyOptions)
       },
     ],
     notes: [
-      `${options.perMode} create_media_buy operations per mode, all ${options.perMode * 2} at once; the seller completes each ${options.firstChangeMs / 1000}-${options.lastChangeMs / 1000} s after submission (evenly spread), while the worker looks at ${looks.map((ms) => `${ms / 1000}`).join(', ')} s`,
+      `${options.perMode} create_media_buy operations per mode, all ${options.perMode * 2} at once; the seller completes each ${options.firstChangeMs / 1000}-${options.lastChangeMs / 1000} s after submission (evenly spread), while the worker polls at ${polls.map((ms) => `${ms / 1000}`).join(', ')} s`,
       '"change -> workflow state" = the workflow\'s own transition time (state.transitions[].at, workflow time) minus the seller\'s state-change time; "result()" adds completing the workflow and the client seeing it',
       `webhook mode: ${completedByWebhook}/${webhooks.length} completed by the webhook${completedByWebhook < webhooks.length ? ' (the others by a poll that came first)' : ''}; ${acceptedDeliveries}/${deliveries.length} completion webhooks answered 200 by the gateway`,
       `polling mode: ${completedByPoll}/${polling.length} completed by a poll`,
       `B3 history (fetchHistory of every operation): webhook-completed median ${hookHistory.medianEvents}, max ${hookHistory.maxEvents} (${describeTypes(hookHistory.sample.byType)}); poll-completed median ${pollHistory.medianEvents}, max ${pollHistory.maxEvents}`,
-      `target "well under a poll interval": webhook p95 ${Math.round(hook.workflow.p95)} ms vs the shortest poll interval ${FIRST_LOOK_MS / 1000} s (${((hook.workflow.p95 / FIRST_LOOK_MS) * 100).toFixed(1)}% of it)`,
+      `target "well under a poll interval": webhook p95 ${Math.round(hook.workflow.p95)} ms vs the shortest poll interval ${FIRST_POLL_MS / 1000} s (${((hook.workflow.p95 / FIRST_POLL_MS) * 100).toFixed(1)}% of it)`,
     ],
     details: {
       perMode: options.perMode,
       changeOffsetsMs: offsets,
-      pollLooksAfterSubmissionMs: looks,
+      pollsAfterSubmissionMs: polls,
       webhooks: { toWorkflowMs: hook.workflow, toResultMs: hook.result, completedByWebhook },
       polling: { toWorkflowMs: poll.workflow, toResultMs: poll.result, completedByPoll },
       completionWebhooks: { sent: deliveries.length, acceptedWith200: acceptedDeliveries },

@@ -1,7 +1,7 @@
 /**
  * B3, a 24-hour polled wait: a create_media_buy the seller keeps `submitted` for 23 hours and then completes, with no
  * webhook registered, run on the time-skipping test server (the project's provisioned binary; test/harness/
- * time-skipping.ts) so that a day of looks takes seconds. The worker is the product's (createOperationWorker) in the
+ * time-skipping.ts) so that a day of polls takes seconds. The worker is the product's (createOperationWorker) in the
  * bench process, against the bench's seller. The history is read back with fetchHistory().
  */
 import { randomUUID } from 'node:crypto';
@@ -21,13 +21,13 @@ const TOKEN_ENV = 'BENCH_LONG_WAIT_TOKEN';
 export async function longWaitHistory(stack: BenchStack, options: { waitHours: number }): Promise<BenchmarkResult> {
   await sellerKeepsMediaBuysSubmitted(stack);
   const timeSkipping = await startTimeSkippingStack({
-    agents: registry([{ id: 'bench-long-wait', url: stack.seller.url, protocol: 'mcp', token_env: TOKEN_ENV }]),
+    sellers: registry([{ id: 'bench-long-wait', url: stack.seller.url, protocol: 'mcp', token_env: TOKEN_ENV }]),
     activities: { env: { [TOKEN_ENV]: stack.seller.authToken } },
   });
   try {
     const began = Date.now();
     const { operationId } = await timeSkipping.orchestrator.start({
-      agentId: 'bench-long-wait',
+      sellerId: 'bench-long-wait',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: `bench-long-wait-${randomUUID().slice(0, 8)}`,
@@ -48,10 +48,10 @@ export async function longWaitHistory(stack: BenchStack, options: { waitHours: n
       id: 'long-wait-history',
       title: '5. 24-hour polled wait (B3)',
       measured: `history events of one create_media_buy polled for ${options.waitHours} hours (time-skipping server), completed by a poll`,
-      baseline: 'the looks (tasks/get calls) it made meanwhile',
+      baseline: 'the polls (tasks/get calls) it made meanwhile',
       measurements: [
         {
-          metric: `B3 history events, ${options.waitHours}-hour polled wait, vs looks made`,
+          metric: `B3 history events, ${options.waitHours}-hour polled wait, vs polls made`,
           unit: 'events',
           measured: history.events,
           baseline: state.pollCount,
@@ -61,7 +61,7 @@ export async function longWaitHistory(stack: BenchStack, options: { waitHours: n
         },
       ],
       notes: [
-        `completed after ${(waitedMs / HOUR).toFixed(2)} hours of workflow time and ${state.pollCount} looks, in ${(wallMs / 1000).toFixed(1)} s of wall time`,
+        `completed after ${(waitedMs / HOUR).toFixed(2)} hours of workflow time and ${state.pollCount} polls, in ${(wallMs / 1000).toFixed(1)} s of wall time`,
         `events by type: ${describeTypes(history.byType)}`,
       ],
       details: { waitedMs, polls: state.pollCount, history, wallMs },

@@ -3,7 +3,7 @@
  *
  * For each worker configuration, in turn and on a fresh worker process each (so no configuration inherits another's
  * allocator high-water marks): read the idle worker, start M create_media_buy operations at a steady rate that the
- * seller keeps `submitted` (so each polls at its cadence: looks at about 2, 6, 14, 30, 62 s ...), sample the process
+ * seller keeps `submitted` (so each polls at its cadence: polls at about 2, 6, 14, 30, 62 s ...), sample the process
  * RSS every second (from /proc, no GC: the peak as the OS sees it) for a fixed window, then read it once more after
  * a full GC, terminate the operations and read it again.
  *   - "as shipped": workers/main.ts, as `npm start` runs it (a child process bundles the workflow code at start,
@@ -29,7 +29,7 @@ export interface MemoryOptions {
   operations: number;
   /** How fast the parked operations are started. */
   startsPerSecond: number;
-  /** How long RSS is sampled from the first start (the dense looks, and the first at a 30 s+ interval). */
+  /** How long RSS is sampled from the first start (the dense polls, and the first at a 30 s+ interval). */
   windowSeconds: number;
   /** Readings per state; the median is reported. */
   samples: number;
@@ -95,7 +95,7 @@ interface ConfigurationResult {
   peakRssBytes: number;
   peakAtSeconds: number;
   rssSeries: Array<[number, number]>;
-  looks: number;
+  polls: number;
   startedInMs: number;
   /** Operations whose call had reached the seller by the end of the window. */
   called: number;
@@ -158,7 +158,7 @@ async function measureConfiguration(
           .filter((task) => task.idempotencyKey !== undefined && keys.has(task.idempotencyKey))
           .map((task) => task.taskId),
       );
-      const looks = stack.seller.callsTo('tasks/get').filter((call) => taskIds.has(String(call.args.task_id))).length;
+      const polls = stack.seller.callsTo('tasks/get').filter((call) => taskIds.has(String(call.args.task_id))).length;
       const called = taskIds.size;
       const stillSubmitted = [...taskIds].filter((taskId) => stack.seller.task(taskId)?.status === 'submitted').length;
       await mapConcurrent(operationIds, 50, async (operationId) => {
@@ -176,7 +176,7 @@ async function measureConfiguration(
         peakRssBytes: Math.max(peak[1], parked.rssBytes),
         peakAtSeconds: peak[0],
         rssSeries: series,
-        looks,
+        polls,
         startedInMs,
         called,
         stillSubmitted,
@@ -261,7 +261,7 @@ export async function workerMemory(stack: BenchStack, options: MemoryOptions): P
     (result) =>
       `${result.name}: idle RSS ${formatBytes(result.idle.rssBytes)} (main heap ${formatBytes(result.idle.mainHeapBytes)}, workflow-thread heap ${formatBytes(result.idle.workflowHeapBytes)}, other threads ${formatBytes(result.idle.otherHeapBytes)}); ` +
       `peak RSS ${formatBytes(result.peakRssBytes)} at ${result.peakAtSeconds.toFixed(0)} s; after ${options.windowSeconds} s and a GC: RSS ${formatBytes(result.parked.rssBytes)}, main heap ${formatBytes(result.parked.mainHeapBytes)}, workflow-thread heap ${formatBytes(result.parked.workflowHeapBytes)} ` +
-      `(${formatBytes((result.parked.workflowHeapBytes - result.idle.workflowHeapBytes) / m)} workflow heap per parked operation); ${result.looks} looks made, ${formatBytes((result.peakRssBytes - result.idle.rssBytes) / Math.max(result.looks, 1))} peak RSS growth per look; ` +
+      `(${formatBytes((result.parked.workflowHeapBytes - result.idle.workflowHeapBytes) / m)} workflow heap per parked operation); ${result.polls} polls made, ${formatBytes((result.peakRssBytes - result.idle.rssBytes) / Math.max(result.polls, 1))} peak RSS growth per poll; ` +
       `after terminating them: RSS ${formatBytes(result.afterEnd.rssBytes)}, workflow-thread heap ${formatBytes(result.afterEnd.workflowHeapBytes)}; at the end of the window ${result.called}/${m} had made their call (the rest still queued on the worker) and ${result.stillSubmitted} were submitted and polling`,
   );
   notes.unshift(

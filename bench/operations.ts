@@ -1,6 +1,6 @@
 import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { SellerTasks } from './seller-tasks';
-import { AGENT_ID, type BenchStack, type BenchWorker } from './stack';
+import { SELLER_ID, type BenchStack, type BenchWorker } from './stack';
 
 /**
  * Resets the seller so that every create_media_buy answers `submitted` and stays there until the bench calls
@@ -23,7 +23,7 @@ export async function startMediaBuy(
   params = createMediaBuyParams(),
 ): Promise<string> {
   const { operationId } = await worker.orchestrator.start({
-    agentId: AGENT_ID,
+    sellerId: SELLER_ID,
     task: 'create_media_buy',
     params,
     idempotencyKey,

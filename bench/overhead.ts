@@ -17,7 +17,7 @@ import { describeCpuPer } from './cpu';
 import { describeTypes, historiesOf } from './history';
 import { type Phase, timedPhase, totalOf } from './phases';
 import type { BenchmarkResult } from './report';
-import { AGENT_ID, type BenchStack } from './stack';
+import { SELLER_ID, type BenchStack } from './stack';
 import { ratio } from './stats';
 
 export interface OverheadOptions {
@@ -82,7 +82,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
   await seller.reset(); // get_products answers at once with one product (the fixture's built-in behaviour)
   const worker = stack.pollingWorker;
   const bareWorker = await stack.startWorker({ name: 'bare', kind: 'bare' });
-  const agent = seller.agent('mcp', AGENT_ID);
+  const agent = seller.agent('mcp', SELLER_ID);
   const run = randomUUID().slice(0, 8);
   let sequence = 0;
   const orchestratedIds: string[] = [];
@@ -90,7 +90,7 @@ export async function orchestrationOverhead(stack: BenchStack, options: Overhead
 
   const orchestrated = async (): Promise<void> => {
     const { operationId } = await worker.orchestrator.start({
-      agentId: AGENT_ID,
+      sellerId: SELLER_ID,
       task: 'get_products',
       params: getProductsParams,
       idempotencyKey: `bench-overhead-${run}-${++sequence}`,

@@ -86,7 +86,7 @@ const DESCRIPTIONS: Record<string, string> = {
   throughput: 'B2: signed webhooks/s through the gateway vs plain signals; p99 at half the gateway maximum',
   overhead: 'B1: get_products as operations vs a bare workflow+activity vs direct SDK calls; B3 sync-read history',
   memory: 'B5: worker RSS with 1,000 operations parked and polling, peak, per configuration; idle breakdown',
-  kill: 'B4: SIGKILL a worker with operations waiting and calls in flight; retry and look delays, lost/duplicated',
+  kill: 'B4: SIGKILL a worker with operations waiting and calls in flight; retry and poll delays, lost/duplicated',
   'long-wait': 'B3: history events of a 23-hour polled create_media_buy (time-skipping server)',
 };
 

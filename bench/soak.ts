@@ -8,7 +8,7 @@
  *
  * Starts its own Temporal dev server (temporary SQLite file), the scripted seller (in this process) and the worker, on
  * loopback and free ports, and stops them again. Every 5 s it samples the worker's and the dev server's RSS and CPU
- * (from /proc); every minute it writes one row: operations started and parked, looks the seller answered, the worker's
+ * (from /proc); every minute it writes one row: operations started and parked, polls the seller answered, the worker's
  * RSS (peak of the minute and now), its main and workflow-thread heaps (after a GC, through the bench memory probe),
  * workflow-task schedule-to-start latency (from the worker's own Prometheus histogram, mean and p95 of the minute),
  * and the dev server's CPU and RSS. At the end: terminate every operation, then RSS and heaps after a GC, the
@@ -61,7 +61,7 @@ function parseOptions(argv: string[]): SoakOptions {
   return parsed.data;
 }
 
-const AGENT_ID = 'soak-seller';
+const SELLER_ID = 'soak-seller';
 const TOKEN_ENV = 'SOAK_SELLER_TOKEN';
 const { TaskQueueType } = temporal.api.enums.v1;
 
@@ -142,7 +142,7 @@ interface Row {
   minute: number;
   started: number;
   called: number;
-  looks: number;
+  polls: number;
   workerRssPeak: number;
   workerRss: number;
   mainHeap: number;
@@ -183,7 +183,7 @@ async function main(): Promise<void> {
     );
     const [server, seller] = await Promise.all([
       startDevServer({ port: await freePort(), headless: true, dbFilename: path.join(dir, 'temporal.sqlite') }),
-      startScriptedSeller({ a2a: false, name: AGENT_ID }),
+      startScriptedSeller({ a2a: false, name: SELLER_ID }),
     ]);
     cleanups.push(() => server.stop());
     cleanups.push(() => seller.close());
@@ -197,7 +197,7 @@ async function main(): Promise<void> {
     writeFileSync(
       agentsFile,
       JSON.stringify({
-        agents: [{ id: AGENT_ID, name: 'Soak seller', url: seller.url, protocol: 'mcp', token_env: TOKEN_ENV }],
+        agents: [{ id: SELLER_ID, name: 'Soak seller', url: seller.url, protocol: 'mcp', token_env: TOKEN_ENV }],
       }),
     );
     const taskQueue = `soak-${randomUUID().slice(0, 8)}`;
@@ -234,7 +234,7 @@ async function main(): Promise<void> {
       }
       return true;
     });
-    const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID });
+    const orchestrator = new OrchestratorClient({ client, taskQueue, knownSeller: (id) => id === SELLER_ID });
     const scrape = async () => {
       const response = await fetch(`http://${metricsAddress}/metrics`).catch(() => undefined);
       return response?.ok ? response.text() : '';
@@ -279,7 +279,7 @@ async function main(): Promise<void> {
     let startFailures = 0;
     const rows: Row[] = [];
     let lastMetrics = await scrape();
-    let lastLooks = 0;
+    let lastPolls = 0;
     let minuteStartSample = 0;
     let minute = 0;
     const callKeys = new Map<string, string>(); // idempotency key of the call -> operation
@@ -320,12 +320,12 @@ async function main(): Promise<void> {
       ]);
       const scale = 1000;
       lastMetrics = metrics;
-      const looks = seller.callsTo('tasks/get').length;
+      const polls = seller.callsTo('tasks/get').length;
       const row: Row = {
         minute,
         started: operationIds.length,
         called: calledCount(),
-        looks: looks - lastLooks,
+        polls: polls - lastPolls,
         workerRssPeak: Math.max(...window.map((s) => s.workerRss)),
         workerRss: last.workerRss,
         mainHeap: memory.mainHeapBytes,
@@ -340,10 +340,10 @@ async function main(): Promise<void> {
         temporalCpuPercent: ((last.temporalCpuMs - first.temporalCpuMs) / (seconds * 1000)) * 100,
         temporalRss: last.temporalRss,
       };
-      lastLooks = looks;
+      lastPolls = polls;
       rows.push(row);
       log(
-        `minute ${row.minute}: started ${row.started}, called ${row.called}, looks ${row.looks}, worker RSS ${formatBytes(row.workerRss)} (peak ${formatBytes(row.workerRssPeak)}), ` +
+        `minute ${row.minute}: started ${row.started}, called ${row.called}, polls ${row.polls}, worker RSS ${formatBytes(row.workerRss)} (peak ${formatBytes(row.workerRssPeak)}), ` +
           `heaps ${formatBytes(row.mainHeap)} / ${formatBytes(row.workflowHeap)}, worker CPU ${row.workerCpuPercent.toFixed(0)}%, ` +
           `schedule-to-start mean ${row.scheduleToStartMeanMs.toFixed(0)} ms p95 <= ${row.scheduleToStartP95Ms} ms (${row.workflowTasks} workflow tasks), ` +
           `activities ${row.activityScheduleToStartMeanMs.toFixed(0)} ms p95 <= ${row.activityScheduleToStartP95Ms} ms (${row.activityTasks}), ` +
@@ -376,7 +376,7 @@ async function main(): Promise<void> {
         for (let attempt = 1; attempt <= 3; attempt++) {
           try {
             const { operationId } = await orchestrator.start({
-              agentId: AGENT_ID,
+              sellerId: SELLER_ID,
               task: 'create_media_buy',
               params,
               idempotencyKey: `soak-${run}-${index}`,
@@ -469,12 +469,12 @@ async function main(): Promise<void> {
     const s = (ms: number) =>
       Number.isFinite(ms) ? (ms / 1000).toFixed(ms < 10_000 ? 2 : 0) : ms === Number.POSITIVE_INFINITY ? '>1000' : '-';
     console.log(
-      `\n| min | started | called | looks | worker RSS peak / end (MiB) | main / workflow heap (MiB) | worker CPU | WFT schedule-to-start mean / p95 (s) | WFTs | activity schedule-to-start mean / p95 (s) | Temporal CPU | Temporal RSS (MiB) |`,
+      `\n| min | started | called | polls | worker RSS peak / end (MiB) | main / workflow heap (MiB) | worker CPU | WFT schedule-to-start mean / p95 (s) | WFTs | activity schedule-to-start mean / p95 (s) | Temporal CPU | Temporal RSS (MiB) |`,
     );
     console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
     for (const row of rows) {
       console.log(
-        `| ${row.minute} | ${row.started} | ${row.called} | ${row.looks} | ${mib(row.workerRssPeak)} / ${mib(row.workerRss)} | ${mib(row.mainHeap)} / ${mib(row.workflowHeap)} | ${row.workerCpuPercent.toFixed(0)}% | ${s(row.scheduleToStartMeanMs)} / ${s(row.scheduleToStartP95Ms)} | ${row.workflowTasks} | ${s(row.activityScheduleToStartMeanMs)} / ${s(row.activityScheduleToStartP95Ms)} | ${row.temporalCpuPercent.toFixed(0)}% | ${mib(row.temporalRss)} |`,
+        `| ${row.minute} | ${row.started} | ${row.called} | ${row.polls} | ${mib(row.workerRssPeak)} / ${mib(row.workerRss)} | ${mib(row.mainHeap)} / ${mib(row.workflowHeap)} | ${row.workerCpuPercent.toFixed(0)}% | ${s(row.scheduleToStartMeanMs)} / ${s(row.scheduleToStartP95Ms)} | ${row.workflowTasks} | ${s(row.activityScheduleToStartMeanMs)} / ${s(row.activityScheduleToStartP95Ms)} | ${row.temporalCpuPercent.toFixed(0)}% | ${mib(row.temporalRss)} |`,
       );
     }
     console.log(

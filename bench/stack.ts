@@ -21,7 +21,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { OrchestratorClient } from '../client/orchestrator-client';
-import { type AgentConfig, parseAgentsFile } from '../config/agents';
+import { type SellerConfig, parseAgentsFile } from '../config/sellers';
 import { type DevServer, freePort, startDevServer } from '../scripts/lib/dev-server';
 import { type ScriptedSeller, startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { type WebhookSigningKey, mintWebhookSigningKey } from '../test/fixtures/webhook-signing';
@@ -33,7 +33,7 @@ import { WORKFLOWS_PATH } from '../workers/worker';
 import { workflowPreloadModules } from '../workers/bundle-options';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
 
-export const AGENT_ID = 'bench-seller';
+export const SELLER_ID = 'bench-seller';
 const TOKEN_ENV = 'BENCH_SELLER_TOKEN';
 
 export interface BenchWorker {
@@ -82,7 +82,7 @@ export interface BenchStack {
   client: Client;
   seller: ScriptedSeller;
   /** The seller as the worker and gateway read it from their agents.json. */
-  agent: AgentConfig;
+  agent: SellerConfig;
   /** Base URL of the gateway process; also its ADCP_PUBLIC_BASE_URL. */
   gatewayUrl: string;
   gateway: NodeProcess;
@@ -149,7 +149,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       {
         agents: [
           {
-            id: AGENT_ID,
+            id: SELLER_ID,
             name: 'Bench scripted seller',
             url: seller.url,
             protocol: 'mcp',
@@ -162,7 +162,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       2,
     );
     const agentsFile = path.join(dir, 'agents.json');
-    const [agent] = parseAgentsFile(agentsJson, agentsFile).agents;
+    const [agent] = parseAgentsFile(agentsJson, agentsFile).sellers;
     writeFileSync(agentsFile, agentsJson);
 
     const connection = await Connection.connect({ address: temporalServer.address });
@@ -233,7 +233,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
         taskQueue,
         webhooks,
         process: child,
-        orchestrator: new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID }),
+        orchestrator: new OrchestratorClient({ client, taskQueue, knownSeller: (id) => id === SELLER_ID }),
         memory: () => readMemory(child.child),
       };
     };
@@ -287,7 +287,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
             ADCP_RECONCILE_EVERY: 'off',
             BENCH_WORKER_KIND: spec.kind,
             BENCH_WORKER_OPTIONS: JSON.stringify(spec.workerOptions ?? {}),
-            BENCH_SELLER: JSON.stringify(seller.agent('mcp', AGENT_ID)),
+            BENCH_SELLER: JSON.stringify(seller.agent('mcp', SELLER_ID)),
             ...(spec.prebuiltBundle === false ? {} : { BENCH_WORKFLOW_BUNDLE: bundles[spec.kind] }),
             ...(spec.webhooks ? { ADCP_PUBLIC_BASE_URL: gatewayUrl } : {}),
           }),
@@ -306,7 +306,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
         taskQueue,
         webhooks: spec.webhooks ?? false,
         process: child,
-        orchestrator: new OrchestratorClient({ client, taskQueue, knownAgent: (id) => id === AGENT_ID }),
+        orchestrator: new OrchestratorClient({ client, taskQueue, knownSeller: (id) => id === SELLER_ID }),
         memory: () => readMemory(child.child),
       };
       extraWorkers.add(worker);

@@ -17,7 +17,7 @@ import { createMediaBuyActivities } from '../activities/media-buy';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
-import { loadAgents } from '../config/agents';
+import { loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker } from '../config/temporal-connection';
 import { workflowPreloadModules } from '../workers/bundle-options';
@@ -44,9 +44,9 @@ async function main(): Promise<void> {
   if (kind === 'bare') {
     activities = createBareActivities(JSON.parse(process.env.BENCH_SELLER ?? '{}') as BareSeller);
   } else {
-    const agents = loadAgents();
+    const sellerRegistry = loadSellers();
     const dependencies = {
-      agents,
+      sellers: sellerRegistry,
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
@@ -54,8 +54,8 @@ async function main(): Promise<void> {
     // The same wiring as workers/worker.ts createOperationWorker, which takes no extra worker options.
     activities = {
       ...createActivities(dependencies),
-      ...createReconciliationActivities({ agents, client: client! }),
-      ...createMediaBuyActivities({ agents }),
+      ...createReconciliationActivities({ sellers: sellerRegistry, client: client! }),
+      ...createMediaBuyActivities({ sellers: sellerRegistry }),
     };
   }
   const worker = await Worker.create({

@@ -8,7 +8,7 @@ import { userInfo } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { InvalidArgumentError } from 'commander';
-import { type AgentRegistry, ConfigError, agentsFilePath, loadAgents } from '../config/agents';
+import { type SellerRegistry, ConfigError, agentsFilePath, loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
 import {
@@ -72,14 +72,14 @@ export function agentsFile(env: NodeJS.ProcessEnv = process.env): string {
   return existsSync(example) ? example : configured;
 }
 
-export function loadSellers(env: NodeJS.ProcessEnv = process.env): AgentRegistry {
-  return loadAgents(agentsFile(env));
+export function loadConfiguredSellers(env: NodeJS.ProcessEnv = process.env): SellerRegistry {
+  return loadSellers(agentsFile(env));
 }
 
 /** The seller list when it can be read; commands that only check ids go on without it (the worker checks too). */
-function sellersIfReadable(): AgentRegistry | undefined {
+function sellersIfReadable(): SellerRegistry | undefined {
   try {
-    return loadSellers();
+    return loadConfiguredSellers();
   } catch {
     return undefined;
   }
@@ -117,7 +117,7 @@ export async function connect(options: GlobalOptions, env: NodeJS.ProcessEnv = p
   const orchestrator = new OrchestratorClient({
     client,
     taskQueue,
-    ...(sellers ? { knownAgent: (id: string) => sellers.has(id) } : {}),
+    ...(sellers ? { knownSeller: (id: string) => sellers.has(id) } : {}),
   });
   return { orchestrator, client, close: () => connection.close() };
 }

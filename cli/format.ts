@@ -34,14 +34,14 @@ export function activityLine(activity: PendingActivityView, now = Date.now()): s
     `${activity.activityType} attempt ${activity.attempt}${activity.maximumAttempts ? `/${activity.maximumAttempts}` : ''} (${activity.state})`,
   ];
   if (activity.lastFailure) {
-    const label = activity.waitingOnSeller ? 'last look' : 'last error';
+    const label = activity.waitingOnSeller ? 'last poll' : 'last error';
     parts.push(
       `${label}: ${activity.lastFailure.message}${activity.lastFailure.type ? ` [${activity.lastFailure.type}]` : ''}`,
     );
   }
   if (activity.nextAttemptAt)
     parts.push(
-      `next ${activity.waitingOnSeller ? 'look' : 'retry'} ${time(activity.nextAttemptAt)} (${relative(activity.nextAttemptAt, now)})`,
+      `next ${activity.waitingOnSeller ? 'poll' : 'retry'} ${time(activity.nextAttemptAt)} (${relative(activity.nextAttemptAt, now)})`,
     );
   else if (activity.lastStartedAt && activity.state === 'started')
     parts.push(`running since ${time(activity.lastStartedAt)}`);
@@ -65,7 +65,7 @@ export function operationLines(view: OperationView, activities: PendingActivityV
   const state = view.state;
   const lines: [string, string][] = [['Operation', view.operationId]];
   if (state) {
-    lines.push(['Seller', state.agentId]);
+    lines.push(['Seller', state.sellerId]);
     lines.push(['Task', `${state.task}${state.taskId ? ` (seller task ${state.taskId})` : ''}`]);
     const execution = view.running ? 'running' : `ended, workflow ${view.execution}`;
     lines.push(['Status', `${state.status}  (${execution}; last change ${time(state.updatedAt)})`]);

@@ -5,10 +5,10 @@
  * its phase or budget guard does not allow before it enters history, and an idempotency key is the update ID.
  *
  *   const campaigns = new CampaignClient({ client, taskQueue, sellers });
- *   const { campaignId } = await campaigns.create({ campaignKey: 'spring-26', brief, totalBudget: 50_000, flight, agentIds, timeBudgetMs: 10_000, requestedBy: 'planner@buyer' });
+ *   const { campaignId } = await campaigns.create({ campaignKey: 'spring-26', brief, totalBudget: 50_000, flight, sellerIds, timeBudgetMs: 10_000, requestedBy: 'planner@buyer' });
  *   await campaigns.select(campaignId, { lines, selectedBy: 'planner@buyer' });
  *   // or accept a seller's proposal (mixing is fine: other sellers by lines):
- *   await campaigns.select(campaignId, { lines: [], proposals: [{ agentId, proposalId, budget }], selectedBy });
+ *   await campaigns.select(campaignId, { lines: [], proposals: [{ sellerId, proposalId, budget }], selectedBy });
  *   await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer' });
  */
 import {
@@ -109,7 +109,7 @@ export interface DiscoveryRequest {
   discoveryKey: string;
   brief: string;
   /** Default: every configured seller. */
-  agentIds?: string[];
+  sellerIds?: string[];
   timeBudgetMs: number;
   graceMs?: number;
   params?: Record<string, unknown>;
@@ -123,7 +123,7 @@ export interface CampaignRequest {
   totalBudget: number;
   currency?: string;
   flight: Flight;
-  agentIds?: string[];
+  sellerIds?: string[];
   timeBudgetMs: number;
   discoveryParams?: Record<string, unknown>;
   preferences?: RankingPreferences;
@@ -140,7 +140,7 @@ export interface CampaignRequest {
 }
 
 export interface BuySummary {
-  agentId: string;
+  sellerId: string;
   workflowId: string;
   status?: string;
   mediaBuyId?: string;
@@ -176,14 +176,14 @@ export class CampaignClient {
 
   /** Known sellers, and those whose capabilities say they have no get_products (left out, not called). */
   private async checkSellers(
-    agentIds: string[] | undefined,
-  ): Promise<{ ask: string[]; skipped: { agentId: string; reason: string }[] }> {
+    sellerIds: string[] | undefined,
+  ): Promise<{ ask: string[]; skipped: { sellerId: string; reason: string }[] }> {
     const sellers = this.options.sellers;
-    const ids = agentIds ?? sellers?.agents.agents.map((agent) => agent.id) ?? [];
+    const ids = sellerIds ?? sellers?.registry.sellers.map((agent) => agent.id) ?? [];
     if (ids.length === 0) throw new CampaignRequestError('agent_ids', 'agent_ids must name at least one seller.');
     if (new Set(ids).size !== ids.length) throw new CampaignRequestError('agent_ids', 'agent_ids repeats a seller.');
     if (!sellers) return { ask: ids, skipped: [] };
-    const unknown = ids.filter((id) => !sellers.agents.has(id));
+    const unknown = ids.filter((id) => !sellers.registry.has(id));
     if (unknown.length > 0)
       throw new CampaignRequestError(
         'agent_ids',
@@ -195,10 +195,10 @@ export class CampaignClient {
       ),
     );
     const ask: string[] = [];
-    const skipped: { agentId: string; reason: string }[] = [];
+    const skipped: { sellerId: string; reason: string }[] = [];
     for (const [id, verdict] of verdicts) {
       if (verdict.supported) ask.push(id);
-      else skipped.push({ agentId: id, reason: (verdict as { reason: string }).reason });
+      else skipped.push({ sellerId: id, reason: (verdict as { reason: string }).reason });
     }
     return { ask, skipped };
   }
@@ -268,13 +268,13 @@ export class CampaignClient {
       );
     // Two tenants' equal discovery keys name two discoveries: the key is scoped by the tenant.
     const discoveryKey = this.scopedKey('discovery_key', request.discoveryKey, caller);
-    const { ask, skipped } = await this.checkSellers(request.agentIds);
+    const { ask, skipped } = await this.checkSellers(request.sellerIds);
     const workflowId = discoveryWorkflowId(discoveryKey);
     const record = this.tenantRecord(caller);
     const input: DiscoveryInput = {
       discoveryKey,
       brief: request.brief,
-      agentIds: ask,
+      sellerIds: ask,
       skipped,
       timeBudgetMs: request.timeBudgetMs,
       ...(request.graceMs !== undefined ? { graceMs: request.graceMs } : {}),
@@ -352,11 +352,11 @@ export class CampaignClient {
     }
     const campaignKey = this.scopedKey('campaign_key', request.campaignKey, caller);
     if (request.governance) {
-      const known = this.options.sellers?.agents;
-      if (known && !known.has(request.governance.agentId))
+      const known = this.options.sellers?.registry;
+      if (known && !known.has(request.governance.sellerId))
         throw new CampaignRequestError(
           'governance.agent_id',
-          `No governance agent "${request.governance.agentId}" is configured.`,
+          `No governance agent "${request.governance.sellerId}" is configured.`,
         );
       if (request.governance.planId !== undefined && !CALLER_KEY_PATTERN.test(request.governance.planId))
         throw new CampaignRequestError(
@@ -365,11 +365,11 @@ export class CampaignClient {
         );
     }
     // Without agent_ids every configured agent is asked, except the governance agent (it sells nothing).
-    const governanceAgent = request.governance?.agentId;
+    const governanceSeller = request.governance?.sellerId;
     const { ask, skipped } = await this.checkSellers(
-      request.agentIds ??
-        (governanceAgent && this.options.sellers
-          ? this.options.sellers.agents.agents.map((agent) => agent.id).filter((id) => id !== governanceAgent)
+      request.sellerIds ??
+        (governanceSeller && this.options.sellers
+          ? this.options.sellers.registry.sellers.map((agent) => agent.id).filter((id) => id !== governanceSeller)
           : undefined),
     );
     const workflowId = campaignWorkflowId(campaignKey);
@@ -380,7 +380,7 @@ export class CampaignClient {
       totalBudget: request.totalBudget,
       ...(request.currency ? { currency: request.currency } : {}),
       flight: request.flight,
-      agentIds: ask,
+      sellerIds: ask,
       skipped,
       timeBudgetMs: request.timeBudgetMs,
       ...(request.discoveryParams ? { discoveryParams: request.discoveryParams } : {}),
@@ -460,7 +460,7 @@ export class CampaignClient {
     const buys = await Promise.all(
       Object.values(state.buys).map(async (buy): Promise<BuySummary> => {
         const summary: BuySummary = {
-          agentId: buy.agentId,
+          sellerId: buy.sellerId,
           workflowId: buy.workflowId,
           committedBudget: buy.committedBudget,
         };

@@ -5,7 +5,7 @@
  * idempotency key is the update ID, so a retried change runs once.
  *
  *   const buys = new MediaBuyClient({ client, taskQueue: 'adcp-operations', reportingBaseUrl: 'https://gw.example' });
- *   const { mediaBuyWorkflowId } = await buys.create({ buyKey: 'po-4711', agentId: 'seller', params, reporting: { frequency: 'daily' } });
+ *   const { mediaBuyWorkflowId } = await buys.create({ buyKey: 'po-4711', sellerId: 'seller', params, reporting: { frequency: 'daily' } });
  *   await buys.change(mediaBuyWorkflowId, { kind: 'pause', requestedBy: 'ops@buyer' }, { idempotencyKey: 'pause-1' });
  */
 import {
@@ -14,7 +14,7 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_AGENT, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
 import {
@@ -48,7 +48,7 @@ export interface MediaBuyClientOptions {
   reportingBaseUrl?: string;
   /** false on servers without the AdCP search attributes (the time-skipping test server). */
   searchAttributes?: boolean;
-  knownAgent?: (agentId: string) => boolean;
+  knownSeller?: (sellerId: string) => boolean;
   /** The tenant that owns buys recorded without one (as OrchestratorClientOptions.untenantedTenant). */
   untenantedTenant?: string;
 }
@@ -56,7 +56,7 @@ export interface MediaBuyClientOptions {
 export interface CreateMediaBuyRequest {
   /** The buyer's key for the buy (PO number, plan line id): the workflow ID comes from it. */
   buyKey: string;
-  agentId: string;
+  sellerId: string;
   /** create_media_buy arguments (packages, start_time, end_time, account, brand, ...). */
   params: Record<string, unknown>;
   reporting?: Omit<ReportingSettings, 'url'>;
@@ -160,8 +160,8 @@ export class MediaBuyClient {
         'buy_key must be 1-200 characters of letters, digits, "_", ".", ":" or "-".',
       );
     }
-    if (this.options.knownAgent && !this.options.knownAgent(request.agentId))
-      throw new MediaBuyRequestError('agent_id', `No seller "${request.agentId}" is configured.`);
+    if (this.options.knownSeller && !this.options.knownSeller(request.sellerId))
+      throw new MediaBuyRequestError('agent_id', `No seller "${request.sellerId}" is configured.`);
     for (const reserved of RESERVED) {
       if (reserved in request.params)
         throw new MediaBuyRequestError(
@@ -170,10 +170,10 @@ export class MediaBuyClient {
         );
     }
     if (request.governance) {
-      if (this.options.knownAgent && !this.options.knownAgent(request.governance.agentId))
+      if (this.options.knownSeller && !this.options.knownSeller(request.governance.sellerId))
         throw new MediaBuyRequestError(
           'governance.agent_id',
-          `No governance agent "${request.governance.agentId}" is configured.`,
+          `No governance agent "${request.governance.sellerId}" is configured.`,
         );
       if (!CALLER_KEY_PATTERN.test(request.governance.planId))
         throw new MediaBuyRequestError(
@@ -203,7 +203,7 @@ export class MediaBuyClient {
     const indexed = this.options.searchAttributes !== false;
     const input: MediaBuyInput = {
       buyKey,
-      agentId: request.agentId,
+      sellerId: request.sellerId,
       params: request.params,
       indexed,
       ...(request.reporting || this.options.reportingBaseUrl
@@ -238,12 +238,12 @@ export class MediaBuyClient {
         args: [input],
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        staticSummary: `media buy ${request.buyKey} at ${request.agentId}`,
+        staticSummary: `media buy ${request.buyKey} at ${request.sellerId}`,
         ...(caller ? { memo: { tenant: caller.tenant } } : {}),
         ...(indexed
           ? {
               typedSearchAttributes: [
-                { key: SA_AGENT, value: request.agentId },
+                { key: SA_SELLER, value: request.sellerId },
                 { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
                 ...(caller
                   ? [

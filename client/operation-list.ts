@@ -11,8 +11,8 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { executionInfoFromRaw } from '@temporalio/client/lib/helpers';
 import type { temporal } from '@temporalio/proto';
 import { z } from 'zod';
-import { agentSchema } from '../config/agents';
-import { SA_AGENT, SA_INPUT_REASON, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
+import { sellerSchema } from '../config/sellers';
+import { SA_SELLER, SA_INPUT_REASON, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import { formatZodIssues } from '../config/zod-format';
 import { TASK_NAME_PATTERN, TASK_STATUSES } from '../protocol';
 import { TENANT_PATTERN, TENANT_RULE } from '../protocol/tenancy';
@@ -44,7 +44,7 @@ export const operationListFiltersSchema = z
     /** Any of these statuses. */
     status: z.array(z.enum(OPERATION_STATUSES)).min(1).max(OPERATION_STATUSES.length).optional(),
     /** The seller's agent id (agents.json). */
-    agentId: agentSchema.shape.id.optional(),
+    sellerId: sellerSchema.shape.id.optional(),
     task: z.string().regex(TASK_NAME_PATTERN, 'must be an AdCP task name such as create_media_buy').optional(),
     /** true: only operations waiting on a person (input-required or auth-required); false: only the others. */
     waiting: z.boolean().optional(),
@@ -111,7 +111,7 @@ export const operationListQuerySchema = z
   })
   .transform((query): OperationListFilters => ({
     ...(query.status ? { status: query.status } : {}),
-    ...((query.seller ?? query.agent_id) !== undefined ? { agentId: query.seller ?? query.agent_id } : {}),
+    ...((query.seller ?? query.agent_id) !== undefined ? { sellerId: query.seller ?? query.agent_id } : {}),
     ...(query.task !== undefined ? { task: query.task } : {}),
     ...(query.waiting !== undefined ? { waiting: query.waiting } : {}),
     ...(query.created_after ? { createdAfter: query.created_after } : {}),
@@ -124,7 +124,7 @@ export const operationListQuerySchema = z
 
 /** Names the snake_case query parameter for a camelCase filter field, so errors speak the caller's language. */
 const QUERY_NAMES: Record<string, string> = {
-  agentId: 'seller',
+  sellerId: 'seller',
   createdAfter: 'created_after',
   createdBefore: 'created_before',
   updatedAfter: 'updated_after',
@@ -210,7 +210,7 @@ export function buildVisibilityQuery(filters: CheckedFilters): string {
   const list = (values: readonly string[]) => values.map(quoteQueryValue).join(', ');
   if (filters.tenant !== undefined) clauses.push(`${SA_TENANT.name} = ${quoteQueryValue(filters.tenant)}`);
   if (filters.status) clauses.push(`${SA_STATUS.name} IN (${list(filters.status)})`);
-  if (filters.agentId !== undefined) clauses.push(`${SA_AGENT.name} = ${quoteQueryValue(filters.agentId)}`);
+  if (filters.sellerId !== undefined) clauses.push(`${SA_SELLER.name} = ${quoteQueryValue(filters.sellerId)}`);
   if (filters.task !== undefined) clauses.push(`${SA_TASK.name} = ${quoteQueryValue(filters.task)}`);
   if (filters.waiting === true) {
     clauses.push(`(${SA_INPUT_REASON.name} IS NOT NULL OR ${SA_STATUS.name} IN (${list(WAITING_STATUSES)}))`);
@@ -302,7 +302,7 @@ export function operationListRow(
     ...(tenant !== undefined ? { tenant } : {}),
     operation_id: info.workflowId,
     task: attributes.get(SA_TASK) ?? (typeof published?.task === 'string' ? published.task : null),
-    agent_id: attributes.get(SA_AGENT) ?? (typeof published?.agentId === 'string' ? published.agentId : null),
+    agent_id: attributes.get(SA_SELLER) ?? (typeof published?.sellerId === 'string' ? published.sellerId : null),
     status,
     task_id: attributes.get(SA_TASK_ID) ?? (typeof published?.taskId === 'string' ? published.taskId : null),
     input_reason: inputReason,

@@ -11,7 +11,7 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { SA_AGENT, SA_PRINCIPAL, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_PRINCIPAL, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
 import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
 import {
@@ -47,7 +47,7 @@ import type { adcpOperation } from '../workflows/operation';
 import type { ReconciliationReport, reconcileSeller } from '../workflows/reconciliation';
 
 export interface StartOperationRequest {
-  agentId: string;
+  sellerId: string;
   task: string;
   params: Record<string, unknown>;
   /** The caller's key for this operation: the same key always means the same operation. */
@@ -121,8 +121,8 @@ export class OperationNotFoundError extends Error {
 /** No seller with that id is configured (agents.json). */
 export class SellerNotFoundError extends Error {
   override readonly name = 'SellerNotFoundError';
-  constructor(readonly agentId: string) {
-    super(`No seller "${agentId}" is configured; the sellers are listed in agents.json (ADCP_AGENTS_FILE).`);
+  constructor(readonly sellerId: string) {
+    super(`No seller "${sellerId}" is configured; the sellers are listed in agents.json (ADCP_AGENTS_FILE).`);
   }
 }
 
@@ -160,7 +160,7 @@ export interface OrchestratorClientOptions {
   client: Client;
   taskQueue: string;
   /** Checks agent ids before starting; without it the worker reports an unknown seller as the operation's failure. */
-  knownAgent?: (agentId: string) => boolean;
+  knownSeller?: (sellerId: string) => boolean;
   /**
    * How long a status query may wait for a worker (default 3 s). After that the view answers from the state the
    * workflow last published in its memo, marked `live: false`.
@@ -187,11 +187,11 @@ export interface OrchestratorClientOptions {
    */
   untenantedTenant?: string;
   /**
-   * Checks, at start, that the caller's tenant may use this seller and this account (AgentRegistry.checkTenantAccess);
+   * Checks, at start, that the caller's tenant may use this seller and this account (SellerRegistry.checkTenantAccess);
    * throws to refuse. The worker checks the same before every call; this makes the refusal a 400 instead of a failed
    * operation.
    */
-  checkTenantAccess?: (agentId: string, tenant: string | undefined, account: unknown) => void;
+  checkTenantAccess?: (sellerId: string, tenant: string | undefined, account: unknown) => void;
   /**
    * Whether operations of a tenant notify its systems (input-required, completed, failed, rejected, timed out);
    * default: every tenant's do (the delivery activity skips tenants without a notification_url).
@@ -217,10 +217,10 @@ function stableJson(value: unknown): string {
 export function requestFingerprint(
   request: Pick<
     StartOperationRequest,
-    'agentId' | 'task' | 'params' | 'budgetMs' | 'interaction' | 'authDeadlineMs' | 'retry'
+    'sellerId' | 'task' | 'params' | 'budgetMs' | 'interaction' | 'authDeadlineMs' | 'retry'
   >,
 ): string {
-  const chosen: Record<string, unknown> = { agent: request.agentId, task: request.task, params: request.params };
+  const chosen: Record<string, unknown> = { agent: request.sellerId, task: request.task, params: request.params };
   if (request.budgetMs !== undefined) chosen.budgetMs = request.budgetMs;
   if (request.interaction !== undefined) chosen.interaction = request.interaction;
   if (request.authDeadlineMs !== undefined) chosen.authDeadlineMs = request.authDeadlineMs;
@@ -290,8 +290,8 @@ export class OrchestratorClient {
         `task must be an AdCP task name such as "create_media_buy", got "${request.task}".`,
       );
     }
-    if (this.options.knownAgent && !this.options.knownAgent(request.agentId)) {
-      throw new OperationRequestError('agent_id', `No seller "${request.agentId}" is configured.`);
+    if (this.options.knownSeller && !this.options.knownSeller(request.sellerId)) {
+      throw new OperationRequestError('agent_id', `No seller "${request.sellerId}" is configured.`);
     }
     if (!request.params || typeof request.params !== 'object' || Array.isArray(request.params)) {
       throw new OperationRequestError('params', 'params must be a JSON object of the task arguments.');
@@ -342,7 +342,7 @@ export class OrchestratorClient {
     const operationId = operationIdFor(request.task, scopedKey);
     if (caller && this.options.checkTenantAccess) {
       try {
-        this.options.checkTenantAccess(request.agentId, caller.tenant, request.params.account);
+        this.options.checkTenantAccess(request.sellerId, caller.tenant, request.params.account);
       } catch (error) {
         const field = (error as { field?: unknown }).field;
         throw new OperationRequestError(typeof field === 'string' ? field : 'agent_id', (error as Error).message);
@@ -356,7 +356,7 @@ export class OrchestratorClient {
     const authDeadlineMs = request.authDeadlineMs ?? defaults.authDeadlineMs;
     const retry = defaults.retry || request.retry ? { ...defaults.retry, ...request.retry } : undefined;
     const input: OperationInput = {
-      agentId: request.agentId,
+      sellerId: request.sellerId,
       task: request.task,
       params: request.params,
       requestFingerprint: fingerprint,
@@ -384,7 +384,7 @@ export class OrchestratorClient {
             : {
                 typedSearchAttributes: [
                   { key: SA_TASK, value: request.task },
-                  { key: SA_AGENT, value: request.agentId },
+                  { key: SA_SELLER, value: request.sellerId },
                   { key: SA_STATUS, value: 'pending' },
                   ...(caller
                     ? [
@@ -394,7 +394,7 @@ export class OrchestratorClient {
                     : []),
                 ],
               }),
-          staticSummary: `${request.task} at ${request.agentId}`,
+          staticSummary: `${request.task} at ${request.sellerId}`,
         }),
       );
       return { operationId, created: true, state: undefined };
@@ -529,14 +529,14 @@ export class OrchestratorClient {
    * The operation's seller task id, once known: from the search attribute the workflow upserts, else the memo.
    * Undefined while the seller has not answered with a task.
    */
-  async knownTaskId(operationId: string): Promise<{ taskId?: string; running: boolean; agentId?: string }> {
+  async knownTaskId(operationId: string): Promise<{ taskId?: string; running: boolean; sellerId?: string }> {
     const description = await this.withDeadline(() => this.options.client.workflow.getHandle(operationId).describe());
     const taskId = description.typedSearchAttributes.get(SA_TASK_ID) ?? publishedState(description.memo)?.taskId;
     return {
       ...(taskId ? { taskId } : {}),
       running: description.status.name === 'RUNNING',
-      ...(description.typedSearchAttributes.get(SA_AGENT)
-        ? { agentId: description.typedSearchAttributes.get(SA_AGENT) }
+      ...(description.typedSearchAttributes.get(SA_SELLER)
+        ? { sellerId: description.typedSearchAttributes.get(SA_SELLER) }
         : {}),
     };
   }
@@ -645,16 +645,16 @@ export class OrchestratorClient {
 
   /**
    * Reconciles one seller now (what its schedule does periodically): adopts lost seller tasks, reports the rest and
-   * makes every open operation with that seller look now. Resolves with the run's report.
+   * makes every open operation with that seller poll now. Resolves with the run's report.
    */
-  async reconcile(agentId: string, requestedBy: string): Promise<ReconciliationReport> {
-    if (this.options.knownAgent && !this.options.knownAgent(agentId)) throw new SellerNotFoundError(agentId);
+  async reconcile(sellerId: string, requestedBy: string): Promise<ReconciliationReport> {
+    if (this.options.knownSeller && !this.options.knownSeller(sellerId)) throw new SellerNotFoundError(sellerId);
     const handle = await this.withDeadline(() =>
       this.options.client.workflow.start<typeof reconcileSeller>('reconcileSeller', {
-        workflowId: `reconciliation:${agentId}:${randomUUID()}`,
+        workflowId: `reconciliation:${sellerId}:${randomUUID()}`,
         taskQueue: this.options.taskQueue,
-        args: [{ agentId, requestedBy }],
-        staticSummary: `reconcile ${agentId} (requested by ${requestedBy})`,
+        args: [{ sellerId, requestedBy }],
+        staticSummary: `reconcile ${sellerId} (requested by ${requestedBy})`,
       }),
     );
     return this.withDeadline(() => handle.result(), this.options.reconcileTimeoutMs ?? 60_000);

@@ -4,7 +4,7 @@
  * which attempt, why the last one failed, and when the next one runs.
  *
  * Retries of an activity write no history, so this is the only place where attempts between two status changes show.
- * For the polling activity each attempt is one look at the seller, and a "failure" of type TaskUnchanged is the
+ * For the polling activity each attempt is one poll of the seller, and a "failure" of type TaskUnchanged is the
  * seller answering "still the same"; `waitingOnSeller` says so, so a display does not call it an error.
  */
 import type { WorkflowExecutionDescription } from '@temporalio/client';
@@ -61,7 +61,7 @@ export interface PendingActivityView {
   retryIntervalMs?: number;
   /** The last attempt's failure: what went wrong, and its type (e.g. SellerTransientError, TaskUnchanged). */
   lastFailure?: { message: string; type?: string; nonRetryable?: boolean };
-  /** The last failure only says the seller's task has not moved yet (a polling look), not that something broke. */
+  /** The last failure only says the seller's task has not moved yet (a poll), not that something broke. */
   waitingOnSeller: boolean;
   /** When the activity gives up for good (schedule-to-close), if it has such a deadline. */
   expiresAt?: string;

@@ -6,7 +6,7 @@
  * a positive answer that the seller lacks the task.
  */
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
-import type { AgentConfig, AgentRegistry } from '../config/agents';
+import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
 import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
 import {
@@ -22,7 +22,7 @@ import {
 export interface SellerCapabilitiesClientOptions {
   client: Client;
   taskQueue: string;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   refreshEveryMs?: number;
   retryEveryMs?: number;
   /** How long a read waits for a worker before answering from the memo (default 3 s). */
@@ -32,14 +32,14 @@ export interface SellerCapabilitiesClientOptions {
 }
 
 export class SellerUnknownError extends Error {
-  constructor(readonly agentId: string) {
-    super(`No seller "${agentId}" is configured.`);
+  constructor(readonly sellerId: string) {
+    super(`No seller "${sellerId}" is configured.`);
     this.name = 'SellerUnknownError';
   }
 }
 
 export interface SellerView {
-  agent: AgentConfig;
+  agent: SellerConfig;
   /** Whether the state came from the running workflow (true) or from its last published memo (false). */
   live: boolean;
   state?: SellerCapabilitiesState;
@@ -51,49 +51,49 @@ export class SellerCapabilitiesClient {
   constructor(private readonly options: SellerCapabilitiesClientOptions) {}
 
   /** The seller's capabilities workflow on this client's task queue. */
-  workflowId(agentId: string): string {
-    return sellerCapabilitiesWorkflowId(this.options.taskQueue, agentId);
+  workflowId(sellerId: string): string {
+    return sellerCapabilitiesWorkflowId(this.options.taskQueue, sellerId);
   }
 
-  get agents(): AgentRegistry {
-    return this.options.agents;
+  get registry(): SellerRegistry {
+    return this.options.sellers;
   }
 
-  private agent(agentId: string): AgentConfig {
-    if (!this.options.agents.has(agentId)) throw new SellerUnknownError(agentId);
-    return this.options.agents.get(agentId);
+  private agent(sellerId: string): SellerConfig {
+    if (!this.options.sellers.has(sellerId)) throw new SellerUnknownError(sellerId);
+    return this.options.sellers.get(sellerId);
   }
 
   /** Starts the seller's capabilities workflow unless it runs already (idempotent). */
-  async ensure(agentId: string): Promise<void> {
-    this.agent(agentId);
-    if (this.ensured.has(agentId)) return;
+  async ensure(sellerId: string): Promise<void> {
+    this.agent(sellerId);
+    if (this.ensured.has(sellerId)) return;
     const input: SellerCapabilitiesInput = {
-      agentId,
+      sellerId,
       ...(this.options.refreshEveryMs !== undefined ? { refreshEveryMs: this.options.refreshEveryMs } : {}),
       ...(this.options.retryEveryMs !== undefined ? { retryEveryMs: this.options.retryEveryMs } : {}),
     };
     await this.options.client.workflow.start<typeof adcpSellerCapabilities>(SELLER_CAPABILITIES_WORKFLOW_TYPE, {
-      workflowId: this.workflowId(agentId),
+      workflowId: this.workflowId(sellerId),
       taskQueue: this.options.taskQueue,
       args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `capabilities of seller ${agentId}`,
+      staticSummary: `capabilities of seller ${sellerId}`,
     });
-    this.ensured.add(agentId);
+    this.ensured.add(sellerId);
   }
 
   async ensureAll(): Promise<string[]> {
-    const ids = this.options.agents.agents.map((agent) => agent.id);
+    const ids = this.options.sellers.sellers.map((agent) => agent.id);
     await Promise.all(ids.map((id) => this.ensure(id)));
     return ids;
   }
 
   /** What the seller's workflow keeps now. */
-  async view(agentId: string): Promise<SellerView> {
-    const agent = this.agent(agentId);
-    await this.ensure(agentId);
-    const handle = this.options.client.workflow.getHandle<typeof adcpSellerCapabilities>(this.workflowId(agentId));
+  async view(sellerId: string): Promise<SellerView> {
+    const agent = this.agent(sellerId);
+    await this.ensure(sellerId);
+    const handle = this.options.client.workflow.getHandle<typeof adcpSellerCapabilities>(this.workflowId(sellerId));
     try {
       const state = await this.options.client.withDeadline(Date.now() + (this.options.queryTimeoutMs ?? 3_000), () =>
         handle.query(sellerCapabilitiesQuery),
@@ -101,7 +101,7 @@ export class SellerCapabilitiesClient {
       return { agent, live: true, state };
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
-        this.ensured.delete(agentId);
+        this.ensured.delete(sellerId);
         return { agent, live: false };
       }
       const description = await handle.describe().catch(() => undefined);
@@ -111,28 +111,28 @@ export class SellerCapabilitiesClient {
   }
 
   async list(): Promise<SellerView[]> {
-    return Promise.all(this.options.agents.agents.map((agent) => this.view(agent.id)));
+    return Promise.all(this.options.sellers.sellers.map((agent) => this.view(agent.id)));
   }
 
   /** Waits until the seller's workflow has made at least `refreshes` refreshes (tests, start-up). */
-  async refreshed(agentId: string, refreshes = 1, timeoutMs = 30_000): Promise<SellerCapabilitiesState> {
+  async refreshed(sellerId: string, refreshes = 1, timeoutMs = 30_000): Promise<SellerCapabilitiesState> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const view = await this.view(agentId);
+      const view = await this.view(sellerId);
       if (view.state && view.state.refreshes >= refreshes) return view.state;
       if (Date.now() > deadline)
-        throw new Error(`Seller ${agentId}: capabilities not refreshed within ${timeoutMs} ms.`);
+        throw new Error(`Seller ${sellerId}: capabilities not refreshed within ${timeoutMs} ms.`);
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
 
   /** The seller's capabilities may have changed: the workflow asks again now. */
-  async capabilitiesChanged(agentId: string, requestedBy: string, reason?: string): Promise<void> {
-    this.agent(agentId);
+  async capabilitiesChanged(sellerId: string, requestedBy: string, reason?: string): Promise<void> {
+    this.agent(sellerId);
     const signal = async () => {
-      await this.ensure(agentId);
+      await this.ensure(sellerId);
       await this.options.client.workflow
-        .getHandle(this.workflowId(agentId))
+        .getHandle(this.workflowId(sellerId))
         .signal(capabilitiesChangedSignal, { requestedBy, ...(reason ? { reason } : {}) });
     };
     try {
@@ -141,19 +141,19 @@ export class SellerCapabilitiesClient {
       // The run closed under us (it continues as new every 50 refreshes, or was ended): start or find the current
       // run again and signal that one, as view() does.
       if (!(error instanceof WorkflowNotFoundError)) throw error;
-      this.ensured.delete(agentId);
+      this.ensured.delete(sellerId);
       await signal();
     }
   }
 
   /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */
-  async supports(agentId: string, task: string): Promise<TaskSupport> {
-    const cached = this.supportCache.get(agentId);
+  async supports(sellerId: string, task: string): Promise<TaskSupport> {
+    const cached = this.supportCache.get(sellerId);
     if (cached && Date.now() - cached.at < (this.options.supportCacheMs ?? 30_000))
       return supportsTask(cached.state?.capabilities, task);
-    const view = await this.view(agentId);
+    const view = await this.view(sellerId);
     // Only an answer is kept: a seller not asked yet is looked at again on the next start.
-    if (view.state?.capabilities) this.supportCache.set(agentId, { at: Date.now(), state: view.state });
+    if (view.state?.capabilities) this.supportCache.set(sellerId, { at: Date.now(), state: view.state });
     return supportsTask(view.state?.capabilities, task);
   }
 }
@@ -161,10 +161,10 @@ export class SellerCapabilitiesClient {
 /** For the gateway's operations route: why a task is refused, or undefined when it may start. */
 export function taskSupportCheck(
   sellers: SellerCapabilitiesClient,
-): (agentId: string, task: string) => Promise<string | undefined> {
-  return async (agentId, task) => {
-    if (!sellers.agents.has(agentId)) return undefined; // the operations route answers unknown sellers itself
-    const support = await sellers.supports(agentId, task).catch(() => ({ supported: true as const }));
-    return support.supported ? undefined : `Seller "${agentId}" does not offer ${task}: ${support.reason}`;
+): (sellerId: string, task: string) => Promise<string | undefined> {
+  return async (sellerId, task) => {
+    if (!sellers.registry.has(sellerId)) return undefined; // the operations route answers unknown sellers itself
+    const support = await sellers.supports(sellerId, task).catch(() => ({ supported: true as const }));
+    return support.supported ? undefined : `Seller "${sellerId}" does not offer ${task}: ${support.reason}`;
   };
 }

@@ -50,7 +50,7 @@ const keyword = (name: SearchAttributeName) => defineSearchAttributeKey(name, Se
 /** The AdCP task the operation runs (`create_media_buy`, `sync_creatives`, ...). */
 export const SA_TASK = keyword('AdcpTask');
 /** The seller agent the operation talks to. */
-export const SA_AGENT = keyword('AdcpAgent');
+export const SA_SELLER = keyword('AdcpAgent');
 /** The operation's AdCP task status (`submitted`, `working`, `input-required`, `completed`, ...). */
 export const SA_STATUS = keyword('AdcpStatus');
 /** The seller's task ID, once the seller has assigned one. */

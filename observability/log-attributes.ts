@@ -17,10 +17,10 @@ export function operationFieldsOf(input: unknown): OperationLogFields {
   if (typeof input !== 'object' || input === null) return {};
   const record = input as Record<string, unknown>;
   // sendCall takes { plan }: the plan names the operation, seller and task.
-  if (record.agentId === undefined && typeof record.plan === 'object') return operationFieldsOf(record.plan);
+  if (record.sellerId === undefined && typeof record.plan === 'object') return operationFieldsOf(record.plan);
   return {
     ...(typeof record.operationId === 'string' ? { operationId: record.operationId } : {}),
-    ...(typeof record.agentId === 'string' ? { seller: record.agentId } : {}),
+    ...(typeof record.sellerId === 'string' ? { seller: record.sellerId } : {}),
     ...(typeof record.task === 'string' ? { task: record.task } : {}),
   };
 }

@@ -66,7 +66,7 @@ export function requestIdOf(res: Response): string | undefined {
 }
 
 const OPERATION_PATH = /^\/v1\/operations\/([^/?#]{1,300})/;
-/** `/webhooks/adcp/:operationId` (URLs handed out before) or `/webhooks/adcp/:agentId/:operationId`. */
+/** `/webhooks/adcp/:operationId` (URLs handed out before) or `/webhooks/adcp/:sellerId/:operationId`. */
 const WEBHOOK_PATH = /^\/webhooks\/adcp\/([^/?#]{1,300})(?:\/([^/?#]{1,300}))?/;
 
 function operationIdInPath(url: string): string | undefined {

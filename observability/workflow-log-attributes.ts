@@ -5,7 +5,7 @@
  * It only adds log attributes: no commands, nothing in history, replays unchanged.
  */
 import { type WorkflowInterceptorsFactory, workflowInfo } from '@temporalio/workflow';
-import { SA_AGENT, SA_TASK } from '../config/search-attributes';
+import { SA_SELLER, SA_TASK } from '../config/search-attributes';
 
 export const interceptors: WorkflowInterceptorsFactory = () => {
   let fromInput: { seller?: string; task?: string } = {};
@@ -16,7 +16,7 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
           const first = input.args[0] as Record<string, unknown> | undefined;
           if (first && typeof first === 'object') {
             fromInput = {
-              ...(typeof first.agentId === 'string' ? { seller: first.agentId } : {}),
+              ...(typeof first.sellerId === 'string' ? { seller: first.sellerId } : {}),
               ...(typeof first.task === 'string' ? { task: first.task } : {}),
             };
           }
@@ -28,7 +28,7 @@ export const interceptors: WorkflowInterceptorsFactory = () => {
       {
         getLogAttributes(input, next) {
           const info = workflowInfo();
-          const seller = info.typedSearchAttributes.get(SA_AGENT) ?? fromInput.seller;
+          const seller = info.typedSearchAttributes.get(SA_SELLER) ?? fromInput.seller;
           const task = info.typedSearchAttributes.get(SA_TASK) ?? fromInput.task;
           return next({
             ...input,

@@ -17,7 +17,7 @@ export interface CataloguePricingOption {
 }
 
 export interface CatalogueEntry {
-  agentId: string;
+  sellerId: string;
   productId: string;
   name?: string;
   description?: string;
@@ -33,7 +33,7 @@ export interface CatalogueEntry {
 }
 
 export interface CatalogueProposal {
-  agentId: string;
+  sellerId: string;
   proposalId: string;
   name?: string;
   /** 3.1 `proposal_status`: `draft` must be finalized before create_media_buy, `committed` is bought as is. */
@@ -56,7 +56,7 @@ export interface ProposalBudgetGuidance {
 }
 
 export interface SellerIncomplete {
-  agentId: string;
+  sellerId: string;
   /** The seller's own `incomplete[]` entries, as sent. */
   entries: Record<string, unknown>[];
 }
@@ -122,7 +122,7 @@ function formatIdOf(raw: unknown): string | undefined {
 }
 
 /** One seller's answer (the get_products result object) as catalogue entries, proposals and incomplete parts. */
-export function normaliseProducts(agentId: string, result: unknown): Catalogue {
+export function normaliseProducts(sellerId: string, result: unknown): Catalogue {
   const answer = asRecord(result) ?? {};
   const entries: CatalogueEntry[] = [];
   for (const item of Array.isArray(answer.products) ? answer.products : []) {
@@ -136,7 +136,7 @@ export function normaliseProducts(agentId: string, result: unknown): Catalogue {
     const forecast = asRecord(product.forecast);
     const briefRelevance = str(product.brief_relevance);
     entries.push({
-      agentId,
+      sellerId,
       productId,
       ...(name ? { name } : {}),
       ...(description ? { description } : {}),
@@ -154,19 +154,19 @@ export function normaliseProducts(agentId: string, result: unknown): Catalogue {
       raw: product,
     });
   }
-  const proposals = proposalsOf(agentId, answer);
+  const proposals = proposalsOf(sellerId, answer);
   const incompleteEntries = (Array.isArray(answer.incomplete) ? answer.incomplete : [])
     .map((entry) => asRecord(entry))
     .filter((entry): entry is Record<string, unknown> => entry !== undefined);
   return {
     entries,
     proposals,
-    incomplete: incompleteEntries.length > 0 ? [{ agentId, entries: incompleteEntries }] : [],
+    incomplete: incompleteEntries.length > 0 ? [{ sellerId, entries: incompleteEntries }] : [],
   };
 }
 
 /** One proposal as the catalogue keeps it (undefined without a `proposal_id`). */
-export function proposalOf(agentId: string, raw: unknown): CatalogueProposal | undefined {
+export function proposalOf(sellerId: string, raw: unknown): CatalogueProposal | undefined {
   const proposal = asRecord(raw);
   const proposalId = str(proposal?.proposal_id);
   if (!proposal || !proposalId) return undefined;
@@ -184,7 +184,7 @@ export function proposalOf(agentId: string, raw: unknown): CatalogueProposal | u
       }
     : undefined;
   return {
-    agentId,
+    sellerId,
     proposalId,
     ...(name ? { name } : {}),
     ...(status ? { status } : {}),
@@ -199,10 +199,10 @@ export function proposalOf(agentId: string, raw: unknown): CatalogueProposal | u
 }
 
 /** The proposals of one get_products answer (brief or refine mode), as offered. */
-export function proposalsOf(agentId: string, result: unknown): CatalogueProposal[] {
+export function proposalsOf(sellerId: string, result: unknown): CatalogueProposal[] {
   const answer = asRecord(result) ?? {};
   return (Array.isArray(answer.proposals) ? answer.proposals : [])
-    .map((item) => proposalOf(agentId, item))
+    .map((item) => proposalOf(sellerId, item))
     .filter((proposal): proposal is CatalogueProposal => proposal !== undefined);
 }
 
@@ -212,11 +212,11 @@ export function proposalsOf(agentId: string, result: unknown): CatalogueProposal
  * that keep the id), else the only committed one. Undefined when the seller finalized nothing.
  */
 export function finalizedProposalOf(
-  agentId: string,
+  sellerId: string,
   result: unknown,
   sourceProposalId: string,
 ): CatalogueProposal | undefined {
-  const committed = proposalsOf(agentId, result).filter((proposal) => proposal.status === 'committed');
+  const committed = proposalsOf(sellerId, result).filter((proposal) => proposal.status === 'committed');
   return (
     committed.find((proposal) => proposal.parentProposalId === sourceProposalId) ??
     committed.find((proposal) => proposal.proposalId === sourceProposalId) ??
@@ -294,7 +294,7 @@ export function rankCatalogue(
     .sort(
       (a, b) =>
         b.score - a.score ||
-        (a.entry.agentId < b.entry.agentId ? -1 : a.entry.agentId > b.entry.agentId ? 1 : 0) ||
+        (a.entry.sellerId < b.entry.sellerId ? -1 : a.entry.sellerId > b.entry.sellerId ? 1 : 0) ||
         (a.entry.productId < b.entry.productId ? -1 : a.entry.productId > b.entry.productId ? 1 : 0),
     )
     .map((scored, index) => ({ ...scored.entry, rank: index + 1, score: scored.score, reasons: scored.reasons }));

@@ -4,7 +4,7 @@ import { type TaskStatus, normaliseStatus } from './status';
 import { asRecord } from './records';
 
 /**
- * What one look at a task tells us, whatever carried it: a call response, a `tasks/get` poll or a webhook.
+ * What one observation of a task tells us, whatever carried it: a call response, a `tasks/get` poll or a webhook.
  * Every path is normalised into this shape so the workflow has one state machine to feed.
  */
 export interface TaskSnapshot {

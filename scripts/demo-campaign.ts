@@ -13,7 +13,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { CampaignClient } from '../client/campaign-client';
 import { dataConverter } from '../client/payload-codec';
 import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
-import { type AgentConfig, AgentRegistry } from '../config/agents';
+import { type SellerConfig, SellerRegistry } from '../config/sellers';
 import { createOperationWorker } from '../workers/worker';
 import { freePort, startDevServer } from './lib/dev-server';
 
@@ -36,14 +36,14 @@ async function main(): Promise<void> {
         { status: 'completed', bare: true, payload: { products: [productOf(SELLERS[index], 8 + index)] } },
       ]),
     );
-    const agents: AgentConfig[] = sellers.map((seller, index) => ({
+    const agents: SellerConfig[] = sellers.map((seller, index) => ({
       id: SELLERS[index],
       url: seller.url,
       protocol: 'mcp',
       token_env: `DEMO_${SELLERS[index].toUpperCase()}_TOKEN`,
     }));
     const env = Object.fromEntries(sellers.map((seller, index) => [agents[index].token_env!, seller.authToken]));
-    const registry = new AgentRegistry(agents, 'demo:campaign sellers');
+    const registry = new SellerRegistry(agents, 'demo:campaign sellers');
     const taskQueue = `demo-campaign-${randomUUID()}`;
     const connection = await Connection.connect({ address: server.address });
     stops.unshift(() => connection.close());
@@ -54,7 +54,7 @@ async function main(): Promise<void> {
       connection: workerConnection,
       namespace: 'default',
       taskQueue,
-      activities: { agents: registry, env: { ...process.env, ...env } },
+      activities: { sellers: registry, env: { ...process.env, ...env } },
       client,
     });
     const running = worker.run();
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     const campaigns = new CampaignClient({
       client,
       taskQueue,
-      sellers: new SellerCapabilitiesClient({ client, taskQueue, agents: registry }),
+      sellers: new SellerCapabilitiesClient({ client, taskQueue, sellers: registry }),
     });
 
     const startedAt = Date.now();
@@ -89,7 +89,7 @@ async function main(): Promise<void> {
           assets: { image: { url: 'https://cdn.example/spring-300x250.png', width: 300, height: 250 } },
         },
       ],
-      agentIds: SELLERS,
+      sellerIds: SELLERS,
       timeBudgetMs: 5_000,
       allocation: { kind: 'top_ranked' },
       requestedBy: 'planner@buyer',
@@ -110,7 +110,7 @@ async function main(): Promise<void> {
       return state.phase === 'awaiting_approval' ? state : undefined;
     });
     for (const line of proposed.selection!.lines)
-      console.log(`  selected by policy: ${line.agentId} ${line.productId} budget ${line.budget}`);
+      console.log(`  selected by policy: ${line.sellerId} ${line.productId} budget ${line.budget}`);
     await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer', note: 'demo' });
     let createdMs: number | undefined;
     const active = await wait(async () => {
@@ -123,19 +123,19 @@ async function main(): Promise<void> {
     });
     const wallMs = Date.now() - startedAt;
     const history = await client.workflow.getHandle(campaignId).fetchHistory();
-    // The campaign records each seller's review of the creatives on its next look at the buys (seconds later).
+    // The campaign records each seller's review of the creatives on its next poll of the buys (seconds later).
     const reviewed = await wait(async () => {
       const state = await campaigns.state(campaignId);
       return Object.values(state.buys).every((buy) => Object.keys(buy.creatives ?? {}).length > 0) ? state : undefined;
     });
     active.state = reviewed;
     for (const buy of active.buys) {
-      const followed = active.state.buys[buy.agentId];
+      const followed = active.state.buys[buy.sellerId];
       const reviews = Object.entries(followed?.creatives ?? {})
         .map(([creativeId, review]) => `${creativeId} ${review.status ?? review.action ?? '?'}`)
         .join(', ');
       console.log(
-        `  buy at ${buy.agentId}: ${buy.status} media_buy_id ${buy.mediaBuyId} budget ${buy.committedBudget}; creatives: ${reviews || '(not read yet)'}; formats missing: ${followed?.coverage?.missing.join(', ') || 'none'}`,
+        `  buy at ${buy.sellerId}: ${buy.status} media_buy_id ${buy.mediaBuyId} budget ${buy.committedBudget}; creatives: ${reviews || '(not read yet)'}; formats missing: ${followed?.coverage?.missing.join(', ') || 'none'}`,
       );
     }
     const bytes = Buffer.byteLength(JSON.stringify(history));

@@ -44,7 +44,7 @@ interface ChangeView {
 
 export interface MediaBuyDemoOptions {
   gateway: string;
-  agentId: string;
+  sellerId: string;
   sellerPort: number;
   flightSeconds: number;
   reportEveryMs: number;
@@ -61,7 +61,7 @@ export function mediaBuyDemoOptionsFromEnv(env: NodeJS.ProcessEnv = process.env)
   };
   return {
     gateway: (env.ADCP_GATEWAY_URL ?? `http://127.0.0.1:${env.ADCP_GATEWAY_PORT ?? 8080}`).replace(/\/+$/, ''),
-    agentId: env.DEMO_MEDIA_BUY_AGENT_ID ?? 'demo-life-seller',
+    sellerId: env.DEMO_MEDIA_BUY_AGENT_ID ?? 'demo-life-seller',
     sellerPort: number('DEMO_LIFE_SELLER_PORT', 3005, 1),
     flightSeconds: number('DEMO_FLIGHT_SECONDS', 45, 20),
     reportEveryMs: number('DEMO_REPORT_EVERY_MS', 3_000, 200),
@@ -109,7 +109,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
     const buyKey = `demo-${randomUUID()}`;
     const created = await http('POST', '/v1/media-buys', {
       buy_key: buyKey,
-      agent_id: options.agentId,
+      agent_id: options.sellerId,
       params: {
         account: DEMO_ACCOUNT,
         brand: DEMO_BRAND,
@@ -126,7 +126,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
     const refusal = created.body.error as { field?: string } | undefined;
     if (created.status === 400 && refusal?.field === 'agent_id') {
       throw new Error(
-        `The gateway has no seller "${options.agentId}": add the demo life seller to its agents file ` +
+        `The gateway has no seller "${options.sellerId}": add the demo life seller to its agents file ` +
           '(agents.example.json has it) or set DEMO_MEDIA_BUY_AGENT_ID.',
       );
     }
@@ -138,7 +138,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
     // Follows the buy: prints each status change and each new delivery total as the gateway shows them.
     let printedTransitions = 0;
     let printedDelivery = '';
-    const look = async (): Promise<BuyView> => {
+    const poll = async (): Promise<BuyView> => {
       const view = await ok<BuyView>('GET', `/v1/media-buys/${id}`);
       const history = view.status_history ?? [];
       for (const move of history.slice(printedTransitions))
@@ -158,7 +158,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
       const deadline = Date.now() + timeoutMs;
       let lastRefresh = Date.now();
       for (;;) {
-        const buy = await look();
+        const buy = await poll();
         if (done(buy)) return buy;
         if (['rejected', 'canceled', 'create_failed'].includes(buy.status))
           throw new Error(
@@ -180,7 +180,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
         ...body,
       });
       print(`${body.kind}: ${answer.outcome}, the buy is ${answer.status} (operation ${answer.operation_id})`);
-      await look();
+      await poll();
     };
 
     const pending = await until('the seller to create the buy', (buy) => buy.status === 'pending_creatives', 60_000);
@@ -204,7 +204,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
     else await sleep(3_000);
     await change({ kind: 'pause', reason: 'creative refresh' });
     await sleep(Math.max(2 * options.reportEveryMs, 4_000));
-    await look();
+    await poll();
     await change({ kind: 'resume' });
     await sleep(options.reportEveryMs);
     await change({ kind: 'budget', budgets: { [packageIds[0]]: 30_000 } });

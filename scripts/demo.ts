@@ -12,7 +12,7 @@ const gateway = (process.env.ADCP_GATEWAY_URL ?? `http://127.0.0.1:${process.env
   /\/+$/,
   '',
 );
-const agentId = process.env.DEMO_AGENT_ID ?? 'demo-seller';
+const sellerId = process.env.DEMO_AGENT_ID ?? 'demo-seller';
 
 interface OperationBody {
   operation_id: string;
@@ -42,7 +42,7 @@ async function http<T>(method: string, url: string, body?: unknown): Promise<T> 
 
 async function run(task: string, params: Record<string, unknown>): Promise<OperationBody> {
   const started = await http<{ operation_id: string }>('POST', `${gateway}/v1/operations`, {
-    agent_id: agentId,
+    agent_id: sellerId,
     task,
     params,
     idempotency_key: `demo-${randomUUID()}`,

@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   const seller = await startScriptedSeller();
   const stack = await startTestStack({
     address: server.address,
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
   const record = async (name: string, operationId: string) => {
@@ -49,7 +49,7 @@ async function main(): Promise<void> {
   const start = (task = 'create_media_buy') =>
     stack.orchestrator
       .start({
-        agentId: 'fixture',
+        sellerId: 'fixture',
         task,
         params: task === 'get_products' ? getProductsParams : createMediaBuyParams(),
         idempotencyKey: randomUUID(),

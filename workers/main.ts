@@ -4,7 +4,7 @@
  */
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { Runtime } from '@temporalio/worker';
-import { loadAgents } from '../config/agents';
+import { loadSellers } from '../config/sellers';
 import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
@@ -20,7 +20,7 @@ import { loadWorkflowBundle } from './workflow-bundle';
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
-  const agents = loadAgents();
+  const sellerRegistry = loadSellers();
   const tuning = loadWorkerTuning();
   // Bundled in a child process (or prebuilt): webpack's memory never enters the worker.
   const bundle = await loadWorkflowBundle();
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     namespace,
     taskQueue: runtime.taskQueue,
     activities: {
-      agents,
+      sellers: sellerRegistry,
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
@@ -84,21 +84,21 @@ async function main(): Promise<void> {
   if (runtime.reconcileEveryMs !== undefined) {
     const schedules = await ensureReconciliationSchedules({
       client,
-      agents,
+      sellers: sellerRegistry,
       taskQueue: runtime.taskQueue,
       intervalMs: runtime.reconcileEveryMs,
     });
     logger.info({ everySeconds: runtime.reconcileEveryMs / 1000, schedules }, 'Seller reconciliation scheduled');
   }
   console.log(
-    `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${agents.agents.length} seller(s) from ${agents.source}`,
+    `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${sellerRegistry.sellers.length} seller(s) from ${sellerRegistry.source}`,
   );
   const running = worker.run();
   // One capabilities workflow per seller (#14): started if it is not running, left alone if it is. Beside polling,
   // not before it: nothing waits on them (a seller not asked yet is allowed every task), so a slow Temporal delays
   // only this, and a failure is logged and tried again until the worker stops.
   const stopping = new AbortController();
-  const capabilities = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, agents });
+  const capabilities = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, sellers: sellerRegistry });
   void keepTrying(() => capabilities.ensureAll(), {
     what: "Starting the sellers' capabilities workflows",
     logger,

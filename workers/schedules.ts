@@ -4,24 +4,24 @@
  * Overlapping runs are skipped, and a run missed while the cluster was down is not made up.
  */
 import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
-import type { AgentRegistry } from '../config/agents';
+import type { SellerRegistry } from '../config/sellers';
 import type { reconcileSeller } from '../workflows/reconciliation';
 
 export const RECONCILIATION_WORKFLOW_TYPE = 'reconcileSeller';
 
 /** Per task queue and seller: deployments sharing a namespace on different queues keep their own schedules. */
-export function reconciliationScheduleId(taskQueue: string, agentId: string): string {
-  return `reconciliation:${taskQueue}:${agentId}`;
+export function reconciliationScheduleId(taskQueue: string, sellerId: string): string {
+  return `reconciliation:${taskQueue}:${sellerId}`;
 }
 
 export async function ensureReconciliationSchedules(options: {
   client: Client;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   taskQueue: string;
   intervalMs: number;
 }): Promise<string[]> {
   const ids: string[] = [];
-  for (const agent of options.agents.agents) {
+  for (const agent of options.sellers.sellers) {
     const scheduleId = reconciliationScheduleId(options.taskQueue, agent.id);
     const spec = { intervals: [{ every: options.intervalMs }] };
     const action = {
@@ -29,7 +29,7 @@ export async function ensureReconciliationSchedules(options: {
       workflowType: RECONCILIATION_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
       workflowId: `${scheduleId}:scheduled`,
-      args: [{ agentId: agent.id, requestedBy: 'schedule' }] as Parameters<typeof reconcileSeller>,
+      args: [{ sellerId: agent.id, requestedBy: 'schedule' }] as Parameters<typeof reconcileSeller>,
     };
     try {
       await options.client.schedule.create({

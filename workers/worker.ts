@@ -65,20 +65,20 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
         ),
       }),
       ...createCapabilityActivities({
-        agents: options.activities.agents,
+        sellers: options.activities.sellers,
         breakers,
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),
         ...(options.activities.env ? { env: options.activities.env } : {}),
       }),
       ...createCampaignActivities({ client: options.client }),
       ...createReconciliationActivities({
-        agents: options.activities.agents,
+        sellers: options.activities.sellers,
         client: options.client,
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),
         ...(options.activities.env ? { env: options.activities.env } : {}),
       }),
       ...createMediaBuyActivities({
-        agents: options.activities.agents,
+        sellers: options.activities.sellers,
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),
         ...(options.activities.env ? { env: options.activities.env } : {}),
         ...(options.activities.readTimeoutMs ? { readTimeoutMs: options.activities.readTimeoutMs } : {}),

@@ -1,15 +1,15 @@
 /**
- * How often to look at a waiting task (adcp-protocol.md §1.6): about every 5 s while `working` (for up to about
+ * How often to poll a waiting task (adcp-protocol.md §1.6): about every 5 s while `working` (for up to about
  * 120 s), every 60 s while `submitted`, about every 2 minutes as a backup when the seller also sends webhooks.
- * Many tasks finish within seconds, so each wait starts with quick looks that double up to that interval.
+ * Many tasks finish within seconds, so each wait starts with quick polls that double up to that interval.
  *
- * The whole sequence runs inside one activity whose retry policy repeats the look (initial interval, coefficient 2,
+ * The whole sequence runs inside one activity whose retry policy repeats the poll (initial interval, coefficient 2,
  * capped at the status interval): retries write no history, so a day of polling costs a handful of events.
  */
 import type { OperationStatus } from './definitions';
 
-export const FIRST_LOOK_WORKING_MS = 1_000;
-export const FIRST_LOOK_MS = 2_000;
+export const FIRST_POLL_WORKING_MS = 1_000;
+export const FIRST_POLL_MS = 2_000;
 export const WORKING_INTERVAL_MS = 5_000;
 export const WORKING_WINDOW_MS = 120_000;
 export const SUBMITTED_INTERVAL_MS = 60_000;
@@ -23,9 +23,9 @@ export interface CadenceInput {
 }
 
 export interface WaitPlan {
-  /** Delay before the first look of this wait. */
-  firstLookAfterMs: number;
-  /** Delay before the second look; each later delay doubles, up to `maxIntervalMs`. */
+  /** Delay before the first poll of this wait. */
+  firstPollAfterMs: number;
+  /** Delay before the second poll; each later delay doubles, up to `maxIntervalMs`. */
   initialIntervalMs: number;
   maxIntervalMs: number;
   /** While `working`: how much longer the working cadence applies before falling back to the submitted one. */
@@ -35,23 +35,23 @@ export interface WaitPlan {
 export function planWait(input: CadenceInput): WaitPlan {
   if (input.status === 'working' && input.workingForMs < WORKING_WINDOW_MS) {
     return {
-      firstLookAfterMs: FIRST_LOOK_WORKING_MS,
-      initialIntervalMs: FIRST_LOOK_WORKING_MS * 2,
+      firstPollAfterMs: FIRST_POLL_WORKING_MS,
+      initialIntervalMs: FIRST_POLL_WORKING_MS * 2,
       maxIntervalMs: WORKING_INTERVAL_MS,
       windowMs: WORKING_WINDOW_MS - input.workingForMs,
     };
   }
   return {
-    firstLookAfterMs: FIRST_LOOK_MS,
-    initialIntervalMs: FIRST_LOOK_MS * 2,
+    firstPollAfterMs: FIRST_POLL_MS,
+    initialIntervalMs: FIRST_POLL_MS * 2,
     maxIntervalMs: input.webhookRegistered ? WEBHOOK_BACKUP_INTERVAL_MS : SUBMITTED_INTERVAL_MS,
   };
 }
 
-/** The looks a plan makes in its first `horizonMs` (for docs and tests): offsets from the start of the wait. */
-export function lookOffsets(plan: WaitPlan, horizonMs: number): number[] {
+/** The polls a plan makes in its first `horizonMs` (for docs and tests): offsets from the start of the wait. */
+export function pollOffsets(plan: WaitPlan, horizonMs: number): number[] {
   const offsets: number[] = [];
-  let at = plan.firstLookAfterMs;
+  let at = plan.firstPollAfterMs;
   let interval = plan.initialIntervalMs;
   const end = Math.min(horizonMs, plan.windowMs ?? Infinity);
   while (at <= end) {

@@ -19,8 +19,8 @@ export function campaignWorkflowId(campaignKey: string): string {
 export const CAMPAIGN_ID_PATTERN = /^adcp-campaign-[A-Za-z0-9_.:-]{1,200}$/;
 
 /** The buy key of one seller's buy in a campaign: the same campaign and seller always name the same buy. */
-export function campaignBuyKey(campaignKey: string, agentId: string): string {
-  return `${campaignKey}.${agentId}`;
+export function campaignBuyKey(campaignKey: string, sellerId: string): string {
+  return `${campaignKey}.${sellerId}`;
 }
 
 export type CampaignPhase =
@@ -44,8 +44,8 @@ export interface CampaignInput {
   totalBudget: number;
   currency?: string;
   flight: Flight;
-  agentIds: string[];
-  skipped?: { agentId: string; reason: string }[];
+  sellerIds: string[];
+  skipped?: { sellerId: string; reason: string }[];
   timeBudgetMs: number;
   /** More get_products arguments (brand, account, filters, ...). */
   discoveryParams?: Record<string, unknown>;
@@ -90,7 +90,7 @@ export type CampaignCreative = Record<string, unknown> & {
 };
 
 export interface MonitoringSettings {
-  /** The longest wait between two looks at the buys (default 1 h); right after a change the looks come sooner. */
+  /** The longest wait between two polls of the buys (default 1 h); right after a change the polls come sooner. */
   intervalMs?: number;
   /** Pacing below this (delivered spend / planned spend) is under-delivery (default 0.8). */
   underDeliveryThreshold?: number;
@@ -107,7 +107,7 @@ export interface CampaignCarried {
 }
 
 export interface SelectionLine {
-  agentId: string;
+  sellerId: string;
   productId: string;
   pricingOptionId?: string;
   budget: number;
@@ -119,7 +119,7 @@ export interface SelectionLine {
  * create_media_buy with `proposal_id` and `total_budget` (= budget); a draft is finalized first (workflows/campaign-proposals.ts).
  */
 export interface ProposalSelection {
-  agentId: string;
+  sellerId: string;
   proposalId: string;
   budget: number;
 }
@@ -162,7 +162,7 @@ export interface CampaignChangeRequest {
   requestedBy: string;
   reason?: string;
   /** budget: the seller whose buy gets the new budget, and that buy's new total. */
-  agentId?: string;
+  sellerId?: string;
   budget?: number;
 }
 
@@ -173,7 +173,7 @@ export interface CampaignChangeRecord {
   kind: CampaignChangeKind;
   requestedBy: string;
   reason?: string;
-  agentId?: string;
+  sellerId?: string;
   budget?: number;
   requestedAt: string;
   outcome: 'queued' | 'running' | 'applied' | 'partial' | 'failed';
@@ -183,7 +183,7 @@ export interface CampaignChangeRecord {
 }
 
 export interface CampaignBuy {
-  agentId: string;
+  sellerId: string;
   buyKey: string;
   workflowId: string;
   lines: SelectionLine[];
@@ -197,7 +197,7 @@ export interface CampaignBuy {
   finalMessage?: string;
   /** Set when this seller is bought by proposal (workflows/campaign-proposals.ts). */
   proposal?: CampaignBuyProposal;
-  /** What the campaign last read from the buy's workflow (absent before the first look). */
+  /** What the campaign last read from the buy's workflow (absent before the first poll). */
   status?: string;
   mediaBuyId?: string;
   /** The flight the seller confirmed (pacing uses it; the campaign's flight otherwise). */
@@ -237,9 +237,9 @@ export interface CampaignAlert {
   /** When it was raised. */
   at: string;
   kind: CampaignAlertKind;
-  agentId: string;
+  sellerId: string;
   note: string;
-  /** kind:agentId[:creativeId]: one open alert per key. */
+  /** kind:sellerId[:creativeId]: one open alert per key. */
   key?: string;
   creativeId?: string;
   clearedAt?: string;
@@ -271,10 +271,10 @@ export interface CampaignState {
   principal?: string;
   /** The creative library every buy gets (absent in campaigns from before it). */
   library?: CreativeLibrary;
-  /** Delivery summed across the buys and pacing against the plan (absent before the first look at the buys). */
+  /** Delivery summed across the buys and pacing against the plan (absent before the first poll of the buys). */
   delivery?: CampaignDelivery;
-  /** How often the campaign has looked at its buys, and when last. */
-  monitoring?: { looks: number; lastLookAt?: string };
+  /** How often the campaign has polled its buys, and when last. */
+  monitoring?: { polls: number; lastPollAt?: string };
   /** Which run of the workflow this is (continue-as-new increments it). */
   run?: number;
   /** The plan at the governance agent (sync_plans), for campaigns that name one. */

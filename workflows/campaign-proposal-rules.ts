@@ -39,7 +39,7 @@ export const REQUOTE_CODES: readonly string[] = [
 export type ProposalIndex = ReadonlyMap<string, CatalogueProposal>;
 
 export function indexProposals(proposals: CatalogueProposal[]): Map<string, CatalogueProposal> {
-  return new Map(proposals.map((proposal) => [productKey(proposal.agentId, proposal.proposalId), proposal]));
+  return new Map(proposals.map((proposal) => [productKey(proposal.sellerId, proposal.proposalId), proposal]));
 }
 
 /** The proposals of a selection (none for a hand-picked one). */
@@ -68,7 +68,7 @@ export function validateSelectionWithProposals(
   const accepted = proposalsOfSelection(request);
   if (!request || request.proposals === undefined) return validateSelection(phase, totalBudget, products, request);
   if (!Array.isArray(request.proposals))
-    return refuse('INVALID_REQUEST', 'proposals must be a list of {agentId, proposalId, budget}.');
+    return refuse('INVALID_REQUEST', 'proposals must be a list of {sellerId, proposalId, budget}.');
   if (accepted.length === 0 && (!Array.isArray(request.lines) || request.lines.length === 0))
     return refuse('INVALID_REQUEST', 'A selection names at least one product line or one proposal.');
   if (Array.isArray(request.lines) && request.lines.length > 0) {
@@ -85,35 +85,38 @@ export function validateSelectionWithProposals(
   }
   if (accepted.length > MAX_PROPOSALS_PER_SELECTION)
     return refuse('INVALID_REQUEST', `proposals lists at most ${MAX_PROPOSALS_PER_SELECTION} proposals.`);
-  const lineSellers = new Set((request.lines ?? []).map((line) => line?.agentId));
+  const lineSellers = new Set((request.lines ?? []).map((line) => line?.sellerId));
   const sellers = new Set<string>();
   for (const [index, entry] of accepted.entries()) {
-    if (!entry || typeof entry.agentId !== 'string' || typeof entry.proposalId !== 'string')
-      return refuse('INVALID_REQUEST', `proposals[${index}] needs agentId and proposalId.`);
+    if (!entry || typeof entry.sellerId !== 'string' || typeof entry.proposalId !== 'string')
+      return refuse('INVALID_REQUEST', `proposals[${index}] needs sellerId and proposalId.`);
     if (typeof entry.budget !== 'number' || !Number.isFinite(entry.budget) || entry.budget <= 0)
       return refuse('INVALID_REQUEST', `proposals[${index}].budget must be a positive number.`);
-    if (sellers.has(entry.agentId))
-      return refuse('INVALID_REQUEST', `proposals[${index}]: seller ${entry.agentId} already has a proposal accepted.`);
-    sellers.add(entry.agentId);
-    if (lineSellers.has(entry.agentId))
+    if (sellers.has(entry.sellerId))
       return refuse(
         'INVALID_REQUEST',
-        `proposals[${index}]: seller ${entry.agentId} also has product lines; a seller is bought either by proposal or by products.`,
+        `proposals[${index}]: seller ${entry.sellerId} already has a proposal accepted.`,
       );
-    const proposal = proposals.get(productKey(entry.agentId, entry.proposalId));
+    sellers.add(entry.sellerId);
+    if (lineSellers.has(entry.sellerId))
+      return refuse(
+        'INVALID_REQUEST',
+        `proposals[${index}]: seller ${entry.sellerId} also has product lines; a seller is bought either by proposal or by products.`,
+      );
+    const proposal = proposals.get(productKey(entry.sellerId, entry.proposalId));
     if (!proposal) {
       const elsewhere = [...proposals.values()].find((offered) => offered.proposalId === entry.proposalId);
       return refuse(
         'PROPOSAL_NOT_FOUND',
         elsewhere
-          ? `proposals[${index}]: proposal ${entry.proposalId} was offered by seller ${elsewhere.agentId}, not ${entry.agentId}.`
-          : `proposals[${index}]: discovery found no proposal ${entry.proposalId} at seller ${entry.agentId}.`,
+          ? `proposals[${index}]: proposal ${entry.proposalId} was offered by seller ${elsewhere.sellerId}, not ${entry.sellerId}.`
+          : `proposals[${index}]: discovery found no proposal ${entry.proposalId} at seller ${entry.sellerId}.`,
       );
     }
     if (proposal.expiresAt !== undefined && Date.parse(proposal.expiresAt) <= nowMs)
       return refuse(
         'PROPOSAL_EXPIRED',
-        `proposals[${index}]: proposal ${entry.proposalId} at ${entry.agentId} expired at ${proposal.expiresAt}; run a new discovery.`,
+        `proposals[${index}]: proposal ${entry.proposalId} at ${entry.sellerId} expired at ${proposal.expiresAt}; run a new discovery.`,
       );
     if (proposal.status !== undefined && proposal.status !== 'draft' && proposal.status !== 'committed')
       return refuse(
@@ -192,8 +195,8 @@ export function proposalCreatesSettling(
   buys: Record<string, Pick<CampaignBuy, 'status' | 'finalStatus'>>,
   followed: ReadonlySet<string>,
 ): boolean {
-  return [...followed].some((agentId) => {
-    const buy = buys[agentId];
+  return [...followed].some((sellerId) => {
+    const buy = buys[sellerId];
     return buy !== undefined && buy.finalStatus === undefined && UNSETTLED.includes(buy.status);
   });
 }

@@ -18,7 +18,7 @@ import {
   isCancellation,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
 import { finalizedProposalOf } from '../protocol/catalogue';
 import { operationIdFor } from '../protocol/ids';
 import type { CampaignAlertKind, CampaignBuy, CampaignInput } from './campaign-definitions';
@@ -38,7 +38,7 @@ export interface ProposalBuyContext {
   /** Sellers whose buy by proposal is being followed here: the campaign's reads do not end them meanwhile. */
   followed: Set<string>;
   /** The currency of the accepted proposals' budget guidance, by seller (when the campaign names none). */
-  currencyOf(agentId: string): string | undefined;
+  currencyOf(sellerId: string): string | undefined;
   /** Start the seller's media-buy child exactly as the campaign starts any buy. */
   startBuy(
     buy: CampaignBuy,
@@ -47,7 +47,7 @@ export interface ProposalBuyContext {
   /** What the campaign does when a buy's workflow ends (statuses, alerts, the guard's release). */
   ended(buy: CampaignBuy, state: MediaBuyState): void;
   failed(buy: CampaignBuy, failure: unknown): void;
-  alert(kind: CampaignAlertKind, agentId: string, note: string): void;
+  alert(kind: CampaignAlertKind, sellerId: string, note: string): void;
   publish(): void;
   /** Whether the campaign was canceled: a follower then starts nothing more at its seller (no finalize, no buy). */
   canceled(): boolean;
@@ -71,7 +71,7 @@ export function withProposalParams(
   return {
     ...buyInput,
     buyKey: buy.buyKey,
-    params: proposalBuyParams(context.input, proposalId, buy.proposal!.budget, context.currencyOf(buy.agentId)),
+    params: proposalBuyParams(context.input, proposalId, buy.proposal!.budget, context.currencyOf(buy.sellerId)),
   };
 }
 
@@ -85,13 +85,13 @@ async function finalize(
   const { input } = context;
   const operationId = operationIdFor(
     'get_products',
-    `${input.campaignKey}.${buy.agentId}.finalize-${proposal.finalized.length + 1}`,
+    `${input.campaignKey}.${buy.sellerId}.finalize-${proposal.finalized.length + 1}`,
   );
   const record: (typeof proposal.finalized)[number] = { from: sourceProposalId, operationId, at: iso(Date.now()) };
   proposal.finalized.push(record);
   context.publish();
   const operationInput: OperationInput = {
-    agentId: buy.agentId,
+    sellerId: buy.sellerId,
     task: 'get_products',
     params: finalizeParams(input.discoveryParams, sourceProposalId),
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
@@ -104,12 +104,12 @@ async function finalize(
       args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
       parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      staticSummary: `finalize proposal ${sourceProposalId} at ${buy.agentId} for campaign ${input.campaignKey}`,
+      staticSummary: `finalize proposal ${sourceProposalId} at ${buy.sellerId} for campaign ${input.campaignKey}`,
       ...(context.indexed
         ? {
             typedSearchAttributes: [
               { key: SA_TASK, value: 'get_products' },
-              { key: SA_AGENT, value: buy.agentId },
+              { key: SA_SELLER, value: buy.sellerId },
               { key: SA_STATUS, value: 'pending' },
               ...(input.tenant !== undefined ? [{ key: SA_TENANT, value: input.tenant }] : []),
             ],
@@ -128,7 +128,7 @@ async function finalize(
       : (operation.failure?.message ?? `get_products (finalize) ended ${operation.status}`);
     return { error: record.error };
   }
-  const committed = finalizedProposalOf(buy.agentId, operation.result, sourceProposalId);
+  const committed = finalizedProposalOf(buy.sellerId, operation.result, sourceProposalId);
   if (!committed) {
     record.error = `get_products (finalize) of ${sourceProposalId} answered no committed proposal`;
     return { error: record.error };
@@ -144,14 +144,14 @@ function giveUp(context: ProposalBuyContext, buy: CampaignBuy, status: string, m
   buy.committedBudget = 0;
   delete buy.pendingBudget;
   buy.proposal!.needsPerson = message;
-  context.alert('proposal_requote', buy.agentId, message);
+  context.alert('proposal_requote', buy.sellerId, message);
   context.publish();
 }
 
 /** The campaign was canceled before this seller's buy existed: nothing was bought, so nothing is committed. */
 export function stopForCancel(context: Pick<ProposalBuyContext, 'publish'>, buy: CampaignBuy): void {
   buy.finalStatus = 'canceled';
-  buy.finalMessage = `The campaign was canceled before the buy at ${buy.agentId} was created; nothing was bought.`;
+  buy.finalMessage = `The campaign was canceled before the buy at ${buy.sellerId} was created; nothing was bought.`;
   buy.committedBudget = 0;
   delete buy.pendingBudget;
   context.publish();
@@ -164,14 +164,14 @@ async function cancellableFinalize(
   sourceProposalId: string,
 ): Promise<{ proposalId: string; expiresAt?: string } | { error: string }> {
   const scope = new CancellationScope();
-  context.finalizing.set(buy.agentId, scope);
+  context.finalizing.set(buy.sellerId, scope);
   try {
     return await scope.run(() => finalize(context, buy, sourceProposalId));
   } catch (failure) {
     if (isCancellation(failure) && context.canceled()) return { error: 'canceled with the campaign' };
     throw failure;
   } finally {
-    context.finalizing.delete(buy.agentId);
+    context.finalizing.delete(buy.sellerId);
   }
 }
 
@@ -182,11 +182,11 @@ export async function followProposalBuy(
   /** The buy's media-buy input as for any buy of the campaign (its key, reporting URL, tenant), params replaced. */
   buyInputOf: (buy: CampaignBuy) => MediaBuyInput,
 ): Promise<void> {
-  context.followed.add(buy.agentId);
+  context.followed.add(buy.sellerId);
   try {
     await follow(context, buy, buyInputOf);
   } finally {
-    context.followed.delete(buy.agentId);
+    context.followed.delete(buy.sellerId);
   }
 }
 
@@ -226,12 +226,12 @@ async function follow(
     context.publish();
     let ended: MediaBuyState;
     try {
-      context.starting.add(buy.agentId);
+      context.starting.add(buy.sellerId);
       let child: Awaited<ReturnType<ProposalBuyContext['startBuy']>>;
       try {
         child = await context.startBuy(buy, withProposalParams(context, buy, buyInputOf(buy), proposalId));
       } finally {
-        context.starting.delete(buy.agentId);
+        context.starting.delete(buy.sellerId);
       }
       buy.startedAt = iso(Date.now());
       ended = await child.result();
@@ -246,7 +246,7 @@ async function follow(
     }
     const code = requoteCodeOf(ended);
     if (code === undefined) {
-      context.followed.delete(buy.agentId);
+      context.followed.delete(buy.sellerId);
       context.ended(buy, ended);
       return;
     }
@@ -257,11 +257,11 @@ async function follow(
         context,
         buy,
         'requote_required',
-        `${buy.agentId} refused proposal ${proposalId} again (${code}); a person must choose new terms.`,
+        `${buy.sellerId} refused proposal ${proposalId} again (${code}); a person must choose new terms.`,
       );
       return;
     }
-    context.alert('proposal_requote', buy.agentId, `${code} for proposal ${proposalId}: quoting again`);
+    context.alert('proposal_requote', buy.sellerId, `${code} for proposal ${proposalId}: quoting again`);
     needsFinalize = true;
   }
 }

@@ -46,14 +46,14 @@ export type IndexedProduct = Pick<CatalogueEntry, 'pricingOptions' | 'reportingF
   Partial<Pick<CatalogueEntry, 'formats'>>;
 export type ProductIndex = ReadonlyMap<string, IndexedProduct>;
 
-export function productKey(agentId: string, productId: string): string {
-  return `${agentId}\u0000${productId}`;
+export function productKey(sellerId: string, productId: string): string {
+  return `${sellerId}\u0000${productId}`;
 }
 
 export function indexCatalogue(entries: CatalogueEntry[]): Map<string, IndexedProduct> {
   return new Map(
     entries.map((entry) => [
-      productKey(entry.agentId, entry.productId),
+      productKey(entry.sellerId, entry.productId),
       {
         pricingOptions: entry.pricingOptions,
         reportingFrequencies: entry.reportingFrequencies,
@@ -80,19 +80,19 @@ export function validateSelection(
     return refuse('INVALID_REQUEST', 'lines must list at least one product.');
   const seen = new Set<string>();
   for (const [index, line] of request.lines.entries()) {
-    if (!line || typeof line.agentId !== 'string' || typeof line.productId !== 'string')
-      return refuse('INVALID_REQUEST', `lines[${index}] needs agentId and productId.`);
+    if (!line || typeof line.sellerId !== 'string' || typeof line.productId !== 'string')
+      return refuse('INVALID_REQUEST', `lines[${index}] needs sellerId and productId.`);
     if (typeof line.budget !== 'number' || !Number.isFinite(line.budget) || line.budget <= 0)
       return refuse('INVALID_REQUEST', `lines[${index}].budget must be a positive number.`);
-    const key = productKey(line.agentId, line.productId);
+    const key = productKey(line.sellerId, line.productId);
     if (seen.has(key))
-      return refuse('INVALID_REQUEST', `lines[${index}] repeats ${line.productId} at ${line.agentId}.`);
+      return refuse('INVALID_REQUEST', `lines[${index}] repeats ${line.productId} at ${line.sellerId}.`);
     seen.add(key);
     const product = products.get(key);
     if (!product)
       return refuse(
         'PRODUCT_NOT_FOUND',
-        `lines[${index}]: discovery found no product ${line.productId} at seller ${line.agentId}.`,
+        `lines[${index}]: discovery found no product ${line.productId} at seller ${line.sellerId}.`,
       );
     if (
       line.pricingOptionId !== undefined &&
@@ -121,7 +121,7 @@ export function policySelection(
 ): SelectionLine[] {
   const best = new Map<string, RankedEntry>();
   for (const entry of [...catalogue].sort((a, b) => a.rank - b.rank)) {
-    if (!best.has(entry.agentId)) best.set(entry.agentId, entry);
+    if (!best.has(entry.sellerId)) best.set(entry.sellerId, entry);
   }
   const chosen = [...best.values()].slice(0, policy.maxSellers ?? best.size);
   if (chosen.length === 0) return [];
@@ -130,7 +130,7 @@ export function policySelection(
   return chosen.map((entry, index) => {
     const pricing = entry.pricingOptions[0]?.pricingOptionId;
     return {
-      agentId: entry.agentId,
+      sellerId: entry.sellerId,
       productId: entry.productId,
       ...(pricing ? { pricingOptionId: pricing } : {}),
       budget: cents(share + (index === 0 ? remainder : 0)),
@@ -140,7 +140,7 @@ export function policySelection(
 
 export function linesBySeller(lines: SelectionLine[]): Map<string, SelectionLine[]> {
   const grouped = new Map<string, SelectionLine[]>();
-  for (const line of lines) grouped.set(line.agentId, [...(grouped.get(line.agentId) ?? []), line]);
+  for (const line of lines) grouped.set(line.sellerId, [...(grouped.get(line.sellerId) ?? []), line]);
   return grouped;
 }
 
@@ -179,27 +179,27 @@ export function validateCampaignChange(
     return refuse('INVALID_STATE', `The campaign is ${phase}; it takes no more changes.`);
   if (request.kind === 'cancel') return { ok: true };
   if (request.kind === 'budget') {
-    if (typeof request.agentId !== 'string' || request.agentId === '')
-      return refuse('INVALID_REQUEST', 'agentId must name the seller whose buy gets the new budget.');
+    if (typeof request.sellerId !== 'string' || request.sellerId === '')
+      return refuse('INVALID_REQUEST', 'sellerId must name the seller whose buy gets the new budget.');
     // A well-formed request the campaign cannot apply now: a conflict (409), as the media-buy routes answer.
-    if (!state.buys[request.agentId])
+    if (!state.buys[request.sellerId])
       return refuse(
         'INVALID_STATE',
-        `The campaign has no buy at ${request.agentId} (buys: ${Object.keys(state.buys).join(', ') || 'none yet'}).`,
+        `The campaign has no buy at ${request.sellerId} (buys: ${Object.keys(state.buys).join(', ') || 'none yet'}).`,
       );
     if (typeof request.budget !== 'number' || !Number.isFinite(request.budget) || request.budget <= 0)
       return refuse('INVALID_REQUEST', 'budget must be a positive number.');
-    const buy = state.buys[request.agentId];
+    const buy = state.buys[request.sellerId];
     if (buy.finalStatus)
-      return refuse('INVALID_STATE', `The buy at ${request.agentId} has ended (${buy.finalStatus}).`);
+      return refuse('INVALID_STATE', `The buy at ${request.sellerId} has ended (${buy.finalStatus}).`);
     const others = guardedTotal(
-      Object.fromEntries(Object.entries(state.buys).filter(([agentId]) => agentId !== request.agentId)),
+      Object.fromEntries(Object.entries(state.buys).filter(([sellerId]) => sellerId !== request.sellerId)),
     );
     const projected = cents(others + Math.max(guardedBudget(buy), request.budget));
     if (projected > state.totalBudget)
       return refuse(
         'BUDGET_EXCEEDED',
-        `With ${request.budget} at ${request.agentId} the campaign would commit ${projected}, over its budget of ${state.totalBudget}.`,
+        `With ${request.budget} at ${request.sellerId} the campaign would commit ${projected}, over its budget of ${state.totalBudget}.`,
       );
     return { ok: true };
   }
@@ -262,7 +262,7 @@ function formatIdsOf(raw: Record<string, unknown>[] | undefined): string[] {
 /** The format ids one line's product requires: the line's own format_ids, else the product's from discovery. */
 export function lineFormats(line: SelectionLine, formatsOf: (key: string) => string[] | undefined): string[] {
   if (line.formatIds && line.formatIds.length > 0) return formatIdsOf(line.formatIds);
-  return formatsOf(productKey(line.agentId, line.productId)) ?? [];
+  return formatsOf(productKey(line.sellerId, line.productId)) ?? [];
 }
 
 /** Required formats of a buy (union over its lines), the ones the library covers, the missing ones. */
@@ -332,7 +332,7 @@ export function sumDelivery(deliveries: BuyDelivery[], at: string): BuyDelivery 
 }
 
 export interface BuyDigest {
-  agentId: string;
+  sellerId: string;
   workflowId: string;
   found: boolean;
   status?: string;
@@ -352,9 +352,9 @@ export interface BuyDigest {
  * The small part of a buy's state the campaign needs: status, flight, packages, delivery totals, creative review.
  * Read by query, so the buy's history is untouched and the campaign's history gets one small activity result.
  */
-export function digestOf(agentId: string, workflowId: string, state: MediaBuyState): BuyDigest {
+export function digestOf(sellerId: string, workflowId: string, state: MediaBuyState): BuyDigest {
   return {
-    agentId,
+    sellerId,
     workflowId,
     found: true,
     status: state.status,

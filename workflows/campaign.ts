@@ -31,7 +31,7 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../activities/campaign';
-import { SA_AGENT, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import {
   type ApprovalRequest,
   type CampaignAlertKind,
@@ -101,9 +101,9 @@ export const CAMPAIGN_STATE_MEMO = 'adcp_campaign';
 const MAX_CHANGES = 50;
 const MAX_ALERTS = 50;
 const HOUR = 3_600_000;
-/** The first look at the buys after a change; the wait doubles while nothing changes, up to the interval. */
-const FIRST_LOOK_MS = 2_000;
-const DEFAULT_LOOK_INTERVAL_MS = HOUR;
+/** The first poll of the buys after a change; the wait doubles while nothing changes, up to the interval. */
+const FIRST_POLL_MS = 2_000;
+const DEFAULT_POLL_INTERVAL_MS = HOUR;
 const DEFAULT_UNDER_DELIVERY_THRESHOLD = 0.8;
 const DEFAULT_UNDER_DELIVERY_GRACE_MS = 24 * HOUR;
 /** Continue as new well before Temporal's suggestion: a 90-day campaign stays a chain of bounded runs. */
@@ -238,7 +238,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     describeCampaign();
   }
 
-  /** After a look at the buys: the memo is written only when it changed, so a quiet look adds no event for it. */
+  /** After a poll of the buys: the memo is written only when it changed, so a quiet poll adds no event for it. */
   function publishChanges(): void {
     touch();
     if (JSON.stringify(memoOf()) !== lastMemo) publish();
@@ -257,24 +257,24 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   }
 
   /** Raise an alert once per key (kind, seller, creative) until it is cleared: kept in state, and a log line. */
-  function alert(kind: CampaignAlertKind, agentId: string, note: string, creativeId?: string): void {
-    const key = [kind, agentId, ...(creativeId ? [creativeId] : [])].join(':');
-    if (state.alerts.some((entry) => (entry.key ?? `${entry.kind}:${entry.agentId}`) === key && !entry.clearedAt))
+  function alert(kind: CampaignAlertKind, sellerId: string, note: string, creativeId?: string): void {
+    const key = [kind, sellerId, ...(creativeId ? [creativeId] : [])].join(':');
+    if (state.alerts.some((entry) => (entry.key ?? `${entry.kind}:${entry.sellerId}`) === key && !entry.clearedAt))
       return;
-    state.alerts.push({ at: iso(Date.now()), kind, agentId, note, key, ...(creativeId ? { creativeId } : {}) });
+    state.alerts.push({ at: iso(Date.now()), kind, sellerId, note, key, ...(creativeId ? { creativeId } : {}) });
     if (state.alerts.length > MAX_ALERTS) {
       const oldestCleared = state.alerts.findIndex((entry) => entry.clearedAt);
       state.alerts.splice(oldestCleared >= 0 ? oldestCleared : 0, 1);
     }
-    log.warn(`Campaign alert raised: ${kind}`, { campaignKey: state.campaignKey, agentId, creativeId, note });
+    log.warn(`Campaign alert raised: ${kind}`, { campaignKey: state.campaignKey, sellerId, creativeId, note });
   }
 
-  function clearAlert(kind: CampaignAlertKind, agentId: string, note: string, creativeId?: string): void {
-    const key = [kind, agentId, ...(creativeId ? [creativeId] : [])].join(':');
+  function clearAlert(kind: CampaignAlertKind, sellerId: string, note: string, creativeId?: string): void {
+    const key = [kind, sellerId, ...(creativeId ? [creativeId] : [])].join(':');
     const open = state.alerts.find((entry) => entry.key === key && !entry.clearedAt);
     if (!open) return;
     open.clearedAt = iso(Date.now());
-    log.info(`Campaign alert cleared: ${kind}`, { campaignKey: state.campaignKey, agentId, creativeId, note });
+    log.info(`Campaign alert cleared: ${kind}`, { campaignKey: state.campaignKey, sellerId, creativeId, note });
   }
 
   // ---- handlers ------------------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         accepted: true as const,
         buys: [
           ...linesBySeller(state.selection!.lines).keys(),
-          ...proposalsOfSelection(state.selection).map((accepted) => accepted.agentId),
+          ...proposalsOfSelection(state.selection).map((accepted) => accepted.sellerId),
         ],
       };
     },
@@ -342,7 +342,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         kind: request.kind,
         requestedBy: request.requestedBy,
         ...(request.reason ? { reason: request.reason } : {}),
-        ...(request.agentId ? { agentId: request.agentId } : {}),
+        ...(request.sellerId ? { sellerId: request.sellerId } : {}),
         ...(request.budget !== undefined ? { budget: request.budget } : {}),
         requestedAt: iso(Date.now()),
         outcome: 'queued',
@@ -357,7 +357,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         return { sequence, outcome: record.outcome, committedBudget: state.committedBudget, buys: {} };
       }
       if (request.kind === 'budget') {
-        const buy = state.buys[request.agentId!];
+        const buy = state.buys[request.sellerId!];
         if (request.budget! > buy.committedBudget)
           buy.pendingBudget = Math.max(buy.pendingBudget ?? 0, request.budget!);
         touch();
@@ -416,7 +416,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   const discoveryInput: DiscoveryInput = {
     discoveryKey: input.campaignKey,
     brief: input.brief,
-    agentIds: input.agentIds,
+    sellerIds: input.sellerIds,
     ...(input.skipped ? { skipped: input.skipped } : {}),
     timeBudgetMs: input.timeBudgetMs,
     ...(input.discoveryParams ? { params: input.discoveryParams } : {}),
@@ -449,7 +449,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   };
   for (const seller of Object.values(discovery.sellers)) {
     if (seller.status === 'failed' || seller.status === 'timed_out')
-      alert('seller_unavailable', seller.agentId, `discovery: ${seller.status} (${seller.error?.message ?? ''})`);
+      alert('seller_unavailable', seller.sellerId, `discovery: ${seller.status} (${seller.error?.message ?? ''})`);
   }
 
   // ---- selection and approval ------------------------------------------------------------------------------------
@@ -466,11 +466,11 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   // ---- buying ------------------------------------------------------------------------------------------------------
   function buyInputOf(buy: CampaignBuy): MediaBuyInput {
     const productFrequencies = buy.lines
-      .map((line) => products.get(productKey(line.agentId, line.productId))?.reportingFrequencies ?? [])
+      .map((line) => products.get(productKey(line.sellerId, line.productId))?.reportingFrequencies ?? [])
       .filter((frequencies) => frequencies.length > 0) as ReportingFrequency[][];
     return {
       buyKey: buy.buyKey,
-      agentId: buy.agentId,
+      sellerId: buy.sellerId,
       params: buyParamsFor(input, buy.lines),
       requestedBy: state.approval!.approvedBy,
       indexed,
@@ -496,12 +496,12 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       // A buy is money at a seller: it outlives anything that happens to the campaign's workflow.
       parentClosePolicy: ParentClosePolicy.ABANDON,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      staticSummary: `media buy ${buy.buyKey} at ${buy.agentId} for campaign ${input.campaignKey}`,
+      staticSummary: `media buy ${buy.buyKey} at ${buy.sellerId} for campaign ${input.campaignKey}`,
       ...(input.tenant !== undefined ? { memo: { tenant: input.tenant } } : {}),
       ...(indexed
         ? {
             typedSearchAttributes: [
-              { key: SA_AGENT, value: buy.agentId },
+              { key: SA_SELLER, value: buy.sellerId },
               { key: SA_MEDIA_BUY_STATUS, value: 'creating' },
               { key: SA_CAMPAIGN, value: input.campaignKey },
               ...tenantAttributes(input),
@@ -513,12 +513,12 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
 
   function recordBuyEnded(buy: CampaignBuy, ended: MediaBuyState): void {
     // The buy's last word (settled delivery, creative reviews) for the campaign's view; state only, no commands.
-    fold(buy, digestOf(buy.agentId, buy.workflowId, ended));
+    fold(buy, digestOf(buy.sellerId, buy.workflowId, ended));
     buy.finalStatus = ended.status;
     if (ended.failure?.message) buy.finalMessage = ended.failure.message;
-    if (ended.status === 'rejected') alert('buy_rejected', buy.agentId, 'the seller rejected the buy');
+    if (ended.status === 'rejected') alert('buy_rejected', buy.sellerId, 'the seller rejected the buy');
     if (ended.status === 'create_failed')
-      alert('buy_failed', buy.agentId, ended.failure?.message ?? 'create_media_buy failed');
+      alert('buy_failed', buy.sellerId, ended.failure?.message ?? 'create_media_buy failed');
     if (ended.status === 'rejected' || ended.status === 'create_failed') buy.committedBudget = 0;
     delete buy.pendingBudget;
     publish();
@@ -527,7 +527,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   function recordBuyFailed(buy: CampaignBuy, failure: unknown): void {
     buy.finalStatus = 'workflow_failed';
     buy.finalMessage = errorOf(failure).message;
-    alert('buy_failed', buy.agentId, buy.finalMessage);
+    alert('buy_failed', buy.sellerId, buy.finalMessage);
     publish();
   }
 
@@ -535,9 +535,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     input,
     indexed,
     followed: followedProposals,
-    currencyOf: (agentId) => {
-      const accepted = state.buys[agentId]?.proposal?.proposalId;
-      return accepted ? proposals.get(productKey(agentId, accepted))?.budgetGuidance?.currency : undefined;
+    currencyOf: (sellerId) => {
+      const accepted = state.buys[sellerId]?.proposal?.proposalId;
+      return accepted ? proposals.get(productKey(sellerId, accepted))?.budgetGuidance?.currency : undefined;
     },
     startBuy: startBuyChild,
     ended: recordBuyEnded,
@@ -553,24 +553,24 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     state.phase = 'buying';
     publish();
     for (const line of state.selection!.lines) {
-      const key = productKey(line.agentId, line.productId);
+      const key = productKey(line.sellerId, line.productId);
       productFormats.set(key, products.get(key)?.formats ?? []);
     }
-    for (const [agentId, lines] of linesBySeller(state.selection!.lines)) {
-      const buyKey = campaignBuyKey(input.campaignKey, agentId);
+    for (const [sellerId, lines] of linesBySeller(state.selection!.lines)) {
+      const buyKey = campaignBuyKey(input.campaignKey, sellerId);
       const workflowId = mediaBuyWorkflowId(buyKey);
-      state.buys[agentId] = { agentId, buyKey, workflowId, lines, committedBudget: sumBudgets(lines) };
+      state.buys[sellerId] = { sellerId, buyKey, workflowId, lines, committedBudget: sumBudgets(lines) };
     }
     // Sellers bought by proposal (campaign-proposals.ts): same per-seller key, the proposal's budget is committed.
     for (const accepted of proposalsOfSelection(state.selection)) {
-      const buyKey = campaignBuyKey(input.campaignKey, accepted.agentId);
-      state.buys[accepted.agentId] = {
-        agentId: accepted.agentId,
+      const buyKey = campaignBuyKey(input.campaignKey, accepted.sellerId);
+      state.buys[accepted.sellerId] = {
+        sellerId: accepted.sellerId,
         buyKey,
         workflowId: mediaBuyWorkflowId(buyKey),
         lines: [],
         committedBudget: cents(accepted.budget),
-        proposal: buyProposalOf(accepted, proposals.get(productKey(accepted.agentId, accepted.proposalId))),
+        proposal: buyProposalOf(accepted, proposals.get(productKey(accepted.sellerId, accepted.proposalId))),
       };
     }
     publish();
@@ -604,31 +604,31 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   async function fanOut(
     record: CampaignChangeRecord,
     request: CampaignChangeRequest,
-    agentIds: string[],
+    sellerIds: string[],
   ): Promise<void> {
     const outcomes = await Promise.all(
-      agentIds.map(async (agentId): Promise<[string, ChangeCampaignBuyOutcome]> => {
-        const buy = state.buys[agentId];
+      sellerIds.map(async (sellerId): Promise<[string, ChangeCampaignBuyOutcome]> => {
+        const buy = state.buys[sellerId];
         if (buy.finalStatus && request.kind !== 'budget')
-          return [agentId, { outcome: 'not_needed', status: buy.finalStatus }];
+          return [sellerId, { outcome: 'not_needed', status: buy.finalStatus }];
         try {
           return [
-            agentId,
+            sellerId,
             await changeCampaignBuy({
               workflowId: buy.workflowId,
               kind: request.kind,
               requestedBy: request.requestedBy,
               ...(request.reason ? { reason: request.reason } : {}),
               ...(request.budget !== undefined ? { budget: request.budget } : {}),
-              updateId: `${input.campaignKey}.change-${record.sequence}.${agentId}`,
+              updateId: `${input.campaignKey}.change-${record.sequence}.${sellerId}`,
             }),
           ];
         } catch (failure) {
-          return [agentId, { outcome: 'failed', error: errorOf(failure) }];
+          return [sellerId, { outcome: 'failed', error: errorOf(failure) }];
         }
       }),
     );
-    for (const [agentId, outcome] of outcomes) record.buys[agentId] = outcome;
+    for (const [sellerId, outcome] of outcomes) record.buys[sellerId] = outcome;
   }
 
   async function runChange(queued: { record: CampaignChangeRecord; request: CampaignChangeRequest }): Promise<void> {
@@ -636,13 +636,15 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     record.outcome = 'running';
     publish();
     if (request.kind === 'budget') {
-      const buy = state.buys[request.agentId!];
-      await fanOut(record, request, [buy.agentId]);
-      const applied = record.buys[buy.agentId]?.outcome === 'applied';
+      const buy = state.buys[request.sellerId!];
+      await fanOut(record, request, [buy.sellerId]);
+      const applied = record.buys[buy.sellerId]?.outcome === 'applied';
       if (applied) buy.committedBudget = cents(request.budget!);
       // The raise in flight is released either way; a later one still queued keeps its own reservation.
       const stillQueued = queue
-        .filter((other) => other !== queued && other.request.kind === 'budget' && other.request.agentId === buy.agentId)
+        .filter(
+          (other) => other !== queued && other.request.kind === 'budget' && other.request.sellerId === buy.sellerId,
+        )
         .map((other) => other.request.budget!);
       const highest = Math.max(0, ...stillQueued);
       if (highest > buy.committedBudget) buy.pendingBudget = highest;
@@ -653,14 +655,14 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         // Buys by proposal not yet made are stopped: nothing was bought, and no buy starts after this. A finalize in
         // flight is canceled (its operation ends once its seller call has answered; the campaign closes after it), and
         // a buy being started is waited for, so that the fan-out below cancels it at the seller.
-        for (const [agentId, scope] of finalizing) {
+        for (const [sellerId, scope] of finalizing) {
           scope.cancel();
-          stopForCancel({ publish }, state.buys[agentId]);
+          stopForCancel({ publish }, state.buys[sellerId]);
         }
         await condition(() => startingProposalBuys.size === 0);
       }
-      const agentIds = Object.keys(state.buys);
-      await fanOut(record, request, agentIds);
+      const sellerIds = Object.keys(state.buys);
+      await fanOut(record, request, sellerIds);
       const outcomes = Object.values(record.buys).map((buy) => buy.outcome);
       const good = outcomes.filter((outcome) => outcome === 'applied' || outcome === 'not_needed').length;
       record.outcome = good === outcomes.length ? 'applied' : good > 0 ? 'partial' : 'failed';
@@ -696,7 +698,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     return Object.values(state.buys).some((buy) => needsSync(buy, library.version, false));
   }
 
-  /** Record what a buy's workflow says; true when something that calls for a sooner look changed. */
+  /** Record what a buy's workflow says; true when something that calls for a sooner poll changed. */
   function fold(buy: CampaignBuy, digest: BuyDigest): boolean {
     if (!digest.found) return false;
     const before = JSON.stringify([buy.status, buy.mediaBuyId, buy.creatives]);
@@ -705,7 +707,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     if (digest.startTime) buy.startTime = digest.startTime;
     if (digest.endTime) buy.endTime = digest.endTime;
     buy.creatives = digest.creatives;
-    packagesOf.set(buy.agentId, digest.packages);
+    packagesOf.set(buy.sellerId, digest.packages);
     if (digest.mediaBuyId)
       buy.delivery = {
         impressions: digest.totals?.impressions ?? 0,
@@ -716,12 +718,12 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         at: iso(Date.now()),
       };
     if (digest.status === 'rejected')
-      alert('buy_rejected', buy.agentId, digest.failure ?? 'the seller rejected the buy');
+      alert('buy_rejected', buy.sellerId, digest.failure ?? 'the seller rejected the buy');
     // A buy by proposal being followed (campaign-proposals.ts) ends when its follower says: a refused create may be
     // quoted again under the next key.
-    const followed = followedProposals.has(buy.agentId);
+    const followed = followedProposals.has(buy.sellerId);
     if (digest.status === 'create_failed' && !followed)
-      alert('buy_failed', buy.agentId, digest.failure ?? 'create_media_buy failed');
+      alert('buy_failed', buy.sellerId, digest.failure ?? 'create_media_buy failed');
     // A buy that has settled ends for the campaign too (in a continued run there is no child handle to say so).
     if (digest.done && !buy.finalStatus && !followed) {
       buy.finalStatus = digest.status;
@@ -732,9 +734,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     if (digest.seller) {
       const down = digest.seller.reachable === false || digest.seller.circuit === 'open';
       const note = digest.seller.error ?? `circuit ${digest.seller.circuit ?? 'unknown'}`;
-      if (down) alert('seller_unavailable', buy.agentId, `seller down: ${note}`);
+      if (down) alert('seller_unavailable', buy.sellerId, `seller down: ${note}`);
       else if (digest.seller.reachable === true)
-        clearAlert('seller_unavailable', buy.agentId, 'seller reachable again');
+        clearAlert('seller_unavailable', buy.sellerId, 'seller reachable again');
     }
     return JSON.stringify([buy.status, buy.mediaBuyId, buy.creatives]) !== before;
   }
@@ -753,9 +755,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
           outcome = await syncCampaignCreatives({
             workflowId: buy.workflowId,
             creatives: library.creatives,
-            assignments: assignmentsFor(packagesOf.get(buy.agentId) ?? [], buy.lines, formatsOf, library.creatives),
+            assignments: assignmentsFor(packagesOf.get(buy.sellerId) ?? [], buy.lines, formatsOf, library.creatives),
             requestedBy: `campaign:${state.campaignKey}`,
-            updateId: `${input.campaignKey}.creatives-v${library.version}.${buy.agentId}.${attempts}`,
+            updateId: `${input.campaignKey}.creatives-v${library.version}.${buy.sellerId}.${attempts}`,
           });
         } catch (failure) {
           outcome = { outcome: 'failed', error: errorOf(failure) };
@@ -771,7 +773,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         if (result !== 'applied')
           log.warn('Campaign creative sync did not apply', {
             campaignKey: state.campaignKey,
-            agentId: buy.agentId,
+            sellerId: buy.sellerId,
             version: library.version,
             outcome: result,
             error: buy.creativeSync.error,
@@ -795,11 +797,11 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         if (rejected)
           alert(
             'creative_rejected',
-            buy.agentId,
+            buy.sellerId,
             `${creativeId}: ${review.error ?? review.status ?? review.action}`,
             creativeId,
           );
-        else if (review.status === 'approved') clearAlert('creative_rejected', buy.agentId, 'approved', creativeId);
+        else if (review.status === 'approved') clearAlert('creative_rejected', buy.sellerId, 'approved', creativeId);
       }
       if (!buy.delivery || buy.status === 'rejected' || buy.status === 'create_failed') continue;
       const startMs = Date.parse(buy.startTime ?? state.flight.startTime);
@@ -812,28 +814,28 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       if (buy.status === 'active' && nowMs >= startMs + graceMs && pacing !== null && pacing < threshold)
         alert(
           'under_delivery',
-          buy.agentId,
+          buy.sellerId,
           `pacing ${pacing}: spend ${buy.delivery.spend} of ${planned} planned by now (threshold ${threshold})`,
         );
       else if (pacing !== null && pacing >= threshold)
-        clearAlert('under_delivery', buy.agentId, `pacing ${pacing} (threshold ${threshold})`);
+        clearAlert('under_delivery', buy.sellerId, `pacing ${pacing} (threshold ${threshold})`);
     }
     if (deliveries.length > 0) state.delivery = sumDelivery(deliveries, iso(nowMs));
   }
 
-  /** One look at the buys: read them (one activity), sync the library where it is missing, evaluate. */
-  async function look(): Promise<boolean> {
+  /** One poll of the buys: read them (one activity), sync the library where it is missing, evaluate. */
+  async function poll(): Promise<boolean> {
     let changed = false;
     const open = Object.values(state.buys).filter((buy) => !buy.finalStatus);
     if (open.length > 0) {
       try {
         const digests = await readCampaignBuys({
-          buys: open.map((buy) => ({ agentId: buy.agentId, workflowId: buy.workflowId })),
+          buys: open.map((buy) => ({ sellerId: buy.sellerId, workflowId: buy.workflowId })),
         });
         for (const digest of digests)
-          if (state.buys[digest.agentId]) changed = fold(state.buys[digest.agentId], digest) || changed;
+          if (state.buys[digest.sellerId]) changed = fold(state.buys[digest.sellerId], digest) || changed;
       } catch (failure) {
-        log.warn('Campaign could not read its buys; looking again later', {
+        log.warn('Campaign could not read its buys; polling again later', {
           campaignKey: state.campaignKey,
           error: errorOf(failure).message,
         });
@@ -841,7 +843,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     }
     changed = (await syncLibrary()) || changed;
     evaluate();
-    state.monitoring = { looks: (state.monitoring?.looks ?? 0) + 1, lastLookAt: iso(Date.now()) };
+    state.monitoring = { polls: (state.monitoring?.polls ?? 0) + 1, lastPollAt: iso(Date.now()) };
     publishChanges();
     return changed;
   }
@@ -851,9 +853,9 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     const allBuysEnded = () => Object.values(state.buys).every((buy) => buy.finalStatus !== undefined);
     // Campaigns from before it (committed histories) keep waiting without timers or reads.
     const monitored = Object.keys(state.buys).length > 0 && patched(MONITOR_PATCH);
-    const lookIntervalMs = Math.max(input.monitoring?.intervalMs ?? DEFAULT_LOOK_INTERVAL_MS, FIRST_LOOK_MS);
-    let lookDelayMs = FIRST_LOOK_MS;
-    let nextLookAtMs = Date.now() + (carried ? 0 : FIRST_LOOK_MS);
+    const pollIntervalMs = Math.max(input.monitoring?.intervalMs ?? DEFAULT_POLL_INTERVAL_MS, FIRST_POLL_MS);
+    let pollDelayMs = FIRST_POLL_MS;
+    let nextPollAtMs = Date.now() + (carried ? 0 : FIRST_POLL_MS);
     while ((state.phase as CampaignPhase) !== 'canceled') {
       if (queue.length > 0) {
         const next = queue[0];
@@ -866,10 +868,10 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
         await condition(() => queue.length > 0 || allBuysEnded());
         continue;
       }
-      if (Date.now() >= nextLookAtMs || libraryWaiting()) {
-        const changed = await look();
-        lookDelayMs = changed ? FIRST_LOOK_MS : Math.min(lookDelayMs * 2, lookIntervalMs);
-        nextLookAtMs = Date.now() + lookDelayMs;
+      if (Date.now() >= nextPollAtMs || libraryWaiting()) {
+        const changed = await poll();
+        pollDelayMs = changed ? FIRST_POLL_MS : Math.min(pollDelayMs * 2, pollIntervalMs);
+        nextPollAtMs = Date.now() + pollDelayMs;
         continue;
       }
       const info = workflowInfo();
@@ -896,7 +898,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
       const libraryVersion = state.library?.version ?? 0;
       await condition(
         () => queue.length > 0 || allBuysEnded() || (state.library?.version ?? 0) !== libraryVersion,
-        Math.max(nextLookAtMs - Date.now(), 1),
+        Math.max(nextPollAtMs - Date.now(), 1),
       );
     }
     // A cancel before any buy existed: nothing to fan out.

@@ -67,7 +67,7 @@ export interface AuditEntry {
 
 export interface OperationState {
   operationId: string;
-  agentId: string;
+  sellerId: string;
   task: string;
   /** The tenant that started the operation (absent in single-tenant/dev mode); reads of other tenants see nothing. */
   tenant?: string;
@@ -159,7 +159,7 @@ export interface RetrySettings {
 }
 
 export interface OperationInput {
-  agentId: string;
+  sellerId: string;
   task: string;
   params: Record<string, unknown>;
   /**
@@ -187,9 +187,9 @@ export interface OperationInput {
    * The workflow code revision the operation was started for (the typed client sets CURRENT_OPERATION_REVISION).
    * Absent: started before revision 3, so the run decides its path by `patched()` markers as it always did.
    * From 3 on the run takes the lean path without asking `patched()` (no marker and no TemporalChangeVersion upsert):
-   * reads planned inside their one call, looks scheduled without a first timer, and the cadence kept by the look
+   * reads planned inside their one call, polls scheduled without a first timer, and the cadence kept by the poll
    * activity itself. From 4 on a webhook that leaves the status as it is (a progress report, a repeat) is applied
-   * while the looks go on, instead of cancelling them and scheduling new ones. Carried across continue-as-new with the
+   * while the polls go on, instead of cancelling them and scheduling new ones. Carried across continue-as-new with the
    * rest of the input.
    */
   revision?: number;
@@ -309,7 +309,7 @@ export const webhookReceivedSignal = defineSignal<[WebhookDelivery]>('webhookRec
  * calling again. Ignored once the operation knows its task.
  */
 export const adoptTaskSignal = defineSignal<[{ taskId: string; requestedBy: string }]>('adoptTask');
-/** Ask an operation to look at the seller now (reconciliation, operators). */
+/** Ask an operation to poll the seller now (reconciliation, operators). */
 export const pollNowSignal = defineSignal<[{ requestedBy: string }]>('pollNow');
 export const provideInputUpdate = defineUpdate<{ accepted: true; round: number }, [ProvidedInput]>('provideInput');
 export const credentialsRefreshedUpdate = defineUpdate<{ accepted: true }, [CredentialsRefresh]>(

@@ -21,9 +21,9 @@ export interface DiscoveryInput {
   discoveryKey: string;
   brief: string;
   /** The sellers to ask (already checked: configured, and offering get_products as far as known). */
-  agentIds: string[];
+  sellerIds: string[];
   /** Sellers left out before any call, and why (their capabilities say they have no get_products). */
-  skipped?: { agentId: string; reason: string }[];
+  skipped?: { sellerId: string; reason: string }[];
   /** The buyer's time budget: sent to sellers as `time_budget`, and the operations' own budget. */
   timeBudgetMs: number;
   /** Our own deadline after the time budget (default DEFAULT_DISCOVERY_GRACE_MS). */
@@ -43,7 +43,7 @@ export interface DiscoveryInput {
 export type DiscoverySellerStatus = 'asking' | 'answered' | 'failed' | 'timed_out' | 'skipped';
 
 export interface DiscoverySellerResult {
-  agentId: string;
+  sellerId: string;
   status: DiscoverySellerStatus;
   /** The get_products operation (child workflow). */
   operationId?: string;

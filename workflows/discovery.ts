@@ -19,7 +19,7 @@ import {
   setHandler,
   startChild,
 } from '@temporalio/workflow';
-import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
 import { operationIdFor } from '../protocol/ids';
 import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../protocol/catalogue';
 import {
@@ -77,8 +77,8 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     ...(input.principal !== undefined ? { principal: input.principal } : {}),
   };
   for (const skipped of input.skipped ?? []) {
-    state.sellers[skipped.agentId] = {
-      agentId: skipped.agentId,
+    state.sellers[skipped.sellerId] = {
+      sellerId: skipped.sellerId,
       status: 'skipped',
       error: { code: 'UNSUPPORTED_TASK', message: skipped.reason },
     };
@@ -87,23 +87,23 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
 
   const parts = new Map<string, Catalogue>();
   const params = getProductsParams(input);
-  let outstanding = input.agentIds.length;
+  let outstanding = input.sellerIds.length;
 
-  function finish(agentId: string, result: Omit<DiscoverySellerResult, 'agentId' | 'operationId'>): void {
-    const entry = state.sellers[agentId];
+  function finish(sellerId: string, result: Omit<DiscoverySellerResult, 'sellerId' | 'operationId'>): void {
+    const entry = state.sellers[sellerId];
     if (entry.status !== 'asking') return;
     Object.assign(entry, result, { durationMs: Date.now() - startedAtMs });
     outstanding -= 1;
     setCurrentDetails(
-      `discovery ${input.discoveryKey}: ${input.agentIds.length - outstanding}/${input.agentIds.length} sellers done`,
+      `discovery ${input.discoveryKey}: ${input.sellerIds.length - outstanding}/${input.sellerIds.length} sellers done`,
     );
   }
 
-  async function ask(agentId: string): Promise<void> {
-    const operationId = operationIdFor('get_products', `${input.discoveryKey}.${agentId}`);
-    state.sellers[agentId] = { agentId, status: 'asking', operationId };
+  async function ask(sellerId: string): Promise<void> {
+    const operationId = operationIdFor('get_products', `${input.discoveryKey}.${sellerId}`);
+    state.sellers[sellerId] = { sellerId, status: 'asking', operationId };
     const operationInput: OperationInput = {
-      agentId,
+      sellerId,
       task: 'get_products',
       params,
       budgetMs: input.timeBudgetMs,
@@ -127,7 +127,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
           ? {
               typedSearchAttributes: [
                 { key: SA_TASK, value: 'get_products' },
-                { key: SA_AGENT, value: agentId },
+                { key: SA_SELLER, value: sellerId },
                 { key: SA_STATUS, value: 'pending' },
                 ...(input.tenant !== undefined ? [{ key: SA_TENANT, value: input.tenant }] : []),
               ],
@@ -137,7 +137,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
       operation = (await child.result()) as OperationState;
     } catch (failure) {
       if (isCancellation(failure)) {
-        finish(agentId, {
+        finish(sellerId, {
           status: 'timed_out',
           error: { code: 'TIME_BUDGET_EXCEEDED', message: 'No answer within the time budget; the call was cancelled.' },
         });
@@ -145,7 +145,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
       }
       const ended = operationStateFromFailure(failure);
       if (!ended) {
-        finish(agentId, { status: 'failed', error: errorOf(failure) });
+        finish(sellerId, { status: 'failed', error: errorOf(failure) });
         return;
       }
       operation = ended;
@@ -153,7 +153,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     if (operation.status !== 'completed') {
       const error = operation.errors?.[0];
       const timedOut = operation.failure?.reason === 'timed_out';
-      finish(agentId, {
+      finish(sellerId, {
         status: timedOut ? 'timed_out' : 'failed',
         error: error
           ? { code: error.code, message: error.message }
@@ -164,9 +164,9 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
       });
       return;
     }
-    const part = normaliseProducts(agentId, operation.result);
-    parts.set(agentId, part);
-    finish(agentId, {
+    const part = normaliseProducts(sellerId, operation.result);
+    parts.set(sellerId, part);
+    finish(sellerId, {
       status: 'answered',
       productCount: part.entries.length,
       proposalCount: part.proposals.length,
@@ -175,7 +175,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
   }
 
   const scope = new CancellationScope();
-  const asks = input.agentIds.map((agentId) => scope.run(() => ask(agentId)).catch(() => undefined));
+  const asks = input.sellerIds.map((sellerId) => scope.run(() => ask(sellerId)).catch(() => undefined));
   await condition(() => outstanding === 0, Math.max(deadlineMs - Date.now(), 1));
   if (outstanding > 0) {
     scope.cancel();
@@ -183,7 +183,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
   }
 
   // Sellers in the order they were asked, so the same answers always merge the same way.
-  const merged = mergeCatalogues(input.agentIds.map((agentId) => parts.get(agentId)).filter((part) => !!part));
+  const merged = mergeCatalogues(input.sellerIds.map((sellerId) => parts.get(sellerId)).filter((part) => !!part));
   state.catalogue = rankCatalogue(merged.entries, {
     ...input.preferences,
     ...(input.preferences?.preferredDeliveryTypes === undefined && Array.isArray(input.params?.preferred_delivery_types)
@@ -198,7 +198,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
   state.status = 'completed';
   state.finishedAt = iso(Date.now());
   setCurrentDetails(
-    `discovery ${input.discoveryKey}: ${state.catalogue.length} products from ${parts.size}/${input.agentIds.length} sellers${state.partial ? ' (partial)' : ''}`,
+    `discovery ${input.discoveryKey}: ${state.catalogue.length} products from ${parts.size}/${input.sellerIds.length} sellers${state.partial ? ' (partial)' : ''}`,
   );
   return state;
 }

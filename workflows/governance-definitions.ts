@@ -10,7 +10,7 @@ import type { GovernanceCondition, GovernanceFinding, GovernanceVerdict } from '
 /** A governance agent for a plan: an agent of agents.json that answers sync_plans, check_governance, report_plan_outcome. */
 export interface GovernanceSettings {
   /** The governance agent's id in agents.json. */
-  agentId: string;
+  sellerId: string;
   /** The plan the checks are against (a campaign's: its key, unless given). */
   planId: string;
   /** Our agent URL as `caller` on check_governance (default: urn:adcp-orchestrator). */
@@ -21,7 +21,7 @@ export interface GovernanceSettings {
 
 /** A campaign's governance agent: its plan is synced at creation, and every buy of the campaign is governed by it. */
 export interface CampaignGovernance {
-  agentId: string;
+  sellerId: string;
   /** Default: the campaign's key. */
   planId?: string;
   caller?: string;
@@ -94,7 +94,7 @@ export interface GovernanceOutcomeRecord {
 
 /** The governance part of a media buy's state (present only when the buy names a governance agent). */
 export interface GovernanceState {
-  agentId: string;
+  sellerId: string;
   planId: string;
   /** The last verdict that let a spend through or stopped it. */
   status: 'checking' | 'awaiting_decision' | 'approved' | 'denied' | 'declined' | 'unavailable';
@@ -110,7 +110,7 @@ export interface GovernanceState {
 
 /** The campaign's plan at the governance agent (sync_plans). */
 export interface GovernancePlanSync {
-  agentId: string;
+  sellerId: string;
   planId: string;
   operationId: string;
   status: 'synced' | 'failed';

@@ -14,7 +14,7 @@
  */
 import { ParentClosePolicy, condition, log, setHandler, startChild } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { SA_AGENT, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
 import { operationIdFor } from '../protocol';
 import {
   type GovernanceCheckAnswer,
@@ -62,7 +62,7 @@ function iso(ms: number): string {
 
 export function newGovernanceState(settings: GovernanceSettings): GovernanceState {
   return {
-    agentId: settings.agentId,
+    sellerId: settings.sellerId,
     planId: settings.planId,
     status: 'checking',
     checks: [],
@@ -74,7 +74,7 @@ export function newGovernanceState(settings: GovernanceSettings): GovernanceStat
 
 function operationInput(caller: GovernanceCaller, task: string, params: Record<string, unknown>): OperationInput {
   return {
-    agentId: caller.settings.agentId,
+    sellerId: caller.settings.sellerId,
     task,
     params,
     ...(caller.tenant !== undefined ? { tenant: caller.tenant } : {}),
@@ -99,7 +99,7 @@ async function startGovernanceOperation(
       ? {
           typedSearchAttributes: [
             { key: SA_TASK, value: task },
-            { key: SA_AGENT, value: caller.settings.agentId },
+            { key: SA_SELLER, value: caller.settings.sellerId },
             { key: SA_STATUS, value: 'pending' },
             ...(caller.tenant !== undefined ? [{ key: SA_TENANT, value: caller.tenant }] : []),
           ],
@@ -179,7 +179,7 @@ export function syncPlansParams(plan: CampaignPlan): Record<string, unknown> {
 /** sync_plans at the governance agent, waited for; a failure is recorded, never thrown (checks then decide). */
 export async function syncGovernancePlan(caller: GovernanceCaller, plan: CampaignPlan): Promise<GovernancePlanSync> {
   const operationId = operationIdFor('sync_plans', `${caller.ownerKey}.governance.plan`);
-  const base = { agentId: caller.settings.agentId, planId: plan.planId, operationId };
+  const base = { sellerId: caller.settings.sellerId, planId: plan.planId, operationId };
   let operation: OperationState;
   try {
     operation = await runGovernanceOperation(
@@ -500,7 +500,7 @@ export function raisesBudget(
 /** The governance settings each buy of a governed campaign carries (the campaign's plan, its agent). */
 export function buyGovernanceOf(campaignKey: string, governance: CampaignGovernance): GovernanceSettings {
   return {
-    agentId: governance.agentId,
+    sellerId: governance.sellerId,
     planId: governance.planId ?? campaignKey,
     ...(governance.caller ? { caller: governance.caller } : {}),
     ...(governance.decisionTimeoutMs !== undefined ? { decisionTimeoutMs: governance.decisionTimeoutMs } : {}),
@@ -511,7 +511,7 @@ export function buyGovernanceOf(campaignKey: string, governance: CampaignGoverna
 export async function syncCampaignPlan(
   input: Pick<
     CampaignInput,
-    'campaignKey' | 'brief' | 'totalBudget' | 'currency' | 'flight' | 'agentIds' | 'buyParams' | 'discoveryParams'
+    'campaignKey' | 'brief' | 'totalBudget' | 'currency' | 'flight' | 'sellerIds' | 'buyParams' | 'discoveryParams'
   > & { governance?: CampaignGovernance; tenant?: string; principal?: string },
   indexed: boolean,
 ): Promise<GovernancePlanSync> {
@@ -533,7 +533,7 @@ export async function syncCampaignPlan(
       totalBudget: input.totalBudget,
       ...(input.currency ? { currency: input.currency } : {}),
       flight: input.flight,
-      sellerIds: input.agentIds,
+      sellerIds: input.sellerIds,
       ...(brand !== undefined ? { brand } : {}),
       extra,
     },

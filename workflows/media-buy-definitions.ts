@@ -56,7 +56,7 @@ export interface ReportingSettings {
 
 export interface MediaBuyInput {
   buyKey: string;
-  agentId: string;
+  sellerId: string;
   /** The create_media_buy arguments (packages, start_time, end_time, account, brand, ...). */
   params: Record<string, unknown>;
   reporting?: ReportingSettings;
@@ -235,7 +235,7 @@ export interface ReportingState {
 export interface MediaBuyState {
   buyKey: string;
   workflowId: string;
-  agentId: string;
+  sellerId: string;
   /** The tenant that owns the buy (absent in single-tenant/dev mode). */
   tenant?: string;
   /** The principal that created it (`tenant/id`). */

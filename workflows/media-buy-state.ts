@@ -962,7 +962,7 @@ export class MediaBuyMachine {
 export function newMediaBuyState(input: {
   buyKey: string;
   workflowId: string;
-  agentId: string;
+  sellerId: string;
   createOperationId: string;
   requestedBy?: string;
   nowMs: number;
@@ -979,7 +979,7 @@ export function newMediaBuyState(input: {
   return {
     buyKey: input.buyKey,
     workflowId: input.workflowId,
-    agentId: input.agentId,
+    sellerId: input.sellerId,
     status: 'creating',
     createOperationId: input.createOperationId,
     ...(start ? { startTime: start } : {}),

@@ -32,7 +32,7 @@ import {
 } from '@temporalio/workflow';
 import type { MediaBuyActivities } from '../activities/media-buy';
 import {
-  SA_AGENT,
+  SA_SELLER,
   SA_CREATIVES_MISSING,
   SA_CREATIVE_DEADLINE,
   SA_FLIGHT_END,
@@ -145,7 +145,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     newMediaBuyState({
       buyKey: input.buyKey,
       workflowId: info.workflowId,
-      agentId: input.agentId,
+      sellerId: input.sellerId,
       createOperationId: operationIdFor('create_media_buy', input.buyKey),
       ...(input.requestedBy ? { requestedBy: input.requestedBy } : {}),
       nowMs: Date.now(),
@@ -177,7 +177,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     onStatusChange: (from, to, source) => {
       metricMeter
         .createCounter('adcp_media_buy_transitions', 'transitions', 'Media buy lifecycle changes')
-        .add(1, { agent: state.agentId, to, source });
+        .add(1, { agent: state.sellerId, to, source });
       log.info('Media buy status changed', { buyKey: state.buyKey, mediaBuyId: state.mediaBuyId, from, to, source });
     },
     onAnomaly: (source, note) =>
@@ -375,7 +375,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       ]);
     }
     const totals = state.reporting.totals;
-    const parts = [`media buy ${state.mediaBuyId ?? '(creating)'} at ${state.agentId}: ${state.status}`];
+    const parts = [`media buy ${state.mediaBuyId ?? '(creating)'} at ${state.sellerId}: ${state.status}`];
     if (totals.impressions !== undefined) parts.push(`${totals.impressions} impressions`);
     if (totals.spend !== undefined) parts.push(`spend ${totals.spend}`);
     if (Object.keys(state.reporting.missingPeriods).length > 0)
@@ -394,7 +394,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
   ): Promise<OperationState> {
     const operationId = operationIdFor(task, callerKey);
     const operationInput: OperationInput = {
-      agentId: state.agentId,
+      sellerId: state.sellerId,
       task,
       params,
       // The buy's operations act for its tenant: its seller credentials, its notifications, its AdcpTenant.
@@ -413,7 +413,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
         ? {
             typedSearchAttributes: [
               { key: SA_TASK, value: task },
-              { key: SA_AGENT, value: state.agentId },
+              { key: SA_SELLER, value: state.sellerId },
               { key: SA_STATUS, value: 'pending' },
               ...(input.tenant !== undefined ? [{ key: SA_TENANT, value: input.tenant }] : []),
             ],
@@ -738,7 +738,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       return;
     }
     machine.applyCreativeSync(attachment, operation.result, operationId);
-    // The seller moves the buy on (pending_creatives → pending_start) once creatives are in: look.
+    // The seller moves the buy on (pending_creatives → pending_start) once creatives are in: poll.
     refreshRequested = true;
     finish('applied');
   }
@@ -750,7 +750,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     state.lastReadAt = iso(Date.now());
     try {
       const outcome = await reads.readMediaBuy({
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         mediaBuyId: state.mediaBuyId,
         ...(account !== undefined ? { account } : {}),
       });
@@ -815,7 +815,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       const lastMs = Date.parse(chunk[chunk.length - 1]);
       try {
         const outcome = await reads.pullDelivery({
-          agentId: state.agentId,
+          sellerId: state.sellerId,
           mediaBuyId: state.mediaBuyId,
           ...(account !== undefined ? { account } : {}),
           startDate: dateOf(firstMs),
@@ -868,7 +868,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     if (state.mediaBuyId && state.status !== 'rejected' && state.status !== 'create_failed') {
       try {
         const outcome = await reads.pullDelivery({
-          agentId: state.agentId,
+          sellerId: state.sellerId,
           mediaBuyId: state.mediaBuyId,
           ...(account !== undefined ? { account } : {}),
         });
@@ -892,7 +892,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       if (state.creativeAlerts.length > 20) state.creativeAlerts.shift();
       metricMeter
         .createCounter('adcp_media_buy_creative_alerts', 'alerts', 'Creative deadline alerts raised')
-        .add(1, { agent: state.agentId, kind: alert.kind });
+        .add(1, { agent: state.sellerId, kind: alert.kind });
       log.warn(`Creative deadline alert (${alert.kind})`, {
         buyKey: state.buyKey,
         mediaBuyId: state.mediaBuyId,
@@ -911,7 +911,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       // A timer that fires at the server while this task runs has no TimerFired event in the task yet. A real
       // server accepts a CancelTimer for it; the time-skipping test server refuses the whole completion ("invalid
       // history builder state for action", temporalio/sdk-java#2606, #3088) and never times the task out, so the
-      // run stalls for good. A timer this close to firing is left to fire: it wakes the loop, which looks again.
+      // run stalls for good. A timer this close to firing is left to fire: it wakes the loop, which polls again.
       const mayFireDuringTask = timer.dueMs <= Date.now() + TIMER_CANCEL_GUARD_MS;
       if (mayFireDuringTask && patched(KEEP_DUE_TIMER_PATCH)) {
         if (dueMs === undefined || dueMs >= timer.dueMs) return; // it fires first; the loop re-arms then

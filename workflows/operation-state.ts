@@ -250,7 +250,7 @@ export class OperationMachine {
     return verdict;
   }
 
-  /** A look at the task (poll, reconciliation, confirmation read). */
+  /** A read of the task (poll, reconciliation, confirmation read). */
   applyRead(snapshot: TaskSnapshot, source: 'poll' | 'reconciliation' = 'poll'): Verdict {
     const verdict = this.observe(snapshot, source);
     if (this.state.taskId) this.settleHeld();
@@ -559,7 +559,7 @@ export class OperationMachine {
     return {
       action: 'fail',
       reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.agentId} failed: ${error.message}`,
+      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
     };
   }
 
@@ -577,13 +577,13 @@ export class OperationMachine {
       return {
         action: 'fail',
         reason: 'idempotency_unresolved',
-        message: `The ${this.state.task} call to ${this.state.agentId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
+        message: `The ${this.state.task} call to ${this.state.sellerId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
       };
     }
     return {
       action: 'fail',
       reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.agentId} failed: ${error.message}`,
+      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
     };
   }
 

@@ -68,8 +68,8 @@ import { actorProblem, cancelRequestProblem, credentialsRefreshProblem, provided
 /** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
 export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
 /**
- * Revision 4 looks: from this marker on (written by the first quiet webhook a run applies so), a webhook that only
- * repeats the status the looks wait on is applied by its signal handler instead of waking the wait (see
+ * Revision 4 polls: from this marker on (written by the first quiet webhook a run applies so), a webhook that only
+ * repeats the status the polls wait on is applied by its signal handler instead of waking the wait (see
  * appliesWithoutWaking). Histories recorded before replay as they ran.
  */
 export const QUIET_WEBHOOKS_IN_HANDLER_PATCH = 'adcp-quiet-webhooks-in-handler';
@@ -161,11 +161,11 @@ function readActivities(timeouts: CallTimeouts) {
  * activity gets room for the longest call a worker may be configured with (the activity bounds the call itself).
  */
 const UNPLANNED_READ_TIMEOUTS: CallTimeouts = { callMs: 5 * 60_000, readMs: 2 * 60_000 };
-/** Revision 3: a look lost with its worker is made again this long after its heartbeat timed out. */
-const LOST_LOOK_RETRY = '1s';
+/** Revision 3: a poll lost with its worker is made again this long after its heartbeat timed out. */
+const LOST_POLL_RETRY = '1s';
 
 /**
- * Revision 3: the looks of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
+ * Revision 3: the polls of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
  * activities/contract.ts AwaitTaskMoveOnCadenceInput). The retry policy only applies to attempts that were lost.
  */
 function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
@@ -174,9 +174,9 @@ function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
     scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
     retry: {
-      initialInterval: LOST_LOOK_RETRY,
+      initialInterval: LOST_POLL_RETRY,
       backoffCoefficient: 1,
-      maximumInterval: LOST_LOOK_RETRY,
+      maximumInterval: LOST_POLL_RETRY,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });
@@ -186,7 +186,7 @@ function pollingActivities(plan: WaitPlan, budgetMs: number, timeouts: CallTimeo
   return proxyActivities<OperationActivities>({
     startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    // Each retry is one look; retries do not write history, so a day of polling costs a few events.
+    // Each retry is one poll; retries do not write history, so a day of polling costs a few events.
     scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
     retry: {
       initialInterval: `${plan.initialIntervalMs}ms`,
@@ -244,7 +244,7 @@ function tenantOf(input: OperationInput): { tenant?: string } {
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
   // Started for revision 3 or later (OperationInput.revision): never the legacy code, so no patch marker to record.
   const lean = (input.revision ?? 0) >= 3;
-  // Revision 4: a webhook that leaves the wait as it is (same status, not final) is applied while the looks go on.
+  // Revision 4: a webhook that leaves the wait as it is (same status, not final) is applied while the polls go on.
   const quietWebhooks = (input.revision ?? 0) >= 4;
   if (!lean && !patched(CONVERGENCE_PATCH)) return operationV1(input);
 
@@ -255,7 +255,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   const startedAtMs = Date.now();
   const state: OperationState = input.carried?.state ?? {
     operationId: info.workflowId,
-    agentId: input.agentId,
+    sellerId: input.sellerId,
     task: input.task,
     // Only operations started with a tenant carry these fields, so the state of older ones is unchanged.
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
@@ -308,7 +308,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       operation_id: state.operationId,
       tenant: input.tenant!,
       task: state.task,
-      agent_id: state.agentId,
+      agent_id: state.sellerId,
       status: state.status,
       occurred_at: iso(Date.now()),
       ...(event === 'completed' && state.resource?.mediaBuyId
@@ -378,7 +378,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         // Metrics are not emitted while a workflow replays, and write no history.
         metricMeter
           .createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes')
-          .add(1, { task: state.task, agent: state.agentId, to, source });
+          .add(1, { task: state.task, agent: state.sellerId, to, source });
         if (from === 'input-required') {
           // Approval time: from entering input-required to the status that followed (answered, rejected, timed out).
           const entered = [...state.transitions]
@@ -392,14 +392,14 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
                 'seconds',
                 'Time an AdCP operation waited for input',
               )
-              .record((Date.now() - Date.parse(entered.at)) / 1000, { task: state.task, agent: state.agentId, to });
+              .record((Date.now() - Date.parse(entered.at)) / 1000, { task: state.task, agent: state.sellerId, to });
           }
         }
         if (machine.terminal) {
           // Rejection and timeout rates: final statuses with the orchestrator's failure reason ("none" if it had none).
           metricMeter
             .createCounter('adcp_operation_outcomes', 'operations', 'AdCP operations by final status and reason')
-            .add(1, { task: state.task, agent: state.agentId, status: to, reason: state.failure?.reason ?? 'none' });
+            .add(1, { task: state.task, agent: state.sellerId, status: to, reason: state.failure?.reason ?? 'none' });
           metricMeter
             .createHistogram(
               'adcp_operation_duration',
@@ -409,7 +409,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
             )
             .record((Date.now() - Date.parse(state.startedAt)) / 1000, {
               task: state.task,
-              agent: state.agentId,
+              agent: state.sellerId,
               status: to,
             });
         }
@@ -426,8 +426,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   let keyGeneration = input.carried?.keyGeneration ?? 0;
   let pollRequested = false;
   let cancelRequest: CancelRequest | undefined;
-  /** Revision 4: the status a wait's looks are waiting on, while settleLooks waits for them (else undefined). */
-  let looksWaitingOn: OperationState['status'] | undefined;
+  /** Revision 4: the status a wait's polls are waiting on, while settlePolls waits for them (else undefined). */
+  let pollsWaitingOn: OperationState['status'] | undefined;
   /** Each call step's plan, decided once (see activities/contract.ts CallPlan). */
   const plans = new Map<string, CallPlan>(Object.entries(input.carried?.plans ?? {}));
 
@@ -450,22 +450,22 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   });
 
   /**
-   * Revision 4, while the looks run: a repeat of the status they wait on, with nothing else pending, changes nothing
+   * Revision 4, while the polls run: a repeat of the status they wait on, with nothing else pending, changes nothing
    * they depend on and issues no command, so the handler applies it (as drainInbox would) instead of waking the wait.
    * Waking it costs a condition round, a new condition and race, and promises that each capture a stack: most of the
-   * worker's CPU per webhook (issue #15 B2). Behind a patch: before it, such a webhook woke the wait, and a look that
+   * worker's CPU per webhook (issue #15 B2). Behind a patch: before it, such a webhook woke the wait, and a poll that
    * ended in the same workflow task was applied before it (histories recorded so must replay as they ran).
    */
   function appliesWithoutWaking(delivery: WebhookDelivery): boolean {
     return (
-      looksWaitingOn !== undefined &&
+      pollsWaitingOn !== undefined &&
       inbox.length === 0 &&
       pendingAdoption === undefined &&
       !pollRequested &&
       cancelRequest === undefined &&
-      // History is long enough: wake the loop, which then ends the looks to continue as new.
+      // History is long enough: wake the loop, which then ends the polls to continue as new.
       !workflowInfo().continueAsNewSuggested &&
-      isQuietRepeat(state, machine.terminal, looksWaitingOn, delivery) &&
+      isQuietRepeat(state, machine.terminal, pollsWaitingOn, delivery) &&
       patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)
     );
   }
@@ -573,7 +573,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
 
   // ---- publishing: search attributes, memo, current details ---------------------------------------------------
   function describeForHumans(): string {
-    const parts = [`${state.task} at ${state.agentId}: ${state.status}`];
+    const parts = [`${state.task} at ${state.sellerId}: ${state.status}`];
     if (state.taskId) parts.push(`task ${state.taskId}`);
     if (state.resource?.mediaBuyId) parts.push(`media buy ${state.resource.mediaBuyId}`);
     if (state.callInFlight) parts.push(`call in flight (${state.callInFlight.step})`);
@@ -647,7 +647,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     const taskKnownBefore = state.taskId !== undefined;
     const planInput = {
       operationId: state.operationId,
-      agentId: state.agentId,
+      sellerId: state.sellerId,
       task: state.task,
       step: keyStep,
       params,
@@ -759,7 +759,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     if (error.code === 'ANSWER_TOO_LARGE') {
       machine.fail(
         'answer_too_large',
-        `The ${state.task} answer from ${state.agentId} is too large to keep: ${error.message}`,
+        `The ${state.task} answer from ${state.sellerId} is too large to keep: ${error.message}`,
         error,
       );
       return;
@@ -788,7 +788,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         } else if (next.action === 'rekey') {
           machine.fail(
             'call_failed',
-            `The ${state.task} call to ${state.agentId} was refused with ${error.code}; the operation was canceled before a new key was tried.`,
+            `The ${state.task} call to ${state.sellerId} was refused with ${error.code}; the operation was canceled before a new key was tried.`,
             error,
           );
         }
@@ -804,7 +804,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     try {
       found = await readActivities(timeouts()).findLostTask({
         operationId: state.operationId,
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         task: state.task,
         step: keyStep,
         ...accountOf(input.params),
@@ -843,7 +843,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     pendingAdoption = undefined;
     machine.adopt(taskId, why);
     publish();
-    await look();
+    await poll();
   }
 
   // ---- reads --------------------------------------------------------------------------------------------------
@@ -851,7 +851,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   function readInput(taskId: string) {
     return {
       operationId: state.operationId,
-      agentId: state.agentId,
+      sellerId: state.sellerId,
       task: state.task,
       taskId,
       ...(state.contextId ? { contextId: state.contextId } : {}),
@@ -866,7 +866,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   function learnReadMethod(method: ReadMethod): void {
     if (state.readMethod !== method) {
       if (state.readMethod)
-        machine.note('poll', `reads at ${state.agentId} now use ${method} (was ${state.readMethod})`);
+        machine.note('poll', `reads at ${state.sellerId} now use ${method} (was ${state.readMethod})`);
       state.readMethod = method;
     }
   }
@@ -886,7 +886,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     return false;
   }
 
-  async function look(taskId = state.taskId): Promise<boolean> {
+  async function poll(taskId = state.taskId): Promise<boolean> {
     if (!taskId) return false;
     try {
       const outcome = await readActivities(timeouts()).readTask(readInput(taskId));
@@ -897,8 +897,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     } catch (failure) {
       if (isCancellation(failure)) throw failure;
       const error = errorFromFailure(failure);
-      // A missed look is not a failed operation: the next one, a webhook or reconciliation will tell.
-      machine.note('poll', `read failed, will look again: ${error.code}: ${error.message}`);
+      // A missed poll is not a failed operation: the next one, a webhook or reconciliation will tell.
+      machine.note('poll', `read failed, will poll again: ${error.code}: ${error.message}`);
       publish();
       return false;
     }
@@ -909,21 +909,21 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     const taskId = machine.heldTaskId();
     if (taskId) {
       machine.adopt(taskId, 'named by a webhook that arrived while the call was in flight');
-      const seen = await look(taskId);
+      const seen = await poll(taskId);
       if (seen) return;
     }
     machine.acceptHeldUnconfirmed(
-      taskId ? `no read of task ${taskId} is possible at ${state.agentId} now` : 'the webhooks name no task to read',
+      taskId ? `no read of task ${taskId} is possible at ${state.sellerId} now` : 'the webhooks name no task to read',
     );
     publish();
   }
 
   /** A completion that needs a read to be believed (a create without its media_buy_id). */
   async function confirmProvisional(): Promise<void> {
-    const seen = state.taskId ? await look() : false;
+    const seen = state.taskId ? await poll() : false;
     if (!seen && state.provisional && !machine.terminal) {
       machine.settleProvisional(
-        state.taskId ? `task ${state.taskId} cannot be read at ${state.agentId}` : 'the seller named no task to read',
+        state.taskId ? `task ${state.taskId} cannot be read at ${state.sellerId}` : 'the seller named no task to read',
       );
     } else if (state.provisional && !machine.terminal && seen) {
       // The read did not settle it (it still says something else): keep waiting for the seller.
@@ -933,17 +933,17 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   /**
-   * Polling in one activity (its retry policy repeats the look at the plan's cadence), interrupted the moment a
+   * Polling in one activity (its retry policy repeats the poll at the plan's cadence), interrupted the moment a
    * webhook, an answer, a poll request or a cancel arrives.
    */
   async function pollUntilChange(plan: WaitPlan): Promise<void> {
     if (lean) return pollOnCadence(plan);
-    // The first look of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
+    // The first poll of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
     // are retries of one polling activity.
     const interrupt = () =>
       inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
-    const firstLookInMs = Math.min(plan.firstLookAfterMs, deadlineMs - Date.now());
-    if (firstLookInMs > 0 && (await condition(interrupt, firstLookInMs))) return;
+    const firstPollInMs = Math.min(plan.firstPollAfterMs, deadlineMs - Date.now());
+    if (firstPollInMs > 0 && (await condition(interrupt, firstPollInMs))) return;
     const untilDeadline = deadlineMs - Date.now();
     if (untilDeadline <= 0) return;
     if (!state.taskId) {
@@ -953,20 +953,20 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     }
     const budgetMs = Math.min(
       untilDeadline,
-      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstLookAfterMs,
+      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstPollAfterMs,
     );
     const activities = pollingActivities(plan, budgetMs, timeouts());
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
     const polling = scope.run(() => activities.awaitTaskMove({ ...readInput(state.taskId!), since }));
-    await settleLooks(polling, scope, interrupt, plan, untilDeadline);
+    await settlePolls(polling, scope, interrupt, plan, untilDeadline);
   }
 
   /**
-   * The end of a wait's looks, for both pollers: raced against what interrupts them (a webhook, an answer, a poll
+   * The end of a wait's polls, for both pollers: raced against what interrupts them (a webhook, an answer, a poll
    * request, a cancel), then applied. Reads never fail the operation.
    */
-  async function settleLooks(
+  async function settlePolls(
     polling: Promise<ReadTaskOutcome & { polls: number }>,
     scope: CancellationScope,
     interrupt: () => boolean,
@@ -974,28 +974,28 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     untilDeadline: number,
   ): Promise<void> {
     const statusWaitedOn = state.status;
-    const looked = polling.then(
+    const polled = polling.then(
       () => 'poll' as const,
       () => 'poll' as const,
     );
     let winner: 'poll' | 'signal';
     // Repeats of the status waited on are applied by the signal handler meanwhile (appliesWithoutWaking).
-    if (quietWebhooks) looksWaitingOn = statusWaitedOn;
+    if (quietWebhooks) pollsWaitingOn = statusWaitedOn;
     try {
       for (;;) {
-        winner = await Promise.race([looked, condition(interrupt).then(() => 'signal' as const)]);
+        winner = await Promise.race([polled, condition(interrupt).then(() => 'signal' as const)]);
         if (winner === 'poll' || !quietWebhooks || !onlyWebhooksArrived()) break;
-        // Progress reports and repeats of the status waited on change nothing the looks depend on: cancelling them
+        // Progress reports and repeats of the status waited on change nothing the polls depend on: cancelling them
         // would cost an activity cancel and a new schedule per webhook. Anything else (a new status, a final or
-        // provisional one) ends the looks so the main loop decides again.
+        // provisional one) ends the polls so the main loop decides again.
         drainInbox();
         if (machine.terminal || state.provisional || state.status !== statusWaitedOn) break;
-        // Each webhook adds history and these looks may last until the deadline: end them when Temporal suggests
-        // continuing as new (the main loop then does). Behind the patch, as runs before it kept the looks.
+        // Each webhook adds history and these polls may last until the deadline: end them when Temporal suggests
+        // continuing as new (the main loop then does). Behind the patch, as runs before it kept the polls.
         if (workflowInfo().continueAsNewSuggested && patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)) break;
       }
     } finally {
-      looksWaitingOn = undefined;
+      pollsWaitingOn = undefined;
     }
     if (winner === 'signal') scope.cancel();
     try {
@@ -1008,30 +1008,30 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       if (isCancellation(failure)) throw failure;
       if (budgetRanOut(failure)) {
         state.pollCount += pollsBeforeBudgetRanOut(failure);
-        // At the end of the working window the main loop continues at the slower cadence. Otherwise the next look
-        // would have come after the deadline: wait for it (still interruptible), then the loop takes its last look.
+        // At the end of the working window the main loop continues at the slower cadence. Otherwise the next poll
+        // would have come after the deadline: wait for it (still interruptible), then the loop takes its last poll.
         const toDeadline = deadlineMs - Date.now();
         if ((plan.windowMs === undefined || plan.windowMs >= untilDeadline) && toDeadline > 0)
           await condition(interrupt, toDeadline);
         return;
       }
-      // Note it and let the loop look again at the next cadence.
+      // Note it and let the loop poll again at the next cadence.
       const error = errorFromFailure(failure);
-      machine.note('poll', `polling stopped (${error.code}: ${error.message}); looking again later`);
+      machine.note('poll', `polling stopped (${error.code}: ${error.message}); polling again later`);
       publish();
       await condition(interrupt, Math.min(plan.maxIntervalMs, Math.max(deadlineMs - Date.now(), 0)));
     }
   }
 
-  /** Only webhooks interrupt the wait: no adoption, poll request or cancel, which must end the looks. */
+  /** Only webhooks interrupt the wait: no adoption, poll request or cancel, which must end the polls. */
   function onlyWebhooksArrived(): boolean {
     return inbox.length > 0 && pendingAdoption === undefined && !pollRequested && cancelRequest === undefined;
   }
 
   /**
-   * Revision 3: the same wait without a durable timer for the first look. One activity makes every look of the wait
-   * and keeps the cadence itself (its first attempt only asks to be retried at the first look), so a wait costs an
-   * activity scheduled and its end, and a look lost with a killed worker is made again seconds after its heartbeat
+   * Revision 3: the same wait without a durable timer for the first poll. One activity makes every poll of the wait
+   * and keeps the cadence itself (its first attempt only asks to be retried at the first poll), so a wait costs an
+   * activity scheduled and its end, and a poll lost with a killed worker is made again seconds after its heartbeat
    * times out instead of a backoff interval later.
    */
   async function pollOnCadence(plan: WaitPlan): Promise<void> {
@@ -1049,12 +1049,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     const scope = new CancellationScope();
     const since = { status: state.status, progress: state.progress ?? null };
     const cadence = {
-      firstLookAfterMs: plan.firstLookAfterMs,
+      firstPollAfterMs: plan.firstPollAfterMs,
       initialIntervalMs: plan.initialIntervalMs,
       maxIntervalMs: plan.maxIntervalMs,
     };
     const polling = scope.run(() => activities.awaitTaskMoveOnCadence({ ...readInput(state.taskId!), since, cadence }));
-    await settleLooks(polling, scope, interrupt, plan, untilDeadline);
+    await settlePolls(polling, scope, interrupt, plan, untilDeadline);
   }
 
   // ---- waits on people ----------------------------------------------------------------------------------------
@@ -1112,14 +1112,14 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     if (credentialsRefreshed && !cancelRequest && !machine.terminal) {
       credentialsRefreshed = false;
       // With a task the seller tracks, ask it where it stands; without one, repeat the call with the same key.
-      if (state.taskId) await look();
+      if (state.taskId) await poll();
       else await callSeller('call', input.params);
     }
   }
 
-  async function waitForSeller(looksInStatus: number, workingSinceMs: number): Promise<void> {
-    if (state.status === 'unknown' && looksInStatus === 0) {
-      await look(); // unknown: learn the truth at once
+  async function waitForSeller(pollsInStatus: number, workingSinceMs: number): Promise<void> {
+    if (state.status === 'unknown' && pollsInStatus === 0) {
+      await poll(); // unknown: learn the truth at once
       return;
     }
     await pollUntilChange(
@@ -1145,7 +1145,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     await main.run(async () => {
       if (state.status === 'pending' && !state.taskId) await callSeller('call', input.params);
       let statusSeen = state.status;
-      let looksInStatus = 0;
+      let pollsInStatus = 0;
       let workingSinceMs = Date.now();
       while (!machine.terminal && cancelRequest === undefined) {
         if (inbox.length > 0) drainInbox();
@@ -1168,21 +1168,21 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         }
         if (pollRequested) {
           pollRequested = false;
-          await look();
+          await poll();
           continue;
         }
         if (state.status !== statusSeen) {
           if (state.status === 'working' && statusSeen !== 'working') workingSinceMs = Date.now();
           statusSeen = state.status;
-          looksInStatus = 0;
+          pollsInStatus = 0;
         }
         if (Date.now() >= deadlineMs) {
-          await look(); // one last look before giving up
+          await poll(); // one last poll before giving up
           if (inbox.length > 0) drainInbox();
           if (!machine.terminal) {
             machine.fail(
               'timed_out',
-              `No terminal status from ${state.agentId} within the budget (deadline ${state.deadline}); last status ${state.status}.`,
+              `No terminal status from ${state.sellerId} within the budget (deadline ${state.deadline}); last status ${state.status}.`,
             );
           }
           break;
@@ -1191,8 +1191,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
         if (state.status === 'input-required') await waitForAnswer();
         else if (state.status === 'auth-required') await waitForCredentials();
         else if (state.status === 'pending' || !INTERRUPTED_STATUSES.has(state.status)) {
-          await waitForSeller(looksInStatus, workingSinceMs);
-          looksInStatus += 1;
+          await waitForSeller(pollsInStatus, workingSinceMs);
+          pollsInStatus += 1;
         }
       }
     });
@@ -1242,7 +1242,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       try {
         const told = await readActivities(timeouts()).cancelAtSeller({
           operationId: state.operationId,
-          agentId: state.agentId,
+          sellerId: state.sellerId,
           task: state.task,
           ...(state.taskId ? { taskId: state.taskId } : {}),
           ...(state.contextId ? { contextId: state.contextId } : {}),
@@ -1283,7 +1283,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       const why = state.failure?.message ?? state.message ?? state.errors?.[0]?.message ?? 'no reason given';
       throw ApplicationFailure.create({
         type: state.status === 'failed' ? OPERATION_FAILED : OPERATION_REJECTED,
-        message: `${state.task} at ${state.agentId} ${state.status}: ${why}`,
+        message: `${state.task} at ${state.sellerId} ${state.status}: ${why}`,
         nonRetryable: true,
         details: [state],
       });

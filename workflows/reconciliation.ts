@@ -1,7 +1,7 @@
 /**
  * Reconciliation of one seller (adcp-protocol.md §1.7), run by a Temporal Schedule and on demand: compare the
  * seller's open tasks with the open operations, hand a lost task back to the operation whose call created it (found
- * by that call's idempotency key), report what cannot be attributed, make every open operation look now, and make
+ * by that call's idempotency key), report what cannot be attributed, make every open operation poll now, and make
  * every media buy followed at that seller read get_media_buys now (refreshMediaBuy).
  * It changes nothing at the seller: it only reads there, and only signals operations here.
  */
@@ -10,12 +10,12 @@ import type { OperationActivities } from '../activities';
 import type { OpenOperation, ReconciliationActivities } from '../activities/reconciliation';
 
 export interface ReconciliationInput {
-  agentId: string;
+  sellerId: string;
   requestedBy: string;
 }
 
 export interface ReconciliationReport {
-  agentId: string;
+  sellerId: string;
   requestedBy: string;
   at: string;
   openOperations: number;
@@ -60,13 +60,13 @@ const finding = proxyActivities<OperationActivities>({
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
   const requestedBy = `reconciliation (${input.requestedBy})`;
-  const open = await reading.listOpenOperations({ agentId: input.agentId });
+  const open = await reading.listOpenOperations({ sellerId: input.sellerId });
   let seller: Awaited<ReturnType<typeof reading.listSellerTasks>>;
   let sellerError: string | undefined;
   try {
-    seller = await reading.listSellerTasks({ agentId: input.agentId });
+    seller = await reading.listSellerTasks({ sellerId: input.sellerId });
   } catch (failure) {
-    // An unreachable seller is a finding, not a failed reconciliation: the operations still look now.
+    // An unreachable seller is a finding, not a failed reconciliation: the operations still poll now.
     sellerError = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
     seller = { supported: false, tasks: [], truncated: false };
   }
@@ -87,7 +87,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       try {
         const found = await finding.findSellerTask({
           operationId: operation.operationId,
-          agentId: input.agentId,
+          sellerId: input.sellerId,
           task: operation.task,
           step: 'call',
         });
@@ -119,7 +119,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
   ];
   // Media buys at this seller read get_media_buys now: a status changed at the seller without a webhook converges.
-  const buys = patched(MEDIA_BUYS_PATCH) ? await reading.listOpenMediaBuys({ agentId: input.agentId }) : undefined;
+  const buys = patched(MEDIA_BUYS_PATCH) ? await reading.listOpenMediaBuys({ sellerId: input.sellerId }) : undefined;
   const refreshes = (buys ?? []).map((buy) => ({
     operationId: buy.workflowId,
     kind: 'refreshMediaBuy' as const,
@@ -129,7 +129,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
   const report: ReconciliationReport = {
-    agentId: input.agentId,
+    sellerId: input.sellerId,
     requestedBy: input.requestedBy,
     at: new Date(Date.now()).toISOString(),
     openOperations: open.length,
@@ -158,7 +158,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       : {}),
   };
   log.info('Seller reconciled', {
-    agentId: report.agentId,
+    sellerId: report.sellerId,
     openOperations: report.openOperations,
     sellerOpenTasks: report.sellerOpenTasks,
     adopted: report.adopted.length,

@@ -13,8 +13,8 @@ export const SELLER_CAPABILITIES_WORKFLOW_TYPE = 'adcpSellerCapabilities';
  * One workflow per task queue and seller (deployments sharing a namespace on different queues keep their own, as
  * the reconciliation schedules do).
  */
-export function sellerCapabilitiesWorkflowId(taskQueue: string, agentId: string): string {
-  return `adcp-seller-capabilities:${taskQueue}:${agentId}`;
+export function sellerCapabilitiesWorkflowId(taskQueue: string, sellerId: string): string {
+  return `adcp-seller-capabilities:${taskQueue}:${sellerId}`;
 }
 
 /** The memo key under which the workflow publishes its state, so reads answer without a worker. */
@@ -25,7 +25,7 @@ export const DEFAULT_CAPABILITIES_REFRESH_MS = 6 * 60 * 60_000;
 export const DEFAULT_CAPABILITIES_RETRY_MS = 5 * 60_000;
 
 export interface SellerCapabilitiesInput {
-  agentId: string;
+  sellerId: string;
   refreshEveryMs?: number;
   retryEveryMs?: number;
   /** Set only by continue-as-new. */
@@ -39,7 +39,7 @@ export interface CapabilityChangeNotice {
 }
 
 export interface SellerCapabilitiesState {
-  agentId: string;
+  sellerId: string;
   /** The last good answer (kept through later failures). */
   capabilities?: SellerCapabilities;
   capabilitiesAt?: string;

@@ -43,7 +43,7 @@ export async function adcpSellerCapabilities(input: SellerCapabilitiesInput): Pr
   const refreshEveryMs = input.refreshEveryMs ?? DEFAULT_CAPABILITIES_REFRESH_MS;
   const retryEveryMs = input.retryEveryMs ?? DEFAULT_CAPABILITIES_RETRY_MS;
   const state: SellerCapabilitiesState = input.carried ?? {
-    agentId: input.agentId,
+    sellerId: input.sellerId,
     consecutiveFailures: 0,
     refreshes: 0,
     notices: [],
@@ -66,7 +66,7 @@ export async function adcpSellerCapabilities(input: SellerCapabilitiesInput): Pr
   function publish(): void {
     upsertMemo({ [SELLER_CAPABILITIES_MEMO]: state });
     const parts = [
-      `seller ${state.agentId}: ${state.reachable === false ? 'unreachable' : state.reachable ? 'reachable' : 'not asked yet'}`,
+      `seller ${state.sellerId}: ${state.reachable === false ? 'unreachable' : state.reachable ? 'reachable' : 'not asked yet'}`,
     ];
     if (state.capabilities)
       parts.push(`AdCP ${state.capabilities.wireVersion}, ${state.capabilities.tasks.length} tasks`);
@@ -78,7 +78,7 @@ export async function adcpSellerCapabilities(input: SellerCapabilitiesInput): Pr
   for (;;) {
     if (refreshRequested) {
       refreshRequested = false;
-      const outcome = await fetchSellerCapabilities({ agentId: state.agentId });
+      const outcome = await fetchSellerCapabilities({ sellerId: state.sellerId });
       state.refreshes += 1;
       runRefreshes += 1;
       state.lastCheckedAt = outcome.at;

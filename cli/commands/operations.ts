@@ -30,7 +30,7 @@ export function registerOperationCommands(program: Command): void {
     )
     .option('--budget <seconds>', "how long the operation may take (default: the task's budget)", positiveInteger)
     .option('-w, --watch', 'then follow it, as `watch` does')
-    .option('--interval <seconds>', 'with --watch: seconds between looks', positiveInteger, 2)
+    .option('--interval <seconds>', 'with --watch: seconds between polls', positiveInteger, 2)
     .addHelpText(
       'after',
       `
@@ -55,7 +55,7 @@ Examples:
         const params = await readJsonObject(options.params, '--params');
         await withSession(globals, async ({ orchestrator, client }) => {
           const started = await orchestrator.start({
-            agentId: options.seller,
+            sellerId: options.seller,
             task: options.task,
             params,
             ...(options.key !== undefined ? { idempotencyKey: options.key } : {}),

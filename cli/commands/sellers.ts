@@ -5,7 +5,7 @@ import {
   type GlobalOptions,
   agentsFile,
   defaultRequester,
-  loadSellers,
+  loadConfiguredSellers,
   print,
   printJson,
   withSession,
@@ -19,9 +19,9 @@ export function registerSellerCommands(program: Command): void {
     )
     .action((_options: unknown, command: Command) => {
       const globals = command.optsWithGlobals<GlobalOptions>();
-      const sellers = loadSellers();
+      const sellers = loadConfiguredSellers();
       // Token variables are named, never read: whether one is set is all the CLI says about it.
-      const rows = sellers.agents.map((agent) => ({
+      const rows = sellers.sellers.map((agent) => ({
         id: agent.id,
         name: agent.name ?? null,
         url: agent.url,
@@ -49,7 +49,7 @@ export function registerSellerCommands(program: Command): void {
   program
     .command('reconcile')
     .description(
-      'Reconcile one seller now: adopt seller tasks whose answer was lost, report the rest, make its open operations look now.',
+      'Reconcile one seller now: adopt seller tasks whose answer was lost, report the rest, make its open operations poll now.',
     )
     .argument('<seller>', 'the seller, by its id in the agents file')
     .option('--by <who>', 'who asks, for the record', defaultRequester())
@@ -61,7 +61,7 @@ export function registerSellerCommands(program: Command): void {
           printJson(reconciliationReportView(report));
           return;
         }
-        print(`Reconciled ${report.agentId} at ${report.at}: ${report.openOperations} open operation(s).`);
+        print(`Reconciled ${report.sellerId} at ${report.at}: ${report.openOperations} open operation(s).`);
         if (report.sellerError !== undefined)
           print(`  The seller's task list could not be read: ${report.sellerError}`);
         else if (!report.sellerListsTasks)
@@ -76,7 +76,7 @@ export function registerSellerCommands(program: Command): void {
             `  unattributed seller task ${task.taskId} (${task.status}${task.taskType ? `, ${task.taskType}` : ''})`,
           );
         for (const missing of report.missingFromSeller) print(`  missing at the seller: ${missing}`);
-        print(`  ${report.pollRequested} operation(s) asked to look now.`);
+        print(`  ${report.pollRequested} operation(s) asked to poll now.`);
       });
     });
 }

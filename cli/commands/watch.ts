@@ -1,6 +1,6 @@
 /**
  * `watch`: follows one operation until it ends. It polls the status (query, else the published state) and the
- * workflow's pending activities, and prints what changed since the last look: status transitions with their source,
+ * workflow's pending activities, and prints what changed since the last poll: status transitions with their source,
  * the seller's message and progress, the question of an input-required pause, and the call in flight with its
  * attempt, last error and next retry. With --json each change is one JSON object per line (NDJSON).
  */
@@ -150,7 +150,7 @@ export function registerWatchCommand(program: Command): void {
       'Follow an operation live until it ends: status changes as they happen, the call in flight with its attempt, last error and next retry.',
     )
     .argument('<operation-id>', 'the operation to follow')
-    .option('--interval <seconds>', 'seconds between looks', positiveInteger, 2)
+    .option('--interval <seconds>', 'seconds between polls', positiveInteger, 2)
     .addHelpText(
       'after',
       '\nWith --json, one JSON object per line: snapshot, status, message, progress, input_required, call, stale, end.\nExits when the operation ends: 0 completed, 1 failed, rejected or canceled.',

@@ -4,7 +4,7 @@
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
-import type { AgentRegistry } from '../../config/agents';
+import type { SellerRegistry } from '../../config/sellers';
 import { encryptedDataConverter } from '../../client/encryption-codec';
 import { quietRuntime, workflowBundle } from './temporal';
 
@@ -13,7 +13,7 @@ export async function startEncryptedWorker(options: {
   taskQueue: string;
   /** ADCP_PAYLOAD_KEYS (and ADCP_PAYLOAD_KEY_ID) for the data converter. */
   env: NodeJS.ProcessEnv;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   /** The environment the activities read sellers' tokens from. */
   activityEnv: NodeJS.ProcessEnv;
 }): Promise<{ worker: Worker; run: Promise<void> }> {
@@ -25,7 +25,7 @@ export async function startEncryptedWorker(options: {
     taskQueue: options.taskQueue,
     workflowBundle: await workflowBundle(),
     dataConverter: encryptedDataConverter(options.env),
-    activities: createActivities({ agents: options.agents, env: options.activityEnv }),
+    activities: createActivities({ sellers: options.sellers, env: options.activityEnv }),
     shutdownGraceTime: '2s',
   });
   const run = worker.run().finally(() => connection.close());

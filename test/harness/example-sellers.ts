@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { freePort } from '../../scripts/lib/dev-server';
 import { type ManagedProcess, startProcess, waitForListening } from '../../scripts/lib/processes';
@@ -80,7 +80,7 @@ export interface ExampleSeller {
   /** The public key the seller signs its webhooks with (runner-served examples only; also in `agent.webhooks`). */
   webhookJwks?: { keys: AdcpJsonWebKey[] };
   /** The seller as the orchestrator's registry knows it (agent id = the example's name). */
-  agent: AgentConfig;
+  agent: SellerConfig;
   /** The last lines the seller and its upstream printed, for failure messages. */
   output(): string;
   stop(): Promise<void>;
@@ -160,7 +160,7 @@ export async function startExampleSeller(
         protocol: 'mcp',
         token_env: EXAMPLE_SELLER_TOKEN_ENV,
         ...(signing
-          ? { webhooks: { scheme: 'rfc9421', jwks: { keys: [signing.publicJwk] } } as AgentConfig['webhooks'] }
+          ? { webhooks: { scheme: 'rfc9421', jwks: { keys: [signing.publicJwk] } } as SellerConfig['webhooks'] }
           : {}),
       },
       output: () => started.map((process) => `[${process.name}]\n${process.output()}`).join('\n'),

@@ -23,7 +23,7 @@ import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { dataConverter } from '../../client/payload-codec';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import { type AgentConfig, AgentRegistry } from '../../config/agents';
+import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import type { OperationState } from '../../workflows/definitions';
 import { type Fault, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
@@ -120,7 +120,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   }
 
   const gateway = webhookSeller ? await listenOnLoopback() : undefined;
-  const agents: AgentConfig[] = [
+  const agents: SellerConfig[] = [
     { id: 'chaos', name: 'chaos', url: seller.url, protocol: 'mcp', token_env: 'CHAOS_SELLER_TOKEN' },
   ];
   if (webhookSeller) {
@@ -130,7 +130,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       url: webhookSeller.url,
       protocol: 'mcp',
       token_env: 'WEBHOOK_FIRST_SELLER_TOKEN',
-      webhooks: { scheme: 'rfc9421', jwks: webhookSeller.webhookJwks } as AgentConfig['webhooks'],
+      webhooks: { scheme: 'rfc9421', jwks: webhookSeller.webhookJwks } as SellerConfig['webhooks'],
     });
   }
   const agentsFile = writeAgentsFile(agents);
@@ -148,7 +148,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   if (gateway) {
     const webhookRouter = createWebhookRouter({
       client,
-      agents: new AgentRegistry(agents, 'fault-run agents'),
+      sellers: new SellerRegistry(agents, 'fault-run agents'),
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: gateway.base,
       env: tokens,
@@ -159,10 +159,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   let worker: ManagedProcess | undefined;
   try {
     worker = await startWorkerProcess({ address: scenario.address, taskQueue, agentsFile, env: workerEnv });
-    const startOne = async (agentId: string) =>
+    const startOne = async (sellerId: string) =>
       (
         await orchestrator.start({
-          agentId,
+          sellerId,
           task: 'create_media_buy',
           params: createMediaBuyParams(),
           idempotencyKey: randomUUID(),

@@ -9,11 +9,11 @@ import type { OperationState } from '../../workflows/definitions';
 /** Runs one AdCP task as an orchestrator operation (a fresh idempotency key) and waits for its end. */
 export async function runOperation(
   orchestrator: OrchestratorClient,
-  agentId: string,
+  sellerId: string,
   task: string,
   params: Record<string, unknown>,
 ): Promise<OperationState> {
-  const started = await orchestrator.start({ agentId, task, params, idempotencyKey: randomUUID() });
+  const started = await orchestrator.start({ sellerId, task, params, idempotencyKey: randomUUID() });
   return orchestrator.result(started.operationId);
 }
 

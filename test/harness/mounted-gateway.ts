@@ -13,7 +13,7 @@ import { ROLES, type Role, generateApiKey, loadAuthConfig, writeKeysFile } from 
 import { createHardenedServer } from '../../api/hardening';
 import { mountGateway } from '../../api/mount';
 import { MediaBuyClient } from '../../client/media-buy-client';
-import type { AgentRegistry } from '../../config/agents';
+import type { SellerRegistry } from '../../config/sellers';
 import { loadRuntimeConfig } from '../../config/runtime';
 import type { TestStack } from './temporal';
 
@@ -47,7 +47,7 @@ function attach(server: http.Server, app: http.RequestListener): void {
 
 export async function mountTestGateway(options: {
   stack: TestStack;
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   tenants: string[];
   codecs: PayloadCodec[];
   /** Servers reserved before the stack started (their URLs went into publicBaseUrl); reserved here otherwise. */
@@ -93,9 +93,9 @@ export async function mountTestGateway(options: {
     mediaBuys: new MediaBuyClient({
       client: options.stack.client,
       taskQueue: options.stack.taskQueue,
-      knownAgent: (id) => options.agents.has(id),
+      knownSeller: (id) => options.sellers.has(id),
     }),
-    agents: options.agents,
+    sellers: options.sellers,
     runtime: loadRuntimeConfig(env),
     auth: loadAuthConfig(env),
     codecs: options.codecs,

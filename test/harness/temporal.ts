@@ -11,7 +11,7 @@ import {
 } from '@temporalio/worker';
 import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import { type AgentConfig, AgentRegistry } from '../../config/agents';
+import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 import { workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
@@ -55,13 +55,13 @@ export interface TestStack {
   close(): Promise<void>;
 }
 
-export function registry(agents: AgentConfig[]): AgentRegistry {
-  return new AgentRegistry(agents, 'test agents');
+export function registry(agents: SellerConfig[]): SellerRegistry {
+  return new SellerRegistry(agents, 'test agents');
 }
 
 /** A client, an orchestrator client and an in-process worker on a fresh task queue. */
 export async function startTestStack(options: {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   address?: string;
   activities?: Partial<ActivityDependencies>;
   taskQueue?: string;
@@ -81,12 +81,12 @@ export async function startTestStack(options: {
     namespace: 'default',
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: { agents: options.agents, ...options.activities },
+    activities: { sellers: options.sellers, ...options.activities },
     client,
     shutdownGraceTime: '2s',
   });
   const running = worker.run();
-  const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => options.agents.has(id) });
+  const orchestrator = new OrchestratorClient({ client, taskQueue, knownSeller: (id) => options.sellers.has(id) });
   return {
     client,
     orchestrator,
@@ -103,7 +103,7 @@ export async function startTestStack(options: {
   };
 }
 
-export function demoAgent(overrides: Partial<AgentConfig> = {}): AgentConfig {
+export function demoSellerConfig(overrides: Partial<SellerConfig> = {}): SellerConfig {
   const url = process.env.DEMO_SELLER_URL;
   if (!url) throw new Error('DEMO_SELLER_URL is not set: globalSetup starts the demo seller.');
   return { id: 'demo', name: 'Demo seller', url, protocol: 'mcp', token_env: 'DEMO_SELLER_TOKEN', ...overrides };

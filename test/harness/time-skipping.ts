@@ -9,7 +9,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker } from '@temporalio/worker';
 import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import type { AgentRegistry } from '../../config/agents';
+import type { SellerRegistry } from '../../config/sellers';
 import { resolveTestServer } from '../../scripts/lib/temporal-binaries';
 import { createOperationWorker } from '../../workers/worker';
 import { quietRuntime, workflowBundle } from './temporal';
@@ -26,7 +26,7 @@ export interface TimeSkippingStack {
 }
 
 export async function startTimeSkippingStack(options: {
-  agents: AgentRegistry;
+  sellers: SellerRegistry;
   activities?: Partial<ActivityDependencies>;
 }): Promise<TimeSkippingStack> {
   quietRuntime();
@@ -40,7 +40,7 @@ export async function startTimeSkippingStack(options: {
     namespace: env.namespace ?? 'default',
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: { agents: options.agents, ...options.activities },
+    activities: { sellers: options.sellers, ...options.activities },
     client: env.client,
     shutdownGraceTime: '2s',
   });
@@ -48,7 +48,7 @@ export async function startTimeSkippingStack(options: {
   const orchestrator = new OrchestratorClient({
     client: env.client,
     taskQueue,
-    knownAgent: (id) => options.agents.has(id),
+    knownSeller: (id) => options.sellers.has(id),
     searchAttributes: false,
   });
   return {

@@ -1,13 +1,13 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
 
 const root = path.resolve(__dirname, '..', '..');
 
 /** Writes a seller list to a temp file, as an operator would, and returns its path. */
-export function writeAgentsFile(agents: AgentConfig[]): string {
+export function writeAgentsFile(agents: SellerConfig[]): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'adcp-agents-'));
   const file = path.join(dir, 'agents.json');
   writeFileSync(file, JSON.stringify({ agents }, null, 2));

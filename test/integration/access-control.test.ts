@@ -27,7 +27,7 @@ import {
 import { LOOPBACK_HOSTS, createHardenedServer } from '../../api/hardening';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { getProductsParams } from '../harness/demo-requests';
-import { type TestStack, demoAgent, eventually, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, eventually, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
 let server: Server;
@@ -38,7 +38,7 @@ const keys: Record<string, string> = {};
 const tenants = new Map<string, string>();
 
 beforeAll(async () => {
-  stack = await startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } });
+  stack = await startTestStack({ sellers: registry([demoSellerConfig()]), activities: { env: { DEMO_SELLER_TOKEN } } });
   dir = mkdtempSync(path.join(tmpdir(), 'adcp-access-'));
   const file = path.join(dir, 'keys.json');
   const entries = [];

@@ -54,7 +54,7 @@ let stack: TestStack;
 beforeAll(async () => {
   seller = await startScriptedSeller({ a2a: false });
   stack = await startTestStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -104,7 +104,7 @@ test('two operations of the same type in one worker keep their own state', async
   const start = async () =>
     (
       await stack.orchestrator.start({
-        agentId: 'fixture',
+        sellerId: 'fixture',
         task: 'create_media_buy',
         params: createMediaBuyParams(),
         idempotencyKey: randomUUID(),

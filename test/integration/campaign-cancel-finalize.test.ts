@@ -24,14 +24,18 @@ let campaigns: CampaignClient;
 
 beforeAll(async () => {
   drafty = await startProposalSeller({ name: 'drafty', proposalStatus: 'draft' });
-  const agents = registry([{ id: 'drafty', url: drafty.url, protocol: 'mcp', token_env: 'DRAFTY_TOKEN' }]);
+  const sellerRegistry = registry([{ id: 'drafty', url: drafty.url, protocol: 'mcp', token_env: 'DRAFTY_TOKEN' }]);
   // A held call ends at its call timeout: shorter here than the default minute, so the held finalize ends within the
   // test, and long enough that the cancel lands before it (a timed-out call would be made again, and answered).
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { DRAFTY_TOKEN: drafty.authToken }, callTimeoutMs: 20_000 },
   });
-  capabilities = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  capabilities = new SellerCapabilitiesClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    sellers: sellerRegistry,
+  });
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: capabilities });
 }, 300_000);
 
@@ -54,7 +58,7 @@ async function approvedCampaign(): Promise<{ id: string; campaignKey: string }> 
     totalBudget: 30_000,
     currency: 'USD',
     flight: { startTime: new Date(start).toISOString(), endTime: new Date(start + 30 * DAY).toISOString() },
-    agentIds: ['drafty'],
+    sellerIds: ['drafty'],
     timeBudgetMs: 8_000,
     discoveryParams: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },
     buyParams: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },
@@ -63,7 +67,7 @@ async function approvedCampaign(): Promise<{ id: string; campaignKey: string }> 
   await eventually(async () => ((await campaigns.state(id)).phase === 'selecting' ? true : undefined), 120_000);
   await campaigns.select(id, {
     lines: [],
-    proposals: [{ agentId: 'drafty', proposalId: 'drafty_plan_1', budget: 12_000 }],
+    proposals: [{ sellerId: 'drafty', proposalId: 'drafty_plan_1', budget: 12_000 }],
     selectedBy: 'planner@buyer',
   });
   return { id, campaignKey };
@@ -149,7 +153,7 @@ test('a cancel racing the finalize answer: canceled with nothing bought, or the 
     expect(buy.workflowId).toBe(`adcp-media-buy-${campaignKey}.drafty`);
     const mediaBuy = await eventually(async () => {
       const view = await campaigns.view(id);
-      const entry = view.buys.find((candidate) => candidate.agentId === 'drafty');
+      const entry = view.buys.find((candidate) => candidate.sellerId === 'drafty');
       return entry?.status === 'canceled' ? entry : undefined;
     });
     expect(mediaBuy.mediaBuyId).toBe(made[0].mediaBuyId);

@@ -41,7 +41,7 @@ beforeAll(async () => {
     { name: 'beta' },
     { name: 'picky', formats: ['display_300x250', 'video_30s'], rejectCreatives: ['cr_display'] },
   ]);
-  stack = await startTestStack({ agents: registry(sellers.agents), activities: { env: sellers.env } });
+  stack = await startTestStack({ sellers: registry(sellers.agents), activities: { env: sellers.env } });
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue });
   const app = express();
   app.use(createCampaignRouter({ campaigns }));
@@ -65,8 +65,8 @@ async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promi
   return { status: response.status, body: (await response.json()) as Row };
 }
 
-function buyOf(view: Row, agentId: string): Row {
-  return view.buys.find((buy: Row) => buy.agent_id === agentId);
+function buyOf(view: Row, sellerId: string): Row {
+  return view.buys.find((buy: Row) => buy.agent_id === sellerId);
 }
 
 test('the library reaches every buy, a rejection raises an alert, coverage shows the missing format, and the campaign continues as new with its state', async () => {
@@ -76,7 +76,7 @@ test('the library reaches every buy, a rejection raises an alert, coverage shows
     brief: 'Display and video for a spring campaign',
     totalBudget: 3000,
     flight: { startTime: new Date(start).toISOString(), endTime: new Date(start + 30 * DAY).toISOString() },
-    agentIds: AGENTS,
+    sellerIds: AGENTS,
     timeBudgetMs: 8_000,
     requestedBy: 'planner@buyer',
     creatives: [{ creative_id: 'cr_display', name: 'Spring display', format_id: DISPLAY }],
@@ -86,30 +86,30 @@ test('the library reaches every buy, a rejection raises an alert, coverage shows
   await eventually(async () => ((await campaigns.state(campaignId)).phase === 'selecting' ? true : undefined), 60_000);
   await campaigns.select(campaignId, {
     selectedBy: 'planner@buyer',
-    lines: AGENTS.map((agentId) => ({ agentId, productId: `${agentId}_display`, budget: 1000 })),
+    lines: AGENTS.map((sellerId) => ({ sellerId, productId: `${sellerId}_display`, budget: 1000 })),
   });
   await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer' });
 
   // Synced to every buy through the buy's workflow; alpha and beta leave pending_creatives, picky rejects it.
   const first = await eventually(async () => {
     const { body } = await call('GET', `/v1/campaigns/${campaignId}`);
-    const synced = AGENTS.every((agentId) => buyOf(body, agentId)?.creative_sync?.outcome === 'applied');
-    const reviewed = AGENTS.every((agentId) => buyOf(body, agentId)?.creatives.length === 1);
-    const moved = ['alpha', 'beta'].every((agentId) => buyOf(body, agentId)?.status === 'pending_start');
+    const synced = AGENTS.every((sellerId) => buyOf(body, sellerId)?.creative_sync?.outcome === 'applied');
+    const reviewed = AGENTS.every((sellerId) => buyOf(body, sellerId)?.creatives.length === 1);
+    const moved = ['alpha', 'beta'].every((sellerId) => buyOf(body, sellerId)?.status === 'pending_start');
     return synced && reviewed && moved ? body : undefined;
   }, 120_000);
   expect(first.library).toMatchObject({ version: 1, creatives: [{ creative_id: 'cr_display', format_id: DISPLAY }] });
-  for (const agentId of ['alpha', 'beta']) {
-    expect(buyOf(first, agentId).creatives).toEqual([
+  for (const sellerId of ['alpha', 'beta']) {
+    expect(buyOf(first, sellerId).creatives).toEqual([
       { creative_id: 'cr_display', status: 'approved', action: 'created', error: null },
     ]);
-    expect(buyOf(first, agentId).coverage).toEqual({
+    expect(buyOf(first, sellerId).coverage).toEqual({
       required: ['display_300x250'],
       covered: ['display_300x250'],
       missing: [],
     });
     // At the seller: the creative is assigned to the buy's package.
-    const [atSeller] = sellers.sellers[agentId].buys();
+    const [atSeller] = sellers.sellers[sellerId].buys();
     expect(atSeller.creatives.cr_display).toEqual([atSeller.packages[0].packageId]);
   }
   expect(buyOf(first, 'picky').creatives[0]).toMatchObject({ creative_id: 'cr_display', status: 'rejected' });
@@ -165,7 +165,7 @@ test('the library reaches every buy, a rejection raises an alert, coverage shows
   }, 180_000);
   const description = await handle.describe();
   expect(description.runId).not.toBe(firstRunId);
-  // `RECORD_CAMPAIGN_HISTORIES=1` records the first run (library synced, a look at a time, an Update, continue-as-new)
+  // `RECORD_CAMPAIGN_HISTORIES=1` records the first run (library synced, one poll at a time, an Update, continue-as-new)
   // for campaign-replay.test.ts. Record again only on purpose, and commit the file.
   if (process.env.RECORD_CAMPAIGN_HISTORIES === '1') {
     const dir = join(__dirname, '../fixtures/campaign-sellers/histories');

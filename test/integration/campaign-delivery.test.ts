@@ -34,9 +34,13 @@ let base: string;
 
 beforeAll(async () => {
   sellers = await startBuyingSellers([{ name: 'steady' }, { name: 'sluggish' }]);
-  const agents = registry(sellers.agents);
-  stack = await startTestStack({ agents, activities: { env: sellers.env } });
-  capabilities = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  const sellerRegistry = registry(sellers.agents);
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env: sellers.env } });
+  capabilities = new SellerCapabilitiesClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    sellers: sellerRegistry,
+  });
   // Buys register a daily reporting webhook there; the test delivers the reports itself, as the gateway would.
   campaigns = new CampaignClient({
     client: stack.client,
@@ -69,7 +73,7 @@ async function view(id: string): Promise<Row> {
 
 /** One daily report for the buy with the given numbers, signalled to the buy's workflow as the gateway does. */
 async function report(
-  agentId: string,
+  sellerId: string,
   workflowId: string,
   sequenceNumber: number,
   periodStartMs: number,
@@ -78,7 +82,7 @@ async function report(
 ): Promise<void> {
   const handle = stack.client.workflow.getHandle(workflowId);
   const mediaBuyId = (await handle.query(mediaBuyStateQuery)).mediaBuyId!;
-  const envelope = sellers.sellers[agentId].reportEnvelope(mediaBuyId, {
+  const envelope = sellers.sellers[sellerId].reportEnvelope(mediaBuyId, {
     sequenceNumber,
     periodStartMs,
     periodMs: DAY,
@@ -105,7 +109,7 @@ test('delivery is summed across sellers, pacing is computed per seller and in to
     brief: 'Display, already in flight',
     totalBudget: 2 * BUDGET,
     flight: { startTime: new Date(start).toISOString(), endTime: new Date(start + FLIGHT_DAYS * DAY).toISOString() },
-    agentIds: AGENTS,
+    sellerIds: AGENTS,
     timeBudgetMs: 8_000,
     requestedBy: 'planner@buyer',
     creatives: [
@@ -119,7 +123,7 @@ test('delivery is summed across sellers, pacing is computed per seller and in to
   await eventually(async () => ((await campaigns.state(campaignId)).phase === 'selecting' ? true : undefined), 60_000);
   await campaigns.select(campaignId, {
     selectedBy: 'planner@buyer',
-    lines: AGENTS.map((agentId) => ({ agentId, productId: `${agentId}_display`, budget: BUDGET })),
+    lines: AGENTS.map((sellerId) => ({ sellerId, productId: `${sellerId}_display`, budget: BUDGET })),
   });
   await campaigns.approve(campaignId, { approvedBy: 'cfo@buyer' });
   const live = await eventually(async () => {
@@ -168,7 +172,7 @@ test('delivery is summed across sellers, pacing is computed per seller and in to
   expect(cleared.alerts.filter((alert: Row) => alert.kind === 'under_delivery' && alert.open)).toEqual([]);
 
   // The seller stops answering get_adcp_capabilities: its capabilities workflow finds it unreachable, the campaign
-  // raises seller_unavailable on its next look; once it answers again the alert clears.
+  // raises seller_unavailable on its next poll; once it answers again the alert clears.
   const steadySeller = sellers.sellers.steady.scripted;
   steadySeller.chaos('get_adcp_capabilities', { rate: 1, faults: [{ kind: 'http-status', status: 503 }] });
   await capabilities.capabilitiesChanged('steady', 'test', 'seller outage');

@@ -52,7 +52,7 @@ beforeAll(async () => {
     { status: 'completed', bare: true, payload: { products: [productOf('fast', 10)] } },
   ]);
   const proposalSellers = { committed, drafty, requoting, lapsing, stubborn };
-  const agents = registry([
+  const sellerRegistry = registry([
     ...Object.entries(proposalSellers).map(([id, seller]) => ({
       id,
       url: seller.url,
@@ -62,7 +62,7 @@ beforeAll(async () => {
     { id: 'fast', url: fast.url, protocol: 'mcp', token_env: 'FAST_TOKEN' },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: {
       env: {
         ...Object.fromEntries(
@@ -72,7 +72,11 @@ beforeAll(async () => {
       },
     },
   });
-  capabilities = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  capabilities = new SellerCapabilitiesClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    sellers: sellerRegistry,
+  });
   const app = express();
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -116,7 +120,7 @@ function flight() {
 }
 
 /** A campaign over these sellers, in the selecting phase. */
-async function campaignAt(agentIds: string[]): Promise<{ id: string; campaignKey: string; state: CampaignState }> {
+async function campaignAt(sellerIds: string[]): Promise<{ id: string; campaignKey: string; state: CampaignState }> {
   const campaignKey = `prop-${randomUUID()}`;
   const created = await post('/v1/campaigns', {
     campaign_key: campaignKey,
@@ -124,7 +128,7 @@ async function campaignAt(agentIds: string[]): Promise<{ id: string; campaignKey
     total_budget: 30_000,
     currency: 'USD',
     flight: flight(),
-    agent_ids: agentIds,
+    agent_ids: sellerIds,
     time_budget_seconds: 8,
     discovery_params: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },
     buy_params: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },
@@ -144,8 +148,8 @@ async function updateEvents(id: string): Promise<number> {
 async function buysSettled(id: string, wanted: Record<string, string>) {
   return eventually(async () => {
     const view = await campaigns.view(id);
-    const statuses = Object.fromEntries(view.buys.map((buy) => [buy.agentId, buy.status]));
-    return Object.entries(wanted).every(([agentId, status]) => statuses[agentId] === status) ? view : undefined;
+    const statuses = Object.fromEntries(view.buys.map((buy) => [buy.sellerId, buy.status]));
+    return Object.entries(wanted).every(([sellerId, status]) => statuses[sellerId] === status) ? view : undefined;
   }, 120_000);
 }
 
@@ -153,9 +157,9 @@ test('a committed proposal is bought as is (proposal_id + total_budget), next to
   const { id, state } = await campaignAt(['committed', 'lapsing', 'fast']);
   const discovery = await campaigns.discoveryResult(state.discoveryId);
   expect(
-    discovery.proposals.map((proposal) => `${proposal.agentId}/${proposal.proposalId}/${proposal.status}`),
+    discovery.proposals.map((proposal) => `${proposal.sellerId}/${proposal.proposalId}/${proposal.status}`),
   ).toEqual(expect.arrayContaining(['committed/committed_plan_1/committed', 'lapsing/lapsing_plan_1/committed']));
-  const offered = discovery.proposals.find((proposal) => proposal.agentId === 'committed')!;
+  const offered = discovery.proposals.find((proposal) => proposal.sellerId === 'committed')!;
   expect(offered).toMatchObject({ budgetGuidance: { min: 1_000, max: 50_000, currency: 'USD' } });
   expect(Date.parse(offered.expiresAt!)).toBeGreaterThan(Date.now());
 
@@ -224,7 +228,7 @@ test('a draft proposal is finalized (get_products refine, action finalize) and t
   const { id, campaignKey } = await campaignAt(['drafty']);
   const selected = await campaigns.select(id, {
     lines: [],
-    proposals: [{ agentId: 'drafty', proposalId: 'drafty_plan_1', budget: 12_000 }],
+    proposals: [{ sellerId: 'drafty', proposalId: 'drafty_plan_1', budget: 12_000 }],
     selectedBy: 'planner@buyer',
   });
   expect(selected).toEqual({ accepted: true, committedBudget: 12_000 });
@@ -261,7 +265,7 @@ test('REQUOTE_REQUIRED: no buy is created, the campaign records it, finalizes th
   const { id, campaignKey } = await campaignAt(['requoting']);
   await campaigns.select(id, {
     lines: [],
-    proposals: [{ agentId: 'requoting', proposalId: 'requoting_plan_1', budget: 9_000 }],
+    proposals: [{ sellerId: 'requoting', proposalId: 'requoting_plan_1', budget: 9_000 }],
     selectedBy: 'planner@buyer',
   });
   await campaigns.approve(id, { approvedBy: 'cfo@buyer' });
@@ -276,7 +280,7 @@ test('REQUOTE_REQUIRED: no buy is created, the campaign records it, finalizes th
   // The refused attempt is its own (ended) buy workflow; the campaign follows the next key, never the same one twice.
   const firstAttempt = await stack.client.workflow.getHandle(`adcp-media-buy-${campaignKey}.requoting`).result();
   expect(firstAttempt).toMatchObject({ status: 'create_failed' });
-  expect(view.buys.find((buy) => buy.agentId === 'requoting')?.workflowId).toBe(
+  expect(view.buys.find((buy) => buy.sellerId === 'requoting')?.workflowId).toBe(
     `adcp-media-buy-${campaignKey}.requoting.requote-1`,
   );
   const state = await campaigns.state(id);
@@ -289,7 +293,7 @@ test('REQUOTE_REQUIRED: no buy is created, the campaign records it, finalizes th
   });
   expect(state.buys.requoting.finalStatus).toBeUndefined();
   expect(state.alerts).toEqual(
-    expect.arrayContaining([expect.objectContaining({ kind: 'proposal_requote', agentId: 'requoting' })]),
+    expect.arrayContaining([expect.objectContaining({ kind: 'proposal_requote', sellerId: 'requoting' })]),
   );
   expect(state.alerts.some((alert) => alert.kind === 'buy_failed')).toBe(false);
 }, 240_000);
@@ -298,7 +302,7 @@ test('a second REQUOTE_REQUIRED leaves the seller without a buy for a person: no
   const { id, campaignKey } = await campaignAt(['stubborn']);
   await campaigns.select(id, {
     lines: [],
-    proposals: [{ agentId: 'stubborn', proposalId: 'stubborn_plan_1', budget: 7_000 }],
+    proposals: [{ sellerId: 'stubborn', proposalId: 'stubborn_plan_1', budget: 7_000 }],
     selectedBy: 'planner@buyer',
   });
   await campaigns.approve(id, { approvedBy: 'cfo@buyer' });

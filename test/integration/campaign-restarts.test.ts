@@ -54,7 +54,7 @@ test('the approved campaign makes exactly one buy per chosen seller while the wo
         startTime: new Date(Date.now() + 3 * DAY).toISOString(),
         endTime: new Date(Date.now() + 33 * DAY).toISOString(),
       },
-      agentIds: ['fast', 'steady', 'rejecting'],
+      sellerIds: ['fast', 'steady', 'rejecting'],
       timeBudgetMs: 5_000,
       allocation: { kind: 'top_ranked' },
       requestedBy: 'planner@buyer',
@@ -64,7 +64,7 @@ test('the approved campaign makes exactly one buy per chosen seller while the wo
       return state.phase === 'awaiting_approval' ? state : undefined;
     }, 120_000);
     expect(proposed.selection).toMatchObject({ byPolicy: true });
-    expect(proposed.selection!.lines.map((line) => line.agentId).sort()).toEqual(['fast', 'rejecting', 'steady']);
+    expect(proposed.selection!.lines.map((line) => line.sellerId).sort()).toEqual(['fast', 'rejecting', 'steady']);
     // The sellers create the buys at once and hold their answers: the worker dies with the creates in flight.
     sellers.fast.scripted.fault('create_media_buy', { kind: 'slow-response', ms: 4_000 }, { times: 2 });
     steady.scripted.fault('create_media_buy', { kind: 'slow-response', ms: 6_000 }, { times: 2 });
@@ -82,7 +82,7 @@ test('the approved campaign makes exactly one buy per chosen seller while the wo
     running.push(third);
     const live = await eventually(async () => {
       const view = await campaigns.view(campaignId);
-      const statuses = Object.fromEntries(view.buys.map((buy) => [buy.agentId, buy.status]));
+      const statuses = Object.fromEntries(view.buys.map((buy) => [buy.sellerId, buy.status]));
       return statuses.fast === 'pending_creatives' &&
         statuses.steady === 'pending_creatives' &&
         statuses.rejecting === 'rejected'

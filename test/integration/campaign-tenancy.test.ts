@@ -54,7 +54,7 @@ const started = new Set<string>();
 
 beforeAll(async () => {
   sellers = await startCampaignSellers();
-  stack = await startTestStack({ agents: registry(sellers.agents), activities: { env: sellers.env } });
+  stack = await startTestStack({ sellers: registry(sellers.agents), activities: { env: sellers.env } });
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue });
   mediaBuys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue });
 
@@ -125,7 +125,7 @@ function campaignRequest(campaignKey: string) {
     totalBudget: 10_000,
     currency: 'USD',
     flight: flight(),
-    agentIds: ['fast'],
+    sellerIds: ['fast'],
     timeBudgetMs: 8_000,
     discoveryParams: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },
     buyParams: { account: DEMO_ACCOUNT, brand: DEMO_BRAND },

@@ -50,18 +50,22 @@ beforeAll(async () => {
     startMediaBuySeller({ name: 'steady' }),
     startExampleSeller('guaranteed'),
   ]);
-  const agents = registry([
+  const sellerRegistry = registry([
     ...sellers.agents,
     { id: 'steady', url: steady.url, protocol: 'mcp', token_env: 'STEADY_TOKEN' },
     example.agent,
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: {
       env: { ...sellers.env, STEADY_TOKEN: steady.authToken, [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN },
     },
   });
-  capabilities = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  capabilities = new SellerCapabilitiesClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    sellers: sellerRegistry,
+  });
   const app = express();
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -127,7 +131,7 @@ test('discovery returns the partial catalogue within its budget: slow and failin
   expect(state.sellers.guaranteed.productCount).toBeGreaterThan(0);
   expect(state.sellers.slow.status).toBe('timed_out');
   expect(state.sellers.failing).toMatchObject({ status: 'failed', error: { code: 'SERVICE_UNAVAILABLE' } });
-  const products = state.catalogue.map((entry) => `${entry.agentId}/${entry.productId}`);
+  const products = state.catalogue.map((entry) => `${entry.sellerId}/${entry.productId}`);
   expect(products).toEqual(expect.arrayContaining(['fast/fast_display', 'rejecting/rejecting_display']));
   expect(products.some((product) => product.startsWith('slow/'))).toBe(false);
   expect(state.catalogue.map((entry) => entry.rank)).toEqual(state.catalogue.map((_, index) => index + 1));
@@ -163,7 +167,7 @@ test('an approved campaign makes exactly one buy per chosen seller; the rejected
   const selecting = await phase(id, 'selecting');
   expect(selecting.discovery).toMatchObject({ partial: true });
   const discovery = await campaigns.discoveryResult(selecting.discoveryId);
-  const exampleProduct = discovery.catalogue.find((entry) => entry.agentId === 'guaranteed')!;
+  const exampleProduct = discovery.catalogue.find((entry) => entry.sellerId === 'guaranteed')!;
   expect(exampleProduct).toBeDefined();
   const examplePricing = (exampleProduct.raw.pricing_options as Row[])[0];
 
@@ -202,7 +206,7 @@ test('an approved campaign makes exactly one buy per chosen seller; the rejected
 
   const settled = await eventually(async () => {
     const view = await campaigns.view(id);
-    const statuses = Object.fromEntries(view.buys.map((buy) => [buy.agentId, buy.status]));
+    const statuses = Object.fromEntries(view.buys.map((buy) => [buy.sellerId, buy.status]));
     return statuses.fast === 'pending_creatives' &&
       statuses.guaranteed === 'pending_creatives' &&
       statuses.rejecting === 'rejected'
@@ -220,7 +224,7 @@ test('an approved campaign makes exactly one buy per chosen seller; the rejected
     return state.buys.rejecting.finalStatus ? state : undefined;
   });
   expect(rejected.alerts).toEqual(
-    expect.arrayContaining([expect.objectContaining({ kind: 'buy_rejected', agentId: 'rejecting' })]),
+    expect.arrayContaining([expect.objectContaining({ kind: 'buy_rejected', sellerId: 'rejecting' })]),
   );
 
   // The campaign tree is one search away, and the buys are its children.
@@ -299,18 +303,18 @@ test('the budget guard holds under 20 concurrent budget changes', async () => {
     brief: 'Display, guarded',
     totalBudget: total,
     flight: { startTime: flight().start_time, endTime: flight().end_time },
-    agentIds: ['fast', 'steady'],
+    sellerIds: ['fast', 'steady'],
     timeBudgetMs: 5_000,
     requestedBy: 'planner@buyer',
   });
   const id = created.campaignId;
   await phase(id, 'selecting');
   const discovery = await campaigns.discoveryResult((await campaigns.state(id)).discoveryId);
-  const steadyProduct = discovery.catalogue.find((entry) => entry.agentId === 'steady')!;
+  const steadyProduct = discovery.catalogue.find((entry) => entry.sellerId === 'steady')!;
   await campaigns.select(id, {
     lines: [
-      { agentId: 'fast', productId: 'fast_display', budget: 4_000 },
-      { agentId: 'steady', productId: steadyProduct.productId, budget: 4_000 },
+      { sellerId: 'fast', productId: 'fast_display', budget: 4_000 },
+      { sellerId: 'steady', productId: steadyProduct.productId, budget: 4_000 },
     ],
     selectedBy: 'planner@buyer',
   });
@@ -332,7 +336,7 @@ test('the budget guard holds under 20 concurrent budget changes', async () => {
 
   // Budgets from 3,000 to 7,999: lowering always fits; anything over 7,000 never can (the other buy keeps >= 3,000).
   const requests = Array.from({ length: 20 }, (_, index) => ({
-    agentId: index % 2 === 0 ? 'fast' : 'steady',
+    sellerId: index % 2 === 0 ? 'fast' : 'steady',
     budget: 3_000 + ((index * 577) % 5_000),
   }));
   const answers = await Promise.allSettled(
@@ -355,17 +359,17 @@ test('the budget guard holds under 20 concurrent budget changes', async () => {
   expect(state.committedBudget).toBeLessThanOrEqual(total);
   // What the sellers hold now is what the campaign counts, and it fits the budget.
   const atSellers: Record<string, number> = {};
-  for (const [agentId, fixture] of [
+  for (const [sellerId, fixture] of [
     ['fast', sellers.fast],
     ['steady', steady],
   ] as const) {
-    const buyState = await stack.client.workflow.getHandle(state.buys[agentId].workflowId).query(mediaBuyStateQuery);
+    const buyState = await stack.client.workflow.getHandle(state.buys[sellerId].workflowId).query(mediaBuyStateQuery);
     const buy = fixture.buy(buyState.mediaBuyId!)!;
-    atSellers[agentId] = buy.packages.reduce(
+    atSellers[sellerId] = buy.packages.reduce(
       (sum, pkg) => sum + (pkg.budgets.length > 0 ? pkg.budgets[pkg.budgets.length - 1][1] : pkg.initialBudget),
       0,
     );
-    expect(atSellers[agentId]).toBeCloseTo(state.buys[agentId].committedBudget, 2);
+    expect(atSellers[sellerId]).toBeCloseTo(state.buys[sellerId].committedBudget, 2);
   }
   expect(atSellers.fast + atSellers.steady).toBeLessThanOrEqual(total);
   console.info(

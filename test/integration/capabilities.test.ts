@@ -22,15 +22,15 @@ let base: string;
 beforeAll(async () => {
   seller = await startScriptedSeller({ idempotencyTtlSeconds: 3600 });
   const downPort = await freePort();
-  const agents = registry([
+  const sellerRegistry = registry([
     { id: 'full', url: seller.url, protocol: 'mcp', token_env: 'FULL_TOKEN' },
     { id: 'down', url: `http://127.0.0.1:${downPort}/mcp`, protocol: 'mcp' },
   ]);
-  stack = await startTestStack({ agents, activities: { env: { FULL_TOKEN: seller.authToken } } });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env: { FULL_TOKEN: seller.authToken } } });
   sellers = new SellerCapabilitiesClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
-    agents,
+    sellers: sellerRegistry,
     retryEveryMs: 60_000,
   });
   const app = createGateway({

@@ -26,7 +26,7 @@ const sellerId = `cli-${randomUUID().slice(0, 8)}`;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
   scratch = mkdtempSync(path.join(tmpdir(), 'adcp-cli-test-'));
@@ -90,7 +90,7 @@ async function startInProcess(
 ) {
   seller.script('create_media_buy', steps);
   const { operationId } = await stack.orchestrator.start({
-    agentId: sellerId,
+    sellerId: sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),

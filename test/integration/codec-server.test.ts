@@ -77,7 +77,7 @@ beforeAll(async () => {
   await encrypted.workflow.start('adcpOperation', {
     workflowId,
     taskQueue: `codec-${randomUUID()}`,
-    args: [{ agentId: 'demo', task: 'create_media_buy', params }],
+    args: [{ sellerId: 'demo', task: 'create_media_buy', params }],
   });
 });
 afterAll(async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { generateApiKey } from '../../api/auth';
 import { freePort } from '../../scripts/lib/dev-server';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
-import { demoAgent, testAddress } from '../harness/temporal';
+import { demoSellerConfig, testAddress } from '../harness/temporal';
 import { writeAgentsFile } from '../harness/worker-process';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -33,7 +33,7 @@ test('npm run gateway runs dist/app/api/main.js with plain node, answers /health
       TEMPORAL_ADDRESS: testAddress(),
       TEMPORAL_NAMESPACE: 'default',
       ADCP_TASK_QUEUE: `compiled-gateway-${randomUUID()}`,
-      ADCP_AGENTS_FILE: writeAgentsFile([demoAgent()]),
+      ADCP_AGENTS_FILE: writeAgentsFile([demoSellerConfig()]),
       ADCP_GATEWAY_HOST: '127.0.0.1',
       ADCP_GATEWAY_PORT: String(port),
       // No authentication configured: on loopback the gateway accepts this development key, through a key file it

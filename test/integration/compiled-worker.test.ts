@@ -14,7 +14,7 @@ import { dataConverter } from '../../client/payload-codec';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
 import { createMediaBuyParams, uniqueBudget } from '../harness/demo-requests';
-import { demoAgent, testAddress } from '../harness/temporal';
+import { demoSellerConfig, testAddress } from '../harness/temporal';
 import { writeAgentsFile } from '../harness/worker-process';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -33,7 +33,7 @@ test('npm run worker runs dist/app/workers/main.js with plain node and completes
       TEMPORAL_ADDRESS: testAddress(),
       TEMPORAL_NAMESPACE: 'default',
       ADCP_TASK_QUEUE: taskQueue,
-      ADCP_AGENTS_FILE: writeAgentsFile([demoAgent()]),
+      ADCP_AGENTS_FILE: writeAgentsFile([demoSellerConfig()]),
       ADCP_RECONCILE_EVERY: 'off',
       DEMO_SELLER_TOKEN,
       // Refuse the tsx fallback: this test is about the compiled worker.
@@ -67,7 +67,7 @@ test('npm run worker runs dist/app/workers/main.js with plain node and completes
     const orchestrator = new OrchestratorClient({ client, taskQueue });
     const budget = uniqueBudget();
     const { operationId } = await orchestrator.start({
-      agentId: 'demo',
+      sellerId: 'demo',
       task: 'create_media_buy',
       params: createMediaBuyParams(budget),
       idempotencyKey: randomUUID(),

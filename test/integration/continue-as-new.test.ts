@@ -24,7 +24,7 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
     address: server.address,
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -41,7 +41,7 @@ test('an operation continued as new keeps its transitions, poll count and webhoo
   steps.push({ status: 'completed', afterMs: 600_000 });
   seller.script('create_media_buy', steps);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),

@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import type { OperationState } from '../../workflows/definitions';
 import {
   type ScriptStep,
@@ -60,8 +60,8 @@ const sellerOptions: Record<string, ScriptedSellerOptions> = {
 };
 
 let stack: TestStack;
-let agents: ReturnType<typeof registry>;
-let agentList: AgentConfig[];
+let sellerRegistry: ReturnType<typeof registry>;
+let sellerList: SellerConfig[];
 let server: Server;
 let base: string;
 const env: NodeJS.ProcessEnv = {};
@@ -74,7 +74,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  agentList = Object.entries(sellers).map(([name, seller]) => {
+  sellerList = Object.entries(sellers).map(([name, seller]) => {
     env[`CONVERGENCE_${name.toUpperCase()}_TOKEN`] = seller.authToken;
     return {
       id: name,
@@ -85,11 +85,14 @@ beforeAll(async () => {
       webhooks: { scheme: 'rfc9421', jwks: seller.webhookJwks } as never,
     };
   });
-  agents = registry(agentList);
-  stack = await startTestStack({ agents, activities: { env, publicBaseUrl: base, callTimeoutMs: CALL_TIMEOUT_MS } });
+  sellerRegistry = registry(sellerList);
+  stack = await startTestStack({
+    sellers: sellerRegistry,
+    activities: { env, publicBaseUrl: base, callTimeoutMs: CALL_TIMEOUT_MS },
+  });
   const webhookRouter = createWebhookRouter({
     client: stack.client,
-    agents,
+    sellers: sellerRegistry,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: base,
     env,
@@ -114,18 +117,18 @@ afterAll(async () => {
 }, 60_000);
 
 async function start(
-  agentId: string,
+  sellerId: string,
   params = createMediaBuyParams(),
   on: () => TestStack = () => stack,
 ): Promise<string> {
   const { operationId } = await on().orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params,
     idempotencyKey: randomUUID(),
   });
   started.push({ orchestratorOf: on, operationId });
-  sellerOf.set(operationId, agentId);
+  sellerOf.set(operationId, sellerId);
   return operationId;
 }
 
@@ -222,7 +225,7 @@ test('#9.3 a call retried on a worker restarted without ADCP_PUBLIC_BASE_URL re-
   const seller = sellers.retry;
   const taskQueue = `convergence-retry-${randomUUID()}`;
   let workerA: TestStack | undefined = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     taskQueue,
     activities: { env, publicBaseUrl: base, callTimeoutMs: CALL_TIMEOUT_MS },
   });
@@ -237,7 +240,11 @@ test('#9.3 a call retried on a worker restarted without ADCP_PUBLIC_BASE_URL re-
     });
     await workerA.close();
     workerA = undefined;
-    workerB = await startTestStack({ agents, taskQueue, activities: { env, callTimeoutMs: CALL_TIMEOUT_MS } });
+    workerB = await startTestStack({
+      sellers: sellerRegistry,
+      taskQueue,
+      activities: { env, callTimeoutMs: CALL_TIMEOUT_MS },
+    });
 
     const key = recorded.args.idempotency_key;
     const sameKey = () => seller.callsTo('create_media_buy').filter((c) => c.args.idempotency_key === key);
@@ -405,15 +412,15 @@ test('#9.8 a webhook "completed" wrapping {status: submitted, task_id} with no m
 }, 60_000);
 
 describe('#9.13 a misrouted webhook never completes another operation', () => {
-  async function twoSubmitted(agentId: string) {
-    const seller = sellers[agentId];
+  async function twoSubmitted(sellerId: string) {
+    const seller = sellers[sellerId];
     for (let i = 0; i < 2; i++)
       seller.script('create_media_buy', [
         { status: 'submitted' },
         { status: 'completed', afterMs: MANUAL, webhook: false, tasksGet: HIDDEN_FROM_READS },
       ]);
-    const a = await start(agentId);
-    const b = await start(agentId);
+    const a = await start(sellerId);
+    const b = await start(sellerId);
     const stateA = await waitForState(a, (s) => s.status === 'submitted' && s.taskId !== undefined);
     const stateB = await waitForState(b, (s) => s.status === 'submitted' && s.taskId !== undefined);
     seller.advanceTask(stateB.taskId!); // B's task is completed at the seller (its buy made), its webhook not sent
@@ -524,8 +531,8 @@ test("#9.4 one operation's cancel does not fail another's call waiting on the sa
 }, 120_000);
 
 /** A follow-up operation on the buy (sync_creatives, update_media_buy, get_media_buy_delivery) at one seller. */
-async function followUp(agentId: string, task: string, params: Record<string, unknown>): Promise<OperationState> {
-  const { operationId } = await stack.orchestrator.start({ agentId, task, params, idempotencyKey: randomUUID() });
+async function followUp(sellerId: string, task: string, params: Record<string, unknown>): Promise<OperationState> {
+  const { operationId } = await stack.orchestrator.start({ sellerId, task, params, idempotencyKey: randomUUID() });
   started.push({ orchestratorOf: () => stack, operationId });
   return settledState(operationId, 45_000);
 }

@@ -36,7 +36,7 @@ const requests = { authorized: 0, refused: 0 };
 beforeAll(async () => {
   sellerPort = await freePort();
   const env = { DEMO_SELLER_TOKEN, DEMO_SELLER_WEBHOOK_SECRET: randomBytes(32).toString('base64url') };
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'demo-life-seller',
       url: `http://127.0.0.1:${sellerPort}/mcp`,
@@ -45,7 +45,7 @@ beforeAll(async () => {
       webhooks: { scheme: 'hmac-sha256', secret_env: 'DEMO_SELLER_WEBHOOK_SECRET' } as never,
     },
   ]);
-  stack = await startTestStack({ agents, activities: { env } });
+  stack = await startTestStack({ sellers, activities: { env } });
   server = await new Promise<Server>((resolve) => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
@@ -54,13 +54,13 @@ beforeAll(async () => {
     client: stack.client,
     taskQueue: stack.taskQueue,
     reportingBaseUrl: base,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellers.has(id),
   });
   const app = express();
   app.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers,
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: base,
       env,
@@ -89,7 +89,7 @@ beforeAll(async () => {
       mediaBuys: new MediaBuyClient({
         client: stack.client,
         taskQueue: stack.taskQueue,
-        knownAgent: (id) => agents.has(id),
+        knownSeller: (id) => sellers.has(id),
       }),
     }),
   );

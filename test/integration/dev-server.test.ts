@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { type DevServer, ensureSearchAttributes, freePort, startDevServer } from '../../scripts/lib/dev-server';
-import { SA_AGENT, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
+import { SA_SELLER, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
 
 const INDEXED = temporal.api.enums.v1.IndexedValueType;
 /** The server's type for each of our attribute type names. */
@@ -70,7 +70,7 @@ describe('startDevServer', () => {
       taskQueue: 'dev-server-test-nobody-polls',
       typedSearchAttributes: [
         { key: SA_TASK, value: 'create_media_buy' },
-        { key: SA_AGENT, value: 'restart-check-agent' },
+        { key: SA_SELLER, value: 'restart-check-agent' },
         { key: SA_STATUS, value: 'submitted' },
       ],
     });
@@ -83,7 +83,7 @@ describe('startDevServer', () => {
     const client = new Client({ connection: await connect(second) });
     const description = await client.workflow.getHandle(workflowId).describe();
     expect(description.status.name).toBe('RUNNING');
-    expect(description.typedSearchAttributes.get(SA_AGENT)).toBe('restart-check-agent');
+    expect(description.typedSearchAttributes.get(SA_SELLER)).toBe('restart-check-agent');
     // Visibility answers queries on the project's attributes after the restart too.
     const found: string[] = [];
     for await (const execution of client.workflow.list({

@@ -36,7 +36,7 @@ let gateway: MountedTestGateway;
 beforeAll(async () => {
   seller = await startScriptedSeller({ webhookMode: 'rfc9421' });
   const apiServer = await reserveServer();
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'fixture',
       url: seller.url,
@@ -45,13 +45,13 @@ beforeAll(async () => {
       webhooks: { scheme: 'rfc9421', jwks: seller.webhookJwks } as never,
     },
   ]);
-  stack = await startEncryptedStack(agents, {
+  stack = await startEncryptedStack(sellers, {
     env: { FIXTURE_TOKEN: seller.authToken },
     publicBaseUrl: apiServer.url,
   });
   gateway = await mountTestGateway({
     stack,
-    agents,
+    sellers,
     tenants: ['acme'],
     codecs: payloadCodecs(loadPayloadKeys(env)),
     apiServer,
@@ -69,7 +69,7 @@ afterAll(async () => {
  * no payload keys, and must not meet these encrypted operations (their memos would not decode).
  */
 async function startEncryptedStack(
-  agents: ReturnType<typeof registry>,
+  sellers: ReturnType<typeof registry>,
   activities: { env: Record<string, string>; publicBaseUrl: string },
 ): Promise<TestStack> {
   quietRuntime();
@@ -92,14 +92,14 @@ async function startEncryptedStack(
     taskQueue,
     dataConverter: converter,
     workflowBundle: await workflowBundle(),
-    activities: { agents, ...activities },
+    activities: { sellers, ...activities },
     client,
     shutdownGraceTime: '2s',
   });
   const running = worker.run();
   return {
     client,
-    orchestrator: new OrchestratorClient({ client, taskQueue, knownAgent: (id) => agents.has(id) }),
+    orchestrator: new OrchestratorClient({ client, taskQueue, knownSeller: (id) => sellers.has(id) }),
     taskQueue,
     worker,
     async close() {
@@ -189,7 +189,7 @@ test('no payload of its history holds the params or a secret in clear; every dat
   // Search attributes are indexed in clear by design (and carry no params), and so is the SDK's own bookkeeping in
   // markers (a patch id; a local activity's seq, type and times, whose `result` is encrypted): the rest is our data.
   const sdkBookkeeping = /markerRecordedEventAttributes\.details\.(?!result\.)/;
-  // Nor is the server's own note when a cancel reaches an activity between two attempts (a wait between looks):
+  // Nor is the server's own note when a cancel reaches an activity between two attempts (a wait between polls):
   // Temporal writes that event itself, so no codec sees it, and it says only that.
   const serverNote = (path: string, payload: Payload) =>
     /activityTaskCanceledEventAttributes\.details\./.test(path) && text(payload.data) === '"ACTIVITY_ID_NOT_STARTED"';

@@ -10,7 +10,7 @@ import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-s
 import { type TestStack, registry, startTestStack } from '../harness/temporal';
 import type { ActivityDependencies } from '../../activities';
 import { buyerRefFor } from '../../activities/idempotency';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import { operationView } from '../../api/app';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type CircuitTransition, CircuitBreakerRegistry } from '../../activities/circuit-breaker';
@@ -18,7 +18,7 @@ import { type CircuitTransition, CircuitBreakerRegistry } from '../../activities
 interface Rig {
   seller: ScriptedSeller;
   stack: TestStack;
-  agentId: string;
+  sellerId: string;
   close(): Promise<void>;
 }
 
@@ -27,17 +27,17 @@ afterAll(async () => {
   await Promise.all(rigs.map((rig) => rig.close()));
 });
 
-async function rig(activities: Partial<ActivityDependencies> = {}, agent: Partial<AgentConfig> = {}): Promise<Rig> {
+async function rig(activities: Partial<ActivityDependencies> = {}, agent: Partial<SellerConfig> = {}): Promise<Rig> {
   const seller = await startScriptedSeller();
-  const agentId = `fixture-${randomUUID().slice(0, 8)}`;
+  const sellerId = `fixture-${randomUUID().slice(0, 8)}`;
   const stack = await startTestStack({
-    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN', ...agent }]),
+    sellers: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN', ...agent }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, ...activities },
   });
   const created: Rig = {
     seller,
     stack,
-    agentId,
+    sellerId,
     async close() {
       await stack.close();
       await seller.close();
@@ -52,11 +52,11 @@ function createKeys(seller: ScriptedSeller): string[] {
 }
 
 test('transient failures are retried with the same idempotency key, then succeed with one media buy', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   // Two activity attempts fail (one request each: every call has its own connection, nothing re-sends behind us).
   seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -70,7 +70,7 @@ test('transient failures are retried with the same idempotency key, then succeed
 });
 
 test('a correctable error fails the operation at once with the seller’s message, field and suggestion', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   seller.script('create_media_buy', [
     {
       status: 'failed',
@@ -84,7 +84,7 @@ test('a correctable error fails the operation at once with the seller’s messag
     },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -103,12 +103,12 @@ test('a correctable error fails the operation at once with the seller’s messag
 });
 
 test('a terminal seller error is not retried either', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   seller.script('get_products', [
     { status: 'failed', adcpError: { code: 'ACCOUNT_SUSPENDED', message: 'Account suspended', recovery: 'terminal' } },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -120,11 +120,11 @@ test('a terminal seller error is not retried either', async () => {
 });
 
 test('a call that times out after the seller accepted it is retried with the same key and resolves to one media buy', async () => {
-  const { seller, stack, agentId } = await rig({ callTimeoutMs: 1_500 });
+  const { seller, stack, sellerId } = await rig({ callTimeoutMs: 1_500 });
   // The seller creates the task at once but holds the answer past the call timeout, on two attempts.
   seller.fault('create_media_buy', { kind: 'slow-response', ms: 5_000 }, { times: 2 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -138,7 +138,7 @@ test('a call that times out after the seller accepted it is retried with the sam
 });
 
 test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts the task, no second buy', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   // The first two requests create the task but their answers are lost; the next retry is refused.
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 2 });
   seller.fault('create_media_buy', {
@@ -146,7 +146,7 @@ test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts 
     error: { code: 'IDEMPOTENCY_CONFLICT', message: 'Key reused with a different payload', recovery: 'correctable' },
   });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -161,13 +161,13 @@ test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts 
 });
 
 test('IDEMPOTENCY_EXPIRED with no task at the seller: only then is a new key used, once', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   seller.fault('create_media_buy', {
     kind: 'adcp-error',
     error: { code: 'IDEMPOTENCY_EXPIRED', message: 'Key past its replay window', recovery: 'correctable' },
   });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -180,11 +180,11 @@ test('IDEMPOTENCY_EXPIRED with no task at the seller: only then is a new key use
 });
 
 test('every answer lost until retries run out: the operation reconciles and adopts the task instead of failing', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   // Three attempts, each request processed (the first creates the task, the rest are replays) and its answer dropped.
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 6 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -197,10 +197,10 @@ test('every answer lost until retries run out: the operation reconciles and adop
 });
 
 test('the status query and the HTTP view carry the classified error of a failed operation', async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   seller.fault('get_products', { kind: 'http-status', status: 502 }, { times: 3 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -229,11 +229,11 @@ test('the circuit breaker opens after repeated failures, fails fast without call
     now: Date.now,
     onTransition: (sellerId, transition) => transitions.push({ sellerId, ...transition }),
   });
-  const { seller, stack, agentId } = await rig({ breakers });
+  const { seller, stack, sellerId } = await rig({ breakers });
   // Three attempts fail (one request each); the fourth finds the circuit open; after the cool-off a trial succeeds.
   seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 3 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -246,22 +246,22 @@ test('the circuit breaker opens after repeated failures, fails fast without call
     'open->half-open',
     'half-open->closed',
   ]);
-  expect(transitions.every((transition) => transition.sellerId === agentId)).toBe(true);
+  expect(transitions.every((transition) => transition.sellerId === sellerId)).toBe(true);
   const [opened, halfOpen] = transitions;
   expect(halfOpen.at - opened.at).toBeGreaterThanOrEqual(3_000);
   // While open, no request reached the seller: 3 failed requests before, the successful trial after.
   const calls = seller.callsTo('get_products');
   expect(calls).toHaveLength(4);
   expect(calls.filter((call) => Date.parse(call.at) > opened.at && Date.parse(call.at) < halfOpen.at)).toHaveLength(0);
-  expect(breakers.get(agentId)?.state).toBe('closed');
+  expect(breakers.get(sellerId)?.state).toBe('closed');
 });
 
 test('rc.2 sellers: create_media_buy carries a buyer_ref derived from the operation, the same on every retry', async () => {
-  const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
+  const { seller, stack, sellerId } = await rig({}, { adcp_version: 'rc.2' });
   seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
   const params = createMediaBuyParams();
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params,
     idempotencyKey: randomUUID(),
@@ -279,11 +279,11 @@ test('rc.2 sellers: create_media_buy carries a buyer_ref derived from the operat
 });
 
 test('rc.2 sellers: a synchronous create whose answers were all lost is found by buyer_ref (get_media_buys), not repeated', async () => {
-  const { seller, stack, agentId } = await rig({}, { adcp_version: 'rc.2' });
+  const { seller, stack, sellerId } = await rig({}, { adcp_version: 'rc.2' });
   seller.script('create_media_buy', [{ status: 'completed' }]);
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 6 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -298,7 +298,7 @@ test('rc.2 sellers: a synchronous create whose answers were all lost is found by
 });
 
 test("the operator's per-task defaults apply to operations of that task; a caller's own values win", async () => {
-  const { seller, stack, agentId } = await rig();
+  const { seller, stack, sellerId } = await rig();
   const orchestrator = new OrchestratorClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
@@ -306,7 +306,7 @@ test("the operator's per-task defaults apply to operations of that task; a calle
   });
   seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 1 });
   const once = await orchestrator.result(
-    (await orchestrator.start({ agentId, task: 'get_products', params: getProductsParams })).operationId,
+    (await orchestrator.start({ sellerId, task: 'get_products', params: getProductsParams })).operationId,
   );
   expect(once.status).toBe('failed');
   expect(seller.callsTo('get_products')).toHaveLength(1); // one attempt, one request
@@ -315,7 +315,7 @@ test("the operator's per-task defaults apply to operations of that task; a calle
   const retried = await orchestrator.result(
     (
       await orchestrator.start({
-        agentId,
+        sellerId,
         task: 'get_products',
         params: getProductsParams,
         retry: { maximumAttempts: 2, initialIntervalMs: 100 },
@@ -326,7 +326,7 @@ test("the operator's per-task defaults apply to operations of that task; a calle
 
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
   const { operationId } = await orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
   });

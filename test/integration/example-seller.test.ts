@@ -5,19 +5,19 @@
 import { randomUUID } from 'node:crypto';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
 import { createMediaBuyParams, getProductsParams, uniqueBudget } from '../harness/demo-requests';
-import { type TestStack, demoAgent, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
 const upstream = () => process.env.DEMO_UPSTREAM_URL!;
 
 beforeAll(async () => {
-  stack = await startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } });
+  stack = await startTestStack({ sellers: registry([demoSellerConfig()]), activities: { env: { DEMO_SELLER_TOKEN } } });
 });
 afterAll(async () => stack?.close());
 
 test('get_products completes with the seller’s products', async () => {
   const started = await stack.orchestrator.start({
-    agentId: 'demo',
+    sellerId: 'demo',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -32,7 +32,7 @@ test('get_products completes with the seller’s products', async () => {
 test('create_media_buy goes submitted → polled → completed with a media_buy_id, one buy at the seller', async () => {
   const budget = uniqueBudget();
   const started = await stack.orchestrator.start({
-    agentId: 'demo',
+    sellerId: 'demo',
     task: 'create_media_buy',
     params: createMediaBuyParams(budget),
     idempotencyKey: randomUUID(),
@@ -54,7 +54,7 @@ test('starting the same operation twice gives the same operation back, with no s
   const budget = uniqueBudget();
   const key = randomUUID();
   const request = {
-    agentId: 'demo',
+    sellerId: 'demo',
     task: 'create_media_buy',
     params: createMediaBuyParams(budget),
     idempotencyKey: key,
@@ -76,14 +76,14 @@ test('starting the same operation twice gives the same operation back, with no s
 test('the same key with a different request is a conflict, not a second operation', async () => {
   const key = randomUUID();
   await stack.orchestrator.start({
-    agentId: 'demo',
+    sellerId: 'demo',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: key,
   });
   await expect(
     stack.orchestrator.start({
-      agentId: 'demo',
+      sellerId: 'demo',
       task: 'get_products',
       params: { ...getProductsParams, brief: 'something else' },
       idempotencyKey: key,

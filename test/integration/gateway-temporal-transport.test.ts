@@ -68,7 +68,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'fixture',
       url: seller.url,
@@ -78,7 +78,7 @@ beforeAll(async () => {
     },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers,
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base },
   });
   relay = await startRelay(testAddress());
@@ -87,7 +87,7 @@ beforeAll(async () => {
   });
   const webhookRouter = createWebhookRouter({
     client: nativeClient,
-    agents,
+    sellers,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: base,
     log: () => undefined,
@@ -139,7 +139,7 @@ test('over the native transport: a verified event is applied, an unknown operati
     { status: 'completed', afterMs: 600_000, webhook: false },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),

@@ -18,14 +18,14 @@ import { OrchestratorClient } from '../../client/orchestrator-client';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { freePort } from '../../scripts/lib/dev-server';
 import { getProductsParams } from '../harness/demo-requests';
-import { type TestStack, demoAgent, eventually, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, eventually, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
 let server: Server;
 let base: string;
 
 beforeAll(async () => {
-  stack = await startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } });
+  stack = await startTestStack({ sellers: registry([demoSellerConfig()]), activities: { env: { DEMO_SELLER_TOKEN } } });
   const app = createGateway({ orchestrator: stack.orchestrator, webUiUrl: 'http://127.0.0.1:8233' });
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -354,29 +354,29 @@ test('every path and method in api/openapi.yaml is served by the gateway', async
   };
   const sample: Record<string, string> = {
     operationId: `adcp-get_products-${randomUUID()}`,
-    agentId: 'demo',
+    sellerId: 'demo',
     id: `adcp-media-buy-${randomUUID()}`,
   };
   const checked: string[] = [];
   // The full gateway, as api/main.ts mounts it: operations and media-buy APIs, task and reporting webhook receivers.
   const webhookRouter = createWebhookRouter({
     client: stack.client,
-    agents: registry([demoAgent()]),
+    sellers: registry([demoSellerConfig()]),
     authenticator: createWebhookAuthenticator(),
     log: () => undefined,
   });
-  const agents = registry([demoAgent()]);
+  const sellerRegistry = registry([demoSellerConfig()]);
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
   });
   const gateway = createGateway({
     orchestrator: stack.orchestrator,
     webhookRouter,
     reportingWebhookRouter: createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       log: () => undefined,
     }),

@@ -42,20 +42,20 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellerRegistry = registry([
     { id: 'gov-seller', url: seller.url, protocol: 'mcp', token_env: 'GOV_SELLER_TOKEN' },
     { id: 'governance', url: governance.url, protocol: 'mcp', token_env: 'GOVERNANCE_TOKEN' },
     // Nothing listens there: the gate that cannot be reached stays closed.
     { id: 'governance-down', url: 'http://127.0.0.1:9/mcp', protocol: 'mcp' },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { GOV_SELLER_TOKEN: seller.authToken, GOVERNANCE_TOKEN: governance.authToken } },
   });
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
   });
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue });
   seller.scripted.setDefaultScript('get_products', [
@@ -370,12 +370,12 @@ test('a governed campaign syncs its plan while planning, and its buy is checked 
     totalBudget: 4_000,
     currency: 'USD',
     flight,
-    agentIds: ['gov-seller'],
+    sellerIds: ['gov-seller'],
     timeBudgetMs: 10_000,
     allocation: { kind: 'top_ranked' },
     buyParams: { account: { account_id: 'acct_gov' }, brand: { domain: 'acme.example' } },
     requestedBy: 'planner@buyer',
-    governance: { agentId: 'governance', plan: { countries: ['US'] } },
+    governance: { sellerId: 'governance', plan: { countries: ['US'] } },
   });
   const planned = await eventually(async () => {
     const state = await campaigns.state(campaignId);
@@ -383,7 +383,7 @@ test('a governed campaign syncs its plan while planning, and its buy is checked 
   });
   // The plan reached the agent before any spend was approved.
   expect(planned.governance).toMatchObject({
-    agentId: 'governance',
+    sellerId: 'governance',
     planId: campaignKey,
     status: 'synced',
     version: 1,
@@ -414,7 +414,7 @@ test('a governed campaign syncs its plan while planning, and its buy is checked 
   const creates = sellerCreatesFor('gov_display');
   const mine = creates.filter((entry) => entry.args.governance_context === check.answer.governance_context);
   expect(mine.length).toBeGreaterThanOrEqual(1);
-  expect(view.buys[0]).toMatchObject({ agentId: 'gov-seller', status: 'pending_creatives' });
+  expect(view.buys[0]).toMatchObject({ sellerId: 'gov-seller', status: 'pending_creatives' });
   for (const id of [campaignId, view.buys[0].workflowId])
     await stack.client.workflow
       .getHandle(id)

@@ -100,9 +100,12 @@ beforeAll(async () => {
   );
   const failed = started.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (failed) throw failed.reason;
-  const agents = registry([adServer!.agent, template!.agent, { ...production!.agent, id: PRODUCTION_AGENT }]);
-  stack = await startTestStack({ agents, activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } } });
-  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  const sellerRegistry = registry([adServer!.agent, template!.agent, { ...production!.agent, id: PRODUCTION_AGENT }]);
+  stack = await startTestStack({
+    sellers: sellerRegistry,
+    activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } },
+  });
+  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: sellerRegistry });
   const app = createGateway({ orchestrator: stack.orchestrator, taskSupport: taskSupportCheck(sellers) });
   gateway = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -113,10 +116,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise((resolve) => gateway?.close(resolve));
   // The capabilities workflows run until stopped: end them so the shared dev server does not keep them polling.
-  for (const agentId of ['creative_ad_server', 'creative_template', PRODUCTION_AGENT]) {
+  for (const sellerId of ['creative_ad_server', 'creative_template', PRODUCTION_AGENT]) {
     if (!sellers) break;
     await stack?.client.workflow
-      .getHandle(sellers.workflowId(agentId))
+      .getHandle(sellers.workflowId(sellerId))
       .terminate('test over')
       .catch(() => undefined);
   }
@@ -129,12 +132,12 @@ afterAll(async () => {
 
 /** Starts one AdCP task as an orchestrator operation and waits for its end. */
 async function operation(
-  agentId: string,
+  sellerId: string,
   task: string,
   params: Record<string, unknown>,
   idempotencyKey: string = randomUUID(),
 ): Promise<OperationState> {
-  const started = await stack!.orchestrator.start({ agentId, task, params, idempotencyKey });
+  const started = await stack!.orchestrator.start({ sellerId, task, params, idempotencyKey });
   expect(started.created).toBe(true);
   return stack!.orchestrator.result(started.operationId);
 }
@@ -196,8 +199,8 @@ async function upstream(seller: ExampleSeller, path: string, headers: Record<str
 /**
  * The ad server previews only creatives of its default network, by its own id: sync one there and return that id.
  */
-async function syncToDefaultNetwork(agentId: string, seller: ExampleSeller): Promise<string> {
-  const sync = await operation(agentId, 'sync_creatives', {
+async function syncToDefaultNetwork(sellerId: string, seller: ExampleSeller): Promise<string> {
+  const sync = await operation(sellerId, 'sync_creatives', {
     account: defaultNetworkAccount,
     creatives: [creative(seller, `cr_preview_${randomUUID().slice(0, 8)}`, 'display_300x250')],
   });
@@ -286,7 +289,7 @@ describe('creative_ad_server (hello_creative_adapter_ad_server.ts)', () => {
     // The same request again under the same key is the same operation: no second call, no second write.
     const beforeAgain = await traffic(adServer!);
     const again = await stack!.orchestrator.start({
-      agentId: 'creative_ad_server',
+      sellerId: 'creative_ad_server',
       task: 'sync_creatives',
       params,
       idempotencyKey: key,
@@ -296,25 +299,25 @@ describe('creative_ad_server (hello_creative_adapter_ad_server.ts)', () => {
   });
 
   test('list_creatives completes with the synced creatives, as the library holds them', async () => {
-    const agentIds = [...synced.values()];
-    expect(agentIds).toHaveLength(2); // sync_creatives' test failed if this did
+    const creativeIds = [...synced.values()];
+    expect(creativeIds).toHaveLength(2); // sync_creatives' test failed if this did
     const spec = await operation('creative_ad_server', 'list_creatives', {
       account,
-      filters: { creative_ids: agentIds },
+      filters: { creative_ids: creativeIds },
     });
     expectCompleted(spec);
     const specIds = (spec.result?.creatives as Row[]).map((entry) => entry.creative_id);
-    expect(specIds).toEqual(expect.arrayContaining(agentIds));
-    if (specIds.length > agentIds.length) deviations.add(AGENT_DEVIATIONS.listFilter);
+    expect(specIds).toEqual(expect.arrayContaining(creativeIds));
+    if (specIds.length > creativeIds.length) deviations.add(AGENT_DEVIATIONS.listFilter);
 
     const state = await operation('creative_ad_server', 'list_creatives', {
       account,
-      filter: { creative_ids: agentIds },
+      filter: { creative_ids: creativeIds },
     });
     expectCompleted(state);
     expect(state.outcome).toBe('success');
     const listed = state.result?.creatives as Row[];
-    expect(listed.map((entry) => entry.creative_id).sort()).toEqual([...agentIds].sort());
+    expect(listed.map((entry) => entry.creative_id).sort()).toEqual([...creativeIds].sort());
     for (const entry of listed) {
       expect(entry).toMatchObject({
         status: 'approved',
@@ -326,10 +329,10 @@ describe('creative_ad_server (hello_creative_adapter_ad_server.ts)', () => {
   });
 
   test('build_creative (library retrieval) completes with the serving tag the upstream rendered, rendered once', async () => {
-    const agentId = [...synced.values()][0];
-    expect(agentId).toBeDefined();
+    const creativeId = [...synced.values()][0];
+    expect(creativeId).toBeDefined();
     const before = await traffic(adServer!);
-    const state = await operation('creative_ad_server', 'build_creative', { account, creative_id: agentId });
+    const state = await operation('creative_ad_server', 'build_creative', { account, creative_id: creativeId });
     expectCompleted(state);
     expect(state.outcome).toBe('success');
     expect((await calledSince(adServer!, before))['POST /v1/creatives/{id}/render']).toBe(1);
@@ -337,7 +340,7 @@ describe('creative_ad_server (hello_creative_adapter_ad_server.ts)', () => {
     expect(manifest.format_id).toEqual(formatRef(adServer!, 'display_300x250'));
     expect(manifest.assets.serving_tag).toMatchObject({ asset_type: 'html' });
     // The tag is the upstream's snippet with this creative's macros substituted.
-    expect(manifest.assets.serving_tag.content).toContain(`cr=${agentId}`);
+    expect(manifest.assets.serving_tag.content).toContain(`cr=${creativeId}`);
     expect(manifest.assets.serving_tag.content).toContain('width="300" height="250"');
   });
 
@@ -354,12 +357,12 @@ describe('creative_ad_server (hello_creative_adapter_ad_server.ts)', () => {
   });
 
   test('preview_creative: the development agent refuses its own preview, and without its extra creative_id refuses the request; both fail clearly', async () => {
-    const agentId = await syncToDefaultNetwork('creative_ad_server', adServer!);
+    const creativeId = await syncToDefaultNetwork('creative_ad_server', adServer!);
     const manifest = { format_id: formatRef(adServer!, 'display_300x250'), assets: {} };
     const state = await operation('creative_ad_server', 'preview_creative', {
       request_type: 'single',
       creative_manifest: manifest,
-      creative_id: agentId,
+      creative_id: creativeId,
     });
     const error = expectFailedWith(state, 'VALIDATION_ERROR');
     expect(error).toMatchObject({
@@ -443,11 +446,11 @@ describe('creative_ad_server as deployed (NODE_ENV=production)', () => {
   });
 
   test('preview_creative completes with the agent’s preview URL for the creative, as the agent sent it', async () => {
-    const agentId = await syncToDefaultNetwork(PRODUCTION_AGENT, production!);
+    const creativeId = await syncToDefaultNetwork(PRODUCTION_AGENT, production!);
     const params = {
       request_type: 'single',
       creative_manifest: { format_id: formatRef(production!, 'display_300x250'), assets: {} },
-      creative_id: agentId,
+      creative_id: creativeId,
     };
     const state = await operation(PRODUCTION_AGENT, 'preview_creative', params);
     expectCompleted(state);
@@ -455,15 +458,15 @@ describe('creative_ad_server as deployed (NODE_ENV=production)', () => {
       response_type: 'single',
       previews: [
         {
-          preview_id: `prv_${agentId}`,
-          renders: [{ render_id: `rnd_${agentId}`, role: 'primary', preview_url: expect.any(String) }],
+          preview_id: `prv_${creativeId}`,
+          renders: [{ render_id: `rnd_${creativeId}`, role: 'primary', preview_url: expect.any(String) }],
         },
       ],
       expires_at: expect.any(String),
     });
     // The URL is the upstream's serving URL for this creative, as the agent passed it on.
     const previewUrl = (state.result as Row).previews[0].renders[0].preview_url as string;
-    expect(previewUrl).toContain(agentId);
+    expect(previewUrl).toContain(creativeId);
     const { expires_at: _expires, ...answer } = await direct(production!, 'preview_creative', params);
     expect({ ...state.result, expires_at: undefined }).toEqual({ ...answer, expires_at: undefined });
     deviations.add(AGENT_DEVIATIONS.previewRender);

@@ -8,15 +8,15 @@
  *
  * Two worker stacks share the sellers: one that registers webhooks (publicBaseUrl + the gateway on loopback; the
  * sellers sign task completions with RFC 9421), one that does not and so learns every result by polling. The review
- * delays are set (DECISIONING_CONFIG) between the orchestrator's first looks at a task (2 s, then 6 s), so a
- * webhook-stack operation is decided by the webhook and a polling-stack one by a look.
+ * delays are set (DECISIONING_CONFIG) between the orchestrator's first polls of a task (2 s, then 6 s), so a
+ * webhook-stack operation is decided by the webhook and a polling-stack one by a poll.
  *
  * Each seller logs the calls that reached the platform (DECISIONING_CALL_LOG), so "exactly one buy at the seller"
  * is counted where the buy is made, after the framework's idempotency replay.
  *
  * Two orchestrator defects these sellers exposed, fixed in product code (each test fails without its fix): a cancel
  * the seller answers "completed" with the buy still live was recorded as applied (workflows/media-buy.ts:
- * CANCEL_NOT_APPLIED), and a task the seller lost in a restart made MCP's own tasks/get fail every look as a bad
+ * CANCEL_NOT_APPLIED), and a task the seller lost in a restart made MCP's own tasks/get fail every poll as a bad
  * request (activities/seller-client.ts: TASK_NOT_FOUND, "cannot see the task now").
  */
 import { randomUUID } from 'node:crypto';
@@ -44,7 +44,7 @@ import { operationSummary, runOperation } from '../harness/interop';
 type Row = Record<string, any>;
 
 const SELLERS: readonly DecisioningSellerName[] = ['broadcast_tv', 'programmatic', 'mock_seller'];
-/** The examples' review knobs (their `capabilities.config`): long enough to sit between the first two looks. */
+/** The examples' review knobs (their `capabilities.config`): long enough to sit between the first two polls. */
 const REVIEW_MS = 3_500;
 const CONFIG: Record<DecisioningSellerName, Record<string, number>> = {
   broadcast_tv: { trafficReviewMs: REVIEW_MS, standardsReviewMs: REVIEW_MS, activationOffsetMs: 50 },
@@ -83,7 +83,7 @@ beforeAll(async () => {
   if (failed) throw failed.reason;
 
   restartPort = await freePort();
-  const agents = registry([
+  const sellerRegistry = registry([
     ...Object.values(sellers).map((seller) => seller!.agent),
     {
       id: RESTARTING,
@@ -99,12 +99,12 @@ beforeAll(async () => {
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   [webhookStack, pollingStack] = await Promise.all([
-    startTestStack({ agents, activities: { env, publicBaseUrl: base } }),
-    startTestStack({ agents, activities: { env } }),
+    startTestStack({ sellers: sellerRegistry, activities: { env, publicBaseUrl: base } }),
+    startTestStack({ sellers: sellerRegistry, activities: { env } }),
   ]);
   const webhookRouter = createWebhookRouter({
     client: webhookStack.client,
-    agents,
+    sellers: sellerRegistry,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: base,
     log: () => undefined,
@@ -123,11 +123,11 @@ afterAll(async () => {
 /** Runs one AdCP task as an orchestrator operation and waits for its end. */
 async function operation(
   stack: TestStack,
-  agentId: DecisioningSellerName,
+  sellerId: DecisioningSellerName,
   task: string,
   params: Record<string, unknown>,
 ): Promise<OperationState> {
-  return runOperation(stack.orchestrator, agentId, task, params);
+  return runOperation(stack.orchestrator, sellerId, task, params);
 }
 
 /** The calls that reached the seller's platform, from its call log. */
@@ -208,8 +208,18 @@ test('broadcast TV: create_media_buy goes to trafficker review, and the buy is l
   const key = randomUUID();
   const params = createParams(product);
   const [first, again] = await Promise.all([
-    webhookStack.orchestrator.start({ agentId: 'broadcast_tv', task: 'create_media_buy', params, idempotencyKey: key }),
-    webhookStack.orchestrator.start({ agentId: 'broadcast_tv', task: 'create_media_buy', params, idempotencyKey: key }),
+    webhookStack.orchestrator.start({
+      sellerId: 'broadcast_tv',
+      task: 'create_media_buy',
+      params,
+      idempotencyKey: key,
+    }),
+    webhookStack.orchestrator.start({
+      sellerId: 'broadcast_tv',
+      task: 'create_media_buy',
+      params,
+      idempotencyKey: key,
+    }),
   ]);
   expect(again.operationId).toBe(first.operationId);
   const [byWebhook, byPolling] = await Promise.all([
@@ -240,7 +250,7 @@ test('broadcast TV: create_media_buy goes to trafficker review, and the buy is l
   expect(byWebhook.webhookRegistered).toBe(true);
   expect(byPolling.webhookRegistered).toBe(false);
   expect(byWebhook.result!.media_buy_id).not.toBe(byPolling.result!.media_buy_id);
-  // Each operation made exactly one buy at the seller, however many calls and looks it took.
+  // Each operation made exactly one buy at the seller, however many calls and polls it took.
   const creates = platformCalls('broadcast_tv', 'createMediaBuy').slice(before);
   expect(creates).toHaveLength(2);
 }, 90_000);
@@ -429,7 +439,7 @@ describe.each(['broadcast_tv', 'mock_seller'] as const)('the media-buy workflow 
     const before = platformCalls(name, 'createMediaBuy').length;
     const { mediaBuyWorkflowId: id } = await buys.create({
       buyKey: `decisioning-${name}-${randomUUID()}`,
-      agentId: name,
+      sellerId: name,
       params: createParams(product),
       requestedBy: 'planner@buyer',
     });
@@ -511,8 +521,8 @@ describe.each(['broadcast_tv', 'mock_seller'] as const)('the media-buy workflow 
 /**
  * A human-in-the-loop seller that restarts mid-review with an in-memory task registry (as every example does: "in-memory
  * in-flight tasks are lost on process restart") no longer knows the task. The orchestrator cannot tell "lost" from
- * "hidden for now" (account scoping, expiry), so it keeps looking until the operation's budget and then ends
- * timed_out, saying so; it must never report the buy as made, never hang past the budget, and must say why its looks
+ * "hidden for now" (account scoping, expiry), so it keeps polling until the operation's budget and then ends
+ * timed_out, saying so; it must never report the buy as made, never hang past the budget, and must say why its polls
  * failed: the seller does not know the task, not "fix the request".
  */
 test('broadcast TV restarted mid-review (its task registry gone): the create ends timed_out with the reason, never completed, never hung', async () => {
@@ -520,7 +530,7 @@ test('broadcast TV restarted mid-review (its task registry gone): the create end
   restarting = await startExampleSeller('broadcast_tv', { port: restartPort, env: slow });
   try {
     const { operationId } = await pollingStack.orchestrator.start({
-      agentId: RESTARTING,
+      sellerId: RESTARTING,
       task: 'create_media_buy',
       params: createParams(products.broadcast_tv!),
       idempotencyKey: randomUUID(),
@@ -541,7 +551,7 @@ test('broadcast TV restarted mid-review (its task registry gone): the create end
     expect(state.result?.media_buy_id).toBeUndefined();
     const notes = state.anomalies.map((anomaly) => anomaly.note);
     // The seller's answer as it gave it (its tasks/get tool: REFERENCE_NOT_FOUND); MCP's own tasks/get, tried next,
-    // answers InvalidParams "Task not found", which is the same fact and must not fail the look as a bad request.
+    // answers InvalidParams "Task not found", which is the same fact and must not fail the poll as a bad request.
     expect(notes).toContainEqual(
       expect.stringMatching(new RegExp(`^cannot read task ${submitted.taskId} now \\((REFERENCE|TASK)_NOT_FOUND\\)`)),
     );

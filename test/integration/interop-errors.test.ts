@@ -56,7 +56,7 @@ beforeAll(async () => {
     proxies[name] = await startRecordingProxy(sellers[name].mcpUrl);
   }
   stack = await startTestStack({
-    agents: registry(SELLERS.map((name) => ({ ...sellers![name].agent, url: proxies[name]!.url }))),
+    sellers: registry(SELLERS.map((name) => ({ ...sellers![name].agent, url: proxies[name]!.url }))),
     activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } },
   });
   const app = createGateway({ orchestrator: stack.orchestrator });
@@ -104,7 +104,7 @@ interface Begun {
 
 async function begin(name: ErrorSeller, task: string, params: Row): Promise<Begun> {
   const before = proxies[name]!.calls.length;
-  const started = await stack!.orchestrator.start({ agentId: name, task, params, idempotencyKey: randomUUID() });
+  const started = await stack!.orchestrator.start({ sellerId: name, task, params, idempotencyKey: randomUUID() });
   return { name, task, operationId: started.operationId, before };
 }
 
@@ -264,7 +264,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     const before = proxy.calls.length;
     const { mediaBuyWorkflowId } = await buys.create({
       buyKey: `interop-errors-${randomUUID()}`,
-      agentId: name,
+      sellerId: name,
       params: buy([{ ...display, budget: 100 }]),
       requestedBy: 'planner@buyer',
     });
@@ -291,7 +291,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     const proxy = proxies[name]!;
     const { mediaBuyWorkflowId } = await buys.create({
       buyKey: `interop-errors-${randomUUID()}`,
-      agentId: name,
+      sellerId: name,
       params: buy([{ ...display, budget: 1_000 }]),
       requestedBy: 'planner@buyer',
     });

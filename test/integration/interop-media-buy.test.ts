@@ -60,7 +60,7 @@ const skipped: string[] = [];
 beforeAll(async () => {
   sellers = await startExampleSellers(SELLERS);
   stack = await startTestStack({
-    agents: registry(Object.values(sellers).map((seller) => seller.agent)),
+    sellers: registry(Object.values(sellers).map((seller) => seller.agent)),
     activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } },
   });
 }, 300_000);
@@ -83,11 +83,11 @@ afterAll(async () => {
 
 /** Runs one AdCP task as an orchestrator operation and waits for its end. */
 async function operation(
-  agentId: ExampleSellerName,
+  sellerId: ExampleSellerName,
   task: string,
   params: Record<string, unknown>,
 ): Promise<OperationState> {
-  return runOperation(stack!.orchestrator, agentId, task, params);
+  return runOperation(stack!.orchestrator, sellerId, task, params);
 }
 
 function expectCompleted(state: OperationState): void {

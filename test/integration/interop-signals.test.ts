@@ -33,7 +33,7 @@ const skipped: string[] = [];
 beforeAll(async () => {
   seller = await startExampleSeller('signals_marketplace');
   stack = await startTestStack({
-    agents: registry([seller.agent]),
+    sellers: registry([seller.agent]),
     activities: { env: { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN } },
   });
   for (const tool of await listTools(seller)) tools.add(tool);
@@ -47,7 +47,7 @@ afterAll(async () => {
 
 async function operation(task: string, params: Record<string, unknown>): Promise<OperationState> {
   const started = await stack!.orchestrator.start({
-    agentId: 'signals_marketplace',
+    sellerId: 'signals_marketplace',
     task,
     params,
     idempotencyKey: randomUUID(),

@@ -60,7 +60,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-  stack = await startTestStack({ agents: registry([{ id: 'catalogue', url, protocol: 'mcp' }]) });
+  stack = await startTestStack({ sellers: registry([{ id: 'catalogue', url, protocol: 'mcp' }]) });
 });
 
 afterAll(async () => {
@@ -74,7 +74,7 @@ test('a 2.5 MB get_products answer completes with the whole catalogue, and the s
   answer = () => ({ status: 'completed', products });
   calls = 0;
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'catalogue',
+    sellerId: 'catalogue',
     task: 'get_products',
     params: { brief: 'video' },
     idempotencyKey: randomUUID(),
@@ -93,7 +93,7 @@ test('an answer too large even compressed fails with ANSWER_TOO_LARGE, and the s
   answer = () => ({ status: 'completed', products: [{ product_id: 'huge', description: blob }] });
   calls = 0;
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'catalogue',
+    sellerId: 'catalogue',
     task: 'get_products',
     params: { brief: 'everything' },
     idempotencyKey: randomUUID(),

@@ -16,7 +16,7 @@ let stack: TestStack;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -38,7 +38,7 @@ test('input-required: the question is exposed, a bad answer is refused, a good o
     { status: 'completed' },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -84,7 +84,7 @@ test('input-required: the question is exposed, a bad answer is refused, a good o
 test('cancel mid-wait: the operation ends canceled with who asked and why', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -121,7 +121,7 @@ test('progress from working payloads is visible through the status query', async
     },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'sync_creatives',
     params: { account: { account_id: 'a1' }, creatives: [] },
     idempotencyKey: randomUUID(),

@@ -15,7 +15,7 @@ let stack: TimeSkippingStack;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTimeSkippingStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -31,7 +31,7 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
     { status: 'completed', afterPolls: 1_000_000 },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -49,7 +49,7 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
   expect(seller.mediaBuys()).toHaveLength(1);
   expect(tookMs).toBeGreaterThanOrEqual(23 * HOUR);
   expect(tookMs).toBeLessThan(24 * HOUR);
-  expect(state.pollCount).toBeGreaterThan(1_000); // about one look a minute for 23 hours
+  expect(state.pollCount).toBeGreaterThan(1_000); // about one poll a minute for 23 hours
   const history = await stack.env.client.workflow.getHandle(operationId).fetchHistory();
   const events = history.events?.length ?? 0;
   console.log(
@@ -58,13 +58,13 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
   expect(events).toBeLessThan(50);
 });
 
-test('a 24-hour approval that never comes times out at hour 24 with a clear reason, after a last look', async () => {
+test('a 24-hour approval that never comes times out at hour 24 with a clear reason, after a last poll', async () => {
   seller.script('create_media_buy', [
     { status: 'submitted', message: 'Pending manual approval' },
     { status: 'completed', afterPolls: 1_000_000 },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -78,7 +78,7 @@ test('a 24-hour approval that never comes times out at hour 24 with a clear reas
   expect(tookMs).toBeGreaterThanOrEqual(24 * HOUR);
   expect(tookMs).toBeLessThan(24 * HOUR + 5 * 60_000);
   const task = seller.tasks().find((t) => t.taskId === state.taskId)!;
-  // The last look at the deadline is a tasks/get of its own, after the polling activity ran out of budget.
+  // The last poll at the deadline is a tasks/get of its own, after the polling activity ran out of budget.
   expect(task.polls).toBe(state.pollCount);
   expect(seller.mediaBuys()).toHaveLength(0);
 });
@@ -89,7 +89,7 @@ test('input-required waits for the configured interaction deadline, then fails w
     { status: 'completed' },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -108,7 +108,7 @@ test('input-required waits for the configured interaction deadline, then fails w
 test('auth-required waits for refreshed credentials until its deadline, then fails with auth_timed_out', async () => {
   seller.script('create_media_buy', [{ status: 'auth-required', message: 'Token expired' }, { status: 'completed' }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -131,7 +131,7 @@ test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key 
   ]);
   seller.script('create_media_buy', [{ status: 'completed' }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -147,13 +147,13 @@ test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key 
   expect(seller.mediaBuys()).toHaveLength(1);
 });
 
-test('working for longer than about 120 s falls back from 5-second looks to the submitted cadence', async () => {
+test('working for longer than about 120 s falls back from 5-second polls to the submitted cadence', async () => {
   seller.script('sync_creatives', [
     { status: 'working', progress: { percentage: 10 } },
     { status: 'completed', afterPolls: 1_000_000 },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'sync_creatives',
     params: { account: { account_id: 'a1' }, creatives: [] },
     idempotencyKey: randomUUID(),
@@ -163,7 +163,7 @@ test('working for longer than about 120 s falls back from 5-second looks to the 
   seller.advanceTask(task.taskId);
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
-  // About 25 looks in the first 2 minutes at the working cadence, then one a minute: about 85 in an hour.
+  // About 25 polls in the first 2 minutes at the working cadence, then one a minute: about 85 in an hour.
   // At 5 s for the whole hour it would have been about 720.
   expect(state.pollCount).toBeGreaterThan(60);
   expect(state.pollCount).toBeLessThan(120);

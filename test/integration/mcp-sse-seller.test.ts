@@ -55,7 +55,7 @@ describe('through the worker', () => {
   let stack: TestStack;
   beforeAll(async () => {
     stack = await startTestStack({
-      agents: registry([
+      sellers: registry([
         { id: 'legacy-sse', name: 'Legacy SSE seller', url: seller.url, protocol: 'mcp', token_env: 'SSE_TOKEN' },
       ]),
       activities: { env: { SSE_TOKEN: seller.authToken } },
@@ -66,7 +66,7 @@ describe('through the worker', () => {
   test('a get_products operation against an HTTP+SSE-only seller completes with its products', async () => {
     const before = seller.counts().getProducts;
     const started = await stack.orchestrator.start({
-      agentId: 'legacy-sse',
+      sellerId: 'legacy-sse',
       task: 'get_products',
       params: getProductsParams,
       idempotencyKey: randomUUID(),

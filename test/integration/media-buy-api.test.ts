@@ -43,7 +43,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'life-dev',
       url: seller.url,
@@ -52,18 +52,18 @@ beforeAll(async () => {
       webhooks: { scheme: 'rfc9421', jwks: seller.scripted.webhookJwks } as never,
     },
   ]);
-  stack = await startTestStack({ agents, activities: { env: { LIFE_TOKEN: seller.authToken } } });
+  stack = await startTestStack({ sellers, activities: { env: { LIFE_TOKEN: seller.authToken } } });
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
     reportingBaseUrl: base,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellers.has(id),
   });
   const app = express();
   app.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers,
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: base,
       log: () => undefined,

@@ -23,7 +23,7 @@ let clockLoop: Promise<void>;
 beforeAll(async () => {
   seller = await startMediaBuySeller();
   stack = await startTimeSkippingStack({
-    agents: registry([{ id: 'life', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]),
+    sellers: registry([{ id: 'life', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]),
     activities: { env: { LIFE_TOKEN: seller.authToken } },
   });
   buys = new MediaBuyClient({ client: stack.env.client, taskQueue: stack.taskQueue, searchAttributes: false });
@@ -49,7 +49,7 @@ test('creative deadline alerts for a package without creatives; two concurrent c
   const startMs = Math.ceil((t0 + 10 * DAY) / HOUR) * HOUR;
   const { mediaBuyWorkflowId } = await buys.create({
     buyKey: `creatives-${randomUUID()}`,
-    agentId: 'life',
+    sellerId: 'life',
     params: {
       account: { account_id: 'acct_life' },
       start_time: new Date(startMs).toISOString(),

@@ -43,7 +43,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellerRegistry = registry([
     {
       id: 'life-hmac',
       url: seller.url,
@@ -52,18 +52,18 @@ beforeAll(async () => {
       webhooks: { scheme: 'hmac-sha256', secret_env: 'LIFE_WEBHOOK_SECRET' } as never,
     },
   ]);
-  stack = await startTestStack({ agents, activities: { env } });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env } });
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
     reportingBaseUrl: base,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
   });
   const app = express();
   app.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: base,
       env,

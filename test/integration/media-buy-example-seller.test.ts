@@ -36,8 +36,8 @@ const env = { [EXAMPLE_SELLER_TOKEN_ENV]: EXAMPLE_SELLER_TOKEN, [REPORTING_SECRE
 
 beforeAll(async () => {
   seller = await startExampleSeller('guaranteed');
-  const agents = registry([seller.agent]);
-  stack = await startTestStack({ agents, activities: { env } });
+  const sellerRegistry = registry([seller.agent]);
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env } });
   // The gateway's reporting route on loopback: the URL the buy registers, verified with the buy's credential.
   const app = express();
   server = await new Promise<Server>((resolve) => {
@@ -47,7 +47,7 @@ beforeAll(async () => {
   app.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: base,
       env,
@@ -67,7 +67,7 @@ test('the guaranteed example seller: created pending_creatives, creatives synced
   const products = await stack.orchestrator.result(
     (
       await stack.orchestrator.start({
-        agentId: 'guaranteed',
+        sellerId: 'guaranteed',
         task: 'get_products',
         params: {
           buying_mode: 'brief',
@@ -85,7 +85,7 @@ test('the guaranteed example seller: created pending_creatives, creatives synced
   const start = new Date(Date.now() + 3 * 86_400_000);
   const { mediaBuyWorkflowId: id } = await buys.create({
     buyKey: `example-${randomUUID()}`,
-    agentId: 'guaranteed',
+    sellerId: 'guaranteed',
     params: {
       account: DEMO_ACCOUNT,
       brand: DEMO_BRAND,

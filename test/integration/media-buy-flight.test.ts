@@ -50,7 +50,7 @@ function mulberry32(seed: number): () => number {
 beforeAll(async () => {
   seller = await startMediaBuySeller();
   stack = await startTimeSkippingStack({
-    agents: registry([{ id: 'life', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]),
+    sellers: registry([{ id: 'life', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]),
     activities: { env: { LIFE_TOKEN: seller.authToken } },
   });
   // The seller's clock is the test server's (skipped time included), refreshed continuously.
@@ -138,7 +138,7 @@ test(`a ${FLIGHT_DAYS}-day flight with hourly reports: lifecycle, changes, gaps 
   const buyKey = `flight-${randomUUID()}`;
   const input: MediaBuyInput = {
     buyKey,
-    agentId: 'life',
+    sellerId: 'life',
     params: {
       account: { account_id: 'acct_life' },
       brand: { domain: 'acme.example' },

@@ -28,12 +28,12 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([{ id: 'life-pkg', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]);
-  stack = await startTestStack({ agents, activities: { env: { LIFE_TOKEN: seller.authToken } } });
+  const sellers = registry([{ id: 'life-pkg', url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' }]);
+  stack = await startTestStack({ sellers, activities: { env: { LIFE_TOKEN: seller.authToken } } });
   const mediaBuys = new MediaBuyClient({
     client: stack.client,
     taskQueue: stack.taskQueue,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellers.has(id),
   });
   const app = express();
   app.use(createMediaBuyRouter({ mediaBuys }));

@@ -15,17 +15,21 @@ const DAY = 24 * HOUR;
 let seller: MediaBuySeller;
 let stack: TestStack;
 let buys: MediaBuyClient;
-const agentId = `recon-buys-${randomUUID().slice(0, 8)}`;
-const otherAgentId = `${agentId}-other`;
+const sellerId = `recon-buys-${randomUUID().slice(0, 8)}`;
+const otherSellerId = `${sellerId}-other`;
 
 beforeAll(async () => {
   seller = await startMediaBuySeller();
-  const agents = registry([
-    { id: agentId, url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' },
-    { id: otherAgentId, url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' },
+  const sellerRegistry = registry([
+    { id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' },
+    { id: otherSellerId, url: seller.url, protocol: 'mcp', token_env: 'LIFE_TOKEN' },
   ]);
-  stack = await startTestStack({ agents, activities: { env: { LIFE_TOKEN: seller.authToken } } });
-  buys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue, knownAgent: (id) => agents.has(id) });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env: { LIFE_TOKEN: seller.authToken } } });
+  buys = new MediaBuyClient({
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    knownSeller: (id) => sellerRegistry.has(id),
+  });
 });
 
 afterAll(async () => {
@@ -37,7 +41,7 @@ async function activeBuy(agent: string): Promise<{ id: string; mediaBuyId: strin
   const now = Date.now();
   const { mediaBuyWorkflowId: id } = await buys.create({
     buyKey: `recon-${randomUUID()}`,
-    agentId: agent,
+    sellerId: agent,
     params: {
       account: { account_id: 'acct_recon' },
       brand: { domain: 'acme.example' },
@@ -62,11 +66,11 @@ async function activeBuy(agent: string): Promise<{ id: string; mediaBuyId: strin
 }
 
 test('a buy paused at the seller without a webhook converges after a reconciliation run', async () => {
-  const mine = await activeBuy(agentId);
-  const other = await activeBuy(otherAgentId);
+  const mine = await activeBuy(sellerId);
+  const other = await activeBuy(otherSellerId);
   // Visibility is eventually consistent: wait until both buys are indexed as active at their sellers.
   await eventually(async () => {
-    const query = `WorkflowType = 'adcpMediaBuy' AND ExecutionStatus = 'Running' AND AdcpMediaBuyStatus = 'active' AND AdcpAgent IN ('${agentId}', '${otherAgentId}')`;
+    const query = `WorkflowType = 'adcpMediaBuy' AND ExecutionStatus = 'Running' AND AdcpMediaBuyStatus = 'active' AND AdcpAgent IN ('${sellerId}', '${otherSellerId}')`;
     let found = 0;
     for await (const execution of stack.client.workflow.list({ query }))
       if ([mine.id, other.id].includes(execution.workflowId)) found += 1;
@@ -82,7 +86,7 @@ test('a buy paused at the seller without a webhook converges after a reconciliat
   // Without reconciliation the workflow would not read again for a day.
   expect((await buys.state(mine.id)).status).toBe('active');
 
-  const report = await stack.orchestrator.reconcile(agentId, 'test');
+  const report = await stack.orchestrator.reconcile(sellerId, 'test');
   expect(report.openMediaBuys).toBe(1);
   expect(report.mediaBuyRefreshRequested).toBe(1);
 

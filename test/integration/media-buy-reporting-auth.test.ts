@@ -15,7 +15,7 @@ import { createMediaBuyRouter } from '../../api/media-buys';
 import { createReportingWebhookRouter } from '../../api/reporting-webhooks';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { MediaBuyClient } from '../../client/media-buy-client';
-import type { AgentRegistry } from '../../config/agents';
+import type { SellerRegistry } from '../../config/sellers';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
@@ -25,7 +25,7 @@ const DAY = 24 * HOUR;
 
 let seller: MediaBuySeller;
 let stack: TestStack;
-let agents: AgentRegistry;
+let sellerRegistry: SellerRegistry;
 const servers: Server[] = [];
 let base: string;
 const master = randomBytes(36).toString('base64url');
@@ -45,7 +45,7 @@ async function listen(app: express.Express): Promise<string> {
 beforeAll(async () => {
   seller = await startMediaBuySeller({ webhookMode: 'rfc9421' });
   env.LIFE_TOKEN = seller.authToken;
-  agents = registry([
+  sellerRegistry = registry([
     {
       id: 'life-sig',
       url: seller.url,
@@ -64,12 +64,12 @@ beforeAll(async () => {
       webhooks: { scheme: 'rfc9421', jwks: { keys: [otherSellerKey.publicJwk] } } as never,
     },
   ]);
-  stack = await startTestStack({ agents, activities: { env } });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env } });
   const app = express();
   app.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       // The base is set once the server listens; the route rebuilds the signed target URI from it.
       get publicBaseUrl() {
@@ -84,7 +84,7 @@ beforeAll(async () => {
     client: stack.client,
     taskQueue: stack.taskQueue,
     reportingBaseUrl: base,
-    knownAgent: (id) => agents.has(id),
+    knownSeller: (id) => sellerRegistry.has(id),
   });
   app.use(createMediaBuyRouter({ mediaBuys }));
 }, 120_000);
@@ -198,7 +198,7 @@ test('an RFC 9421 seller gets a Bearer credential on create; its reports pass by
   bare.use(
     createReportingWebhookRouter({
       client: stack.client,
-      agents,
+      sellers: sellerRegistry,
       authenticator: createWebhookAuthenticator(),
       get publicBaseUrl() {
         return bareBase;

@@ -17,7 +17,7 @@ import { createReportingWebhookRouter } from '../../api/reporting-webhooks';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { MediaBuyClient } from '../../client/media-buy-client';
 import { dataConverter } from '../../client/payload-codec';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
@@ -28,7 +28,7 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
 let seller: MediaBuySeller;
-let agent: AgentConfig;
+let agent: SellerConfig;
 let server: Server;
 let base: string;
 let client: Client | undefined;
@@ -42,7 +42,7 @@ beforeAll(async () => {
     protocol: 'mcp',
     token_env: 'LIFE_TOKEN',
     webhooks: { scheme: 'rfc9421', jwks: seller.scripted.webhookJwks },
-  } as AgentConfig;
+  } as SellerConfig;
   server = await new Promise<Server>((resolve) => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
@@ -56,7 +56,7 @@ beforeAll(async () => {
     }
     createReportingWebhookRouter({
       client,
-      agents: registry([agent]),
+      sellers: registry([agent]),
       authenticator: createWebhookAuthenticator(),
       publicBaseUrl: base,
       log: () => undefined,
@@ -79,7 +79,7 @@ async function createActiveBuy(
   const now = Date.now();
   const { mediaBuyWorkflowId: id } = await buys.create({
     buyKey,
-    agentId: agent.id,
+    sellerId: agent.id,
     params: {
       account: { account_id: 'acct_restart' },
       start_time: new Date(now - 6 * HOUR).toISOString(),

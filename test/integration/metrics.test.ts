@@ -66,7 +66,7 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
     // Two failed attempts (one request each) open the circuit (threshold 2); after 1 s a trial call closes it.
     seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
     const { operationId } = await orchestrator.start({
-      agentId: 'metrics-seller',
+      sellerId: 'metrics-seller',
       task: 'get_products',
       params: getProductsParams,
       retry: { maximumAttempts: 6, initialIntervalMs: 100, maximumIntervalMs: 200 },

@@ -14,7 +14,7 @@ import {
   verifyWebhookSignature,
 } from '@adcp/sdk/signing/server';
 import { createGateway } from '../../api/app';
-import { AgentRegistry } from '../../config/agents';
+import { SellerRegistry } from '../../config/sellers';
 import { generateNotificationJwk, notificationKeyFromJwk } from '../../config/notification-key';
 import type { CallerIdentity } from '../../protocol/tenancy';
 import type { BuyerNotification } from '../../workflows/notification';
@@ -81,11 +81,13 @@ beforeAll(async () => {
   receiver = await startReceiver();
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/notify`;
   seller = await startScriptedSeller();
-  const agents = new AgentRegistry([{ id: 'fixture', url: seller.url, protocol: 'mcp' }], 'notification agents', [
-    { id: 'acme', sellers: { fixture: { token_env: 'ACME_FIXTURE_TOKEN' } }, notification_url: receiverUrl },
-  ]);
+  const sellerRegistry = new SellerRegistry(
+    [{ id: 'fixture', url: seller.url, protocol: 'mcp' }],
+    'notification agents',
+    [{ id: 'acme', sellers: { fixture: { token_env: 'ACME_FIXTURE_TOKEN' } }, notification_url: receiverUrl }],
+  );
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { ACME_FIXTURE_TOKEN: seller.authToken }, notificationKey: key },
   });
   gateway = http.createServer(createGateway({ orchestrator: stack.orchestrator, notificationJwks: [key.publicJwk] }));
@@ -103,7 +105,7 @@ afterAll(async () => {
 function start(params: Record<string, unknown> = createMediaBuyParams(), budgetMs?: number) {
   return stack.orchestrator.start(
     {
-      agentId: 'fixture',
+      sellerId: 'fixture',
       task: 'create_media_buy',
       params,
       idempotencyKey: randomUUID(),

@@ -11,7 +11,7 @@ import { observeGateway } from '../../observability/gateway-observability';
 import { createLogger } from '../../observability/logger';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { getProductsParams } from '../harness/demo-requests';
-import { type TestStack, demoAgent, registry, startTestStack } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, registry, startTestStack } from '../harness/temporal';
 
 let stack: TestStack;
 let server: Server;
@@ -19,7 +19,7 @@ let base: string;
 const lines: Record<string, unknown>[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } });
+  stack = await startTestStack({ sellers: registry([demoSellerConfig()]), activities: { env: { DEMO_SELLER_TOKEN } } });
   const logger = createLogger({
     service: 'gateway',
     env: { ADCP_LOG_FORMAT: 'json' },

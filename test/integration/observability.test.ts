@@ -81,7 +81,7 @@ beforeAll(async () => {
     taskQueue,
     workflowBundle: { code: bundleCode },
     activities: {
-      agents: registry([{ id: SELLER_ID, url: seller.url, protocol: 'mcp', token_env: 'OBSERVED_SELLER_TOKEN' }]),
+      sellers: registry([{ id: SELLER_ID, url: seller.url, protocol: 'mcp', token_env: 'OBSERVED_SELLER_TOKEN' }]),
       env: { OBSERVED_SELLER_TOKEN: seller.authToken },
     },
     client,
@@ -91,7 +91,7 @@ beforeAll(async () => {
   running = worker.run();
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   ({ operationId } = await orchestrator.start({
-    agentId: SELLER_ID,
+    sellerId: SELLER_ID,
     task: 'get_products',
     params: getProductsParams,
   }));
@@ -237,7 +237,7 @@ test('the worker process exports its spans over OTLP/HTTP when OTEL_EXPORTER_OTL
       interceptors: { workflow: tracingClientInterceptors(tracing) },
     });
     const orchestrator = new OrchestratorClient({ client, taskQueue });
-    const started = await orchestrator.start({ agentId: SELLER_ID, task: 'get_products', params: getProductsParams });
+    const started = await orchestrator.start({ sellerId: SELLER_ID, task: 'get_products', params: getProductsParams });
     expect((await orchestrator.result(started.operationId)).status).toBe('completed');
     // Workflow spans (through the sink), activity spans and the seller call, from the worker process.
     await eventually(async () => {

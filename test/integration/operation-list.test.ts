@@ -39,15 +39,15 @@ async function moment(): Promise<Date> {
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([
+    sellers: registry([
       { id: sellerA, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
       { id: sellerB, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
     ]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
-  const start = (agentId: string, task: string, params: Record<string, unknown>) =>
+  const start = (sellerId: string, task: string, params: Record<string, unknown>) =>
     stack.orchestrator
-      .start({ agentId, task, params, idempotencyKey: randomUUID() })
+      .start({ sellerId, task, params, idempotencyKey: randomUUID() })
       .then((started) => started.operationId);
 
   // One at a time, so each call takes the script queued for it.
@@ -71,7 +71,7 @@ beforeAll(async () => {
   await stack.orchestrator.result(ids.b2);
   // Visibility is eventually consistent: wait until it shows every operation's latest status.
   await eventually(async () => {
-    const rows = [...(await list({ agentId: sellerA })).operations, ...(await list({ agentId: sellerB })).operations];
+    const rows = [...(await list({ sellerId: sellerA })).operations, ...(await list({ sellerId: sellerB })).operations];
     const statuses = Object.fromEntries(rows.map((row) => [row.operation_id, row.status]));
     return statuses[ids.a1] === 'completed' &&
       statuses[ids.a2] === 'rejected' &&
@@ -99,7 +99,7 @@ const idsOf = (rows: OperationListRow[]) => rows.map((row) => row.operation_id).
 const sorted = (...values: string[]) => [...values].sort();
 
 test('rows carry what visibility indexes: seller, task, status, seller task id, question, times and execution status', async () => {
-  const { operations } = await list({ agentId: sellerB });
+  const { operations } = await list({ sellerId: sellerB });
   const waiting = operations.find((row) => row.operation_id === ids.b1);
   expect(waiting).toMatchObject({
     task: 'create_media_buy',
@@ -124,27 +124,27 @@ test('rows carry what visibility indexes: seller, task, status, seller task id, 
 });
 
 test('filters by seller, status, task and "waiting on a person"', async () => {
-  expect(idsOf((await list({ agentId: sellerA })).operations)).toEqual(sorted(ids.a1, ids.a2));
-  expect(idsOf((await list({ agentId: sellerA, status: ['rejected'] })).operations)).toEqual([ids.a2]);
-  expect(idsOf((await list({ agentId: sellerA, status: ['rejected', 'completed'] })).operations)).toEqual(
+  expect(idsOf((await list({ sellerId: sellerA })).operations)).toEqual(sorted(ids.a1, ids.a2));
+  expect(idsOf((await list({ sellerId: sellerA, status: ['rejected'] })).operations)).toEqual([ids.a2]);
+  expect(idsOf((await list({ sellerId: sellerA, status: ['rejected', 'completed'] })).operations)).toEqual(
     sorted(ids.a1, ids.a2),
   );
-  expect(idsOf((await list({ agentId: sellerB, task: 'get_products' })).operations)).toEqual([ids.b2]);
-  expect(idsOf((await list({ agentId: sellerB, waiting: true })).operations)).toEqual([ids.b1]);
-  expect(idsOf((await list({ agentId: sellerB, waiting: false })).operations)).toEqual([ids.b2]);
-  expect(idsOf((await list({ agentId: sellerA, waiting: true })).operations)).toEqual([]);
+  expect(idsOf((await list({ sellerId: sellerB, task: 'get_products' })).operations)).toEqual([ids.b2]);
+  expect(idsOf((await list({ sellerId: sellerB, waiting: true })).operations)).toEqual([ids.b1]);
+  expect(idsOf((await list({ sellerId: sellerB, waiting: false })).operations)).toEqual([ids.b2]);
+  expect(idsOf((await list({ sellerId: sellerA, waiting: true })).operations)).toEqual([]);
   // The HTTP query string parses to the same filters.
   const fromQuery = parseOperationListQuery({ seller: sellerA, status: 'failed,rejected' });
   expect(idsOf((await list(fromQuery)).operations)).toEqual([ids.a2]);
 });
 
 test('filters by created and updated time', async () => {
-  expect(idsOf((await list({ agentId: sellerA, createdAfter: createdBetween })).operations)).toEqual([ids.a2]);
-  expect(idsOf((await list({ agentId: sellerA, createdBefore: createdBetween })).operations)).toEqual([ids.a1]);
+  expect(idsOf((await list({ sellerId: sellerA, createdAfter: createdBetween })).operations)).toEqual([ids.a2]);
+  expect(idsOf((await list({ sellerId: sellerA, createdBefore: createdBetween })).operations)).toEqual([ids.a1]);
   // b1 last changed (to input-required) before the moment and still runs; b2 started and ended after it.
-  expect(idsOf((await list({ agentId: sellerB, updatedAfter: updatedBetween })).operations)).toEqual([ids.b2]);
-  expect(idsOf((await list({ agentId: sellerB, updatedBefore: updatedBetween })).operations)).toEqual([ids.b1]);
-  const b1 = (await list({ agentId: sellerB, updatedBefore: updatedBetween })).operations[0];
+  expect(idsOf((await list({ sellerId: sellerB, updatedAfter: updatedBetween })).operations)).toEqual([ids.b2]);
+  expect(idsOf((await list({ sellerId: sellerB, updatedBefore: updatedBetween })).operations)).toEqual([ids.b1]);
+  const b1 = (await list({ sellerId: sellerB, updatedBefore: updatedBetween })).operations[0];
   expect(Date.parse(b1.updated_at)).toBeLessThan(updatedBetween.getTime());
 });
 
@@ -152,7 +152,7 @@ test('pages with an opaque cursor until next_cursor is null, each operation once
   const seen: string[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 5; page++) {
-    const result = await list({ agentId: sellerA, limit: 1, ...(cursor ? { cursor } : {}) });
+    const result = await list({ sellerId: sellerA, limit: 1, ...(cursor ? { cursor } : {}) });
     expect(result.operations.length).toBeLessThanOrEqual(1);
     seen.push(...result.operations.map((row) => row.operation_id));
     if (!result.next_cursor) break;
@@ -162,12 +162,12 @@ test('pages with an opaque cursor until next_cursor is null, each operation once
   expect(seen).toEqual([ids.a2, ids.a1]);
   // With the updated range, rows are checked one by one; paging still returns each operation once.
   const until = new Date();
-  const onePage = await list({ agentId: sellerB, updatedBefore: until, limit: 10 });
+  const onePage = await list({ sellerId: sellerB, updatedBefore: until, limit: 10 });
   expect(idsOf(onePage.operations)).toEqual(sorted(ids.b1, ids.b2));
   const paged: string[] = [];
   cursor = undefined;
   for (let page = 0; page < 5; page++) {
-    const result = await list({ agentId: sellerB, updatedBefore: until, limit: 1, ...(cursor ? { cursor } : {}) });
+    const result = await list({ sellerId: sellerB, updatedBefore: until, limit: 1, ...(cursor ? { cursor } : {}) });
     paged.push(...result.operations.map((row) => row.operation_id));
     if (!result.next_cursor) break;
     cursor = result.next_cursor;
@@ -176,21 +176,21 @@ test('pages with an opaque cursor until next_cursor is null, each operation once
 });
 
 test('a cursor is refused with other filters, or when it is not a cursor', async () => {
-  const first = await list({ agentId: sellerA, limit: 1 });
+  const first = await list({ sellerId: sellerA, limit: 1 });
   expect(first.next_cursor).not.toBeNull();
-  await expect(list({ agentId: sellerB, limit: 1, cursor: first.next_cursor! })).rejects.toMatchObject({
+  await expect(list({ sellerId: sellerB, limit: 1, cursor: first.next_cursor! })).rejects.toMatchObject({
     field: 'cursor',
     message: expect.stringContaining('other filters'),
   });
-  await expect(list({ agentId: sellerA, cursor: 'not-a-cursor' })).rejects.toMatchObject({ field: 'cursor' });
+  await expect(list({ sellerId: sellerA, cursor: 'not-a-cursor' })).rejects.toMatchObject({ field: 'cursor' });
   // The page size may change between pages; the filters may not.
-  const second = await list({ agentId: sellerA, limit: 5, cursor: first.next_cursor! });
+  const second = await list({ sellerId: sellerA, limit: 5, cursor: first.next_cursor! });
   expect(second.operations.map((row) => row.operation_id)).toEqual([ids.a1]);
 });
 
 test('filter values that could change the visibility query are refused, naming the filter', async () => {
   const injections: [OperationListFilters, string][] = [
-    [{ agentId: `${sellerA}" OR WorkflowType != "x` }, 'seller'],
+    [{ sellerId: `${sellerA}" OR WorkflowType != "x` }, 'seller'],
     [{ task: "create_media_buy' OR 1=1" }, 'task'],
     [{ status: ['completed) OR (AdcpStatus IS NOT NULL' as never] }, 'status'],
   ];

@@ -1,10 +1,10 @@
 /**
  * Operations carry the workflow code revision they were started for (OperationInput.revision, issue 15 B1/B3/B4).
  * The typed client starts the current revision (3 and later): no `patched()` marker, a read planned inside its one local activity, and the
- * looks of a wait made by one activity that keeps the cadence itself (no durable timer before the first look).
+ * polls of a wait made by one activity that keeps the cadence itself (no durable timer before the first poll).
  * An operation started without a revision (an older client, a parent workflow) keeps the path `patched()` chooses,
  * so running operations of older code replay unchanged. Revision 4 applies a webhook that leaves the status as it is
- * (a progress report, a repeat) while the looks go on. Real dev server, the scripted seller over MCP.
+ * (a progress report, a repeat) while the polls go on. Real dev server, the scripted seller over MCP.
  */
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
@@ -24,7 +24,7 @@ let stack: TestStack;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -55,7 +55,7 @@ const timers = (events: HistoryEvent[]) => events.filter((event) => event.timerS
 /** Started as an older client or a parent workflow starts it: no revision in the input. */
 async function startWithoutRevision(task: string, params: Record<string, unknown>): Promise<string> {
   const workflowId = `adcp-${task}-legacy-start:${randomUUID()}`;
-  const input: OperationInput = { agentId: 'fixture', task, params };
+  const input: OperationInput = { sellerId: 'fixture', task, params };
   await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
   return workflowId;
 }
@@ -66,7 +66,7 @@ async function resultOf(workflowId: string): Promise<OperationState> {
 
 test('a read started by the typed client is one local activity: no patch marker, no separate plan', async () => {
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -88,17 +88,17 @@ test('a read started without a revision keeps the patched path: patch marker, pl
   expect(localActivityMarkers(events)).toHaveLength(2);
 });
 
-test('a wait of revision 3 has no timer before its first look: one activity keeps the cadence', async () => {
+test('a wait of revision 3 has no timer before its first poll: one activity keeps the cadence', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
-  expect(state.pollCount).toBe(2); // the looks the seller needed, counted without the attempt that only waited
+  expect(state.pollCount).toBe(2); // the polls the seller needed, counted without the attempt that only waited
   const task = seller.tasks().find((candidate) => candidate.taskId === state.taskId);
   expect(task?.polls).toBe(2);
   const events = await historyOf(operationId);
@@ -106,7 +106,7 @@ test('a wait of revision 3 has no timer before its first look: one activity keep
   expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMoveOnCadence']);
 });
 
-test('a wait started without a revision keeps its first-look timer and awaitTaskMove', async () => {
+test('a wait started without a revision keeps its first-poll timer and awaitTaskMove', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
   const workflowId = await startWithoutRevision('create_media_buy', createMediaBuyParams());
   const state = await resultOf(workflowId);
@@ -128,7 +128,7 @@ async function parkedRead(revision: number): Promise<{ workflowId: string; taskI
     { status: 'completed', afterMs: 600_000, payload: { products: [] } },
   ]);
   const workflowId = `adcp-get_products-revision-${revision}:${randomUUID()}`;
-  const input: OperationInput = { agentId: 'fixture', task: 'get_products', params: getProductsParams, revision };
+  const input: OperationInput = { sellerId: 'fixture', task: 'get_products', params: getProductsParams, revision };
   await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
   const taskId = await eventually(async () => (await stack.orchestrator.status(workflowId)).state?.taskId);
   return { workflowId, taskId };
@@ -145,7 +145,7 @@ async function push(workflowId: string, key: string, snapshot: WebhookDelivery['
   });
 }
 
-test('revision 4: progress reports and repeats are applied while the looks go on; a new status ends them', async () => {
+test('revision 4: progress reports and repeats are applied while the polls go on; a new status ends them', async () => {
   const { workflowId, taskId } = await parkedRead(4);
   await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
   const progressed = await push(workflowId, '2', { status: 'submitted', taskId, progress: { percentage: 20 } });
@@ -166,7 +166,7 @@ test('revision 4: progress reports and repeats are applied while the looks go on
   expect(activityTypes(events)).toEqual(['awaitTaskMoveOnCadence', 'awaitTaskMoveOnCadence']);
 });
 
-test('revision 3 (operations started before) still ends the looks at every webhook', async () => {
+test('revision 3 (operations started before) still ends the polls at every webhook', async () => {
   const { workflowId, taskId } = await parkedRead(3);
   await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
   await eventually(async () => (activityTypes(await historyOf(workflowId)).length === 2 ? true : undefined));

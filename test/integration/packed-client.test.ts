@@ -12,7 +12,7 @@ import path from 'node:path';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type PackedTarball, packProject, runCommand, writeScratchProject } from '../harness/packed-project';
-import { type TestStack, demoAgent, registry, startTestStack, testAddress } from '../harness/temporal';
+import { type TestStack, demoSellerConfig, registry, startTestStack, testAddress } from '../harness/temporal';
 
 jest.setTimeout(300_000);
 
@@ -25,9 +25,10 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'adcp-packed-client-'));
   // The worker bundles workflows while npm packs: both take seconds on a busy machine. The stack is kept even when
   // packing fails, so afterAll stops its worker.
-  const starting = startTestStack({ agents: registry([demoAgent()]), activities: { env: { DEMO_SELLER_TOKEN } } }).then(
-    (started) => (stack = started),
-  );
+  const starting = startTestStack({
+    sellers: registry([demoSellerConfig()]),
+    activities: { env: { DEMO_SELLER_TOKEN } },
+  }).then((started) => (stack = started));
   const [packing] = await Promise.allSettled([packProject(dir), starting]);
   await starting;
   if (packing.status === 'rejected') throw packing.reason;
@@ -208,7 +209,7 @@ async function main(): Promise<void> {
     const client = new Client({ connection, dataConverter: dataConverter() });
     const orchestrator = new OrchestratorClient({ client, taskQueue: process.env.ADCP_TASK_QUEUE! });
     const { operationId } = await orchestrator.start({
-      agentId: 'demo',
+      sellerId: 'demo',
       task: 'create_media_buy',
       params: JSON.parse(process.env.PARAMS!) as Record<string, unknown>,
       idempotencyKey: process.env.OPERATION_KEY!,

@@ -1,7 +1,7 @@
 /**
- * Looks that webhooks keep busy still hand over to a new run: repeats of the status waited on are applied by the
- * signal handler without waking the wait (workflows/operation.ts appliesWithoutWaking), and the looks may last until
- * the deadline, so once Temporal suggests continue-as-new the next such webhook wakes the loop, which ends the looks
+ * Polls that webhooks keep busy still hand over to a new run: repeats of the status waited on are applied by the
+ * signal handler without waking the wait (workflows/operation.ts appliesWithoutWaking), and the polls may last until
+ * the deadline, so once Temporal suggests continue-as-new the next such webhook wakes the loop, which ends the polls
  * and continues as new. On a dev server that suggests it after 40 history events.
  */
 import { randomUUID } from 'node:crypto';
@@ -24,7 +24,7 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
     address: server.address,
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -34,13 +34,13 @@ afterAll(async () => {
   await server?.stop();
 });
 
-test('repeats of the waited-on status applied during the looks still lead to continue-as-new, nothing lost', async () => {
+test('repeats of the waited-on status applied during the polls still lead to continue-as-new, nothing lost', async () => {
   seller.script('get_products', [
     { status: 'submitted' },
     { status: 'completed', afterMs: 600_000, payload: { products: [] } },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),

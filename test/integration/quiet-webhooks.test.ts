@@ -1,8 +1,8 @@
 /**
- * Revision 4 looks, cheaper per webhook (issue #15 B2): a webhook that only repeats the status the looks wait on is
+ * Revision 4 polls, cheaper per webhook (issue #15 B2): a webhook that only repeats the status the polls wait on is
  * applied by the signal handler, without waking the wait (workflows/operation.ts appliesWithoutWaking). What must
- * hold: every such webhook is applied; the looks go on (no cancel, no new activity); one patch marker per run says
- * the run applies them so; a new status still ends the looks; the history replays. Histories recorded before the
+ * hold: every such webhook is applied; the polls go on (no cancel, no new activity); one patch marker per run says
+ * the run applies them so; a new status still ends the polls; the history replays. Histories recorded before the
  * patch replay on the old path (test/histories/v4-webhooks-during-looks.json in replay.test.ts).
  * Real dev server, the scripted seller over MCP.
  */
@@ -21,7 +21,7 @@ let stack: TestStack;
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
 });
@@ -59,13 +59,13 @@ async function push(workflowId: string, key: string, snapshot: WebhookDelivery['
   });
 }
 
-test('repeats of the status waited on are applied without ending the looks, behind one patch marker; the history replays', async () => {
+test('repeats of the status waited on are applied without ending the polls, behind one patch marker; the history replays', async () => {
   seller.script('get_products', [
     { status: 'submitted' },
     { status: 'completed', afterMs: 600_000, payload: { products: [] } },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),
@@ -84,7 +84,7 @@ test('repeats of the status waited on are applied without ending the looks, behi
   expect(awaitActivities(events)).toHaveLength(1);
   expect(cancelRequests(events)).toHaveLength(0);
 
-  // A new status ends the looks; repeats of it are then applied the same way (no second marker).
+  // A new status ends the polls; repeats of it are then applied the same way (no second marker).
   await push(operationId, '4', { status: 'working', taskId, progress: { percentage: 40 } });
   await eventually(async () => (awaitActivities(await historyOf(operationId)).length === 2 ? true : undefined));
   const working = await push(operationId, '5', { status: 'working', taskId, progress: { percentage: 70 } });

@@ -1,7 +1,7 @@
 /**
  * Reconciliation through a real Temporal dev server (visibility with the AdCP search attributes) and the scripted
  * seller's tasks/list: a seller task whose operation lost the answer is adopted, a task nobody claims is reported,
- * every open operation is told to look now, and a Schedule per seller runs it.
+ * every open operation is told to poll now, and a Schedule per seller runs it.
  */
 import { randomUUID } from 'node:crypto';
 import { ProtocolClient } from '@adcp/sdk/advanced';
@@ -12,15 +12,15 @@ import { type TestStack, eventually, registry, startTestStack } from '../harness
 
 let seller: ScriptedSeller;
 let stack: TestStack;
-const agentId = `reconcile-${randomUUID().slice(0, 8)}`;
+const sellerId = `reconcile-${randomUUID().slice(0, 8)}`;
 
 beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
-    agents: registry([
-      { id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
+    sellers: registry([
+      { id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
       // Nothing listens on port 9 (discard) here: an unreachable seller.
-      { id: `${agentId}-down`, url: 'http://127.0.0.1:9/mcp', protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
+      { id: `${sellerId}-down`, url: 'http://127.0.0.1:9/mcp', protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
     ]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
@@ -30,7 +30,7 @@ afterAll(async () => {
   await seller?.close();
 });
 
-test('an orphaned seller task is adopted by its operation; an unclaimed one is reported; open operations look now', async () => {
+test('an orphaned seller task is adopted by its operation; an unclaimed one is reported; open operations poll now', async () => {
   // The operation's call creates the task but the answer is lost, and the seller then rate-limits for 10 minutes:
   // without reconciliation the operation would not learn of its task before the next try.
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
@@ -38,7 +38,7 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
   seller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 1 });
   seller.fault('create_media_buy', { kind: 'rate-limited', retryAfterSeconds: 600 }, { times: 1 });
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -58,10 +58,10 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
   });
   const stranger = seller.tasks().find((task) => task.taskId !== orphan.taskId)!;
 
-  // A second operation, waiting in submitted with its task known: it is told to look now.
+  // A second operation, waiting in submitted with its task known: it is told to poll now.
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }]);
   const waiting = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -76,7 +76,7 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
   });
   const pollsBefore = seller.task(waitingTaskId)!.polls;
 
-  const report = await stack.orchestrator.reconcile(agentId, 'test');
+  const report = await stack.orchestrator.reconcile(sellerId, 'test');
   expect(report.sellerListsTasks).toBe(true);
   expect(report.adopted).toEqual([{ operationId, taskId: orphan.taskId }]);
   expect(report.unattributed.map((task) => task.taskId)).toEqual([stranger.taskId]);
@@ -100,15 +100,15 @@ test('an orphaned seller task is adopted by its operation; an unclaimed one is r
 test('a Schedule per seller runs reconciliation', async () => {
   const [scheduleId] = await ensureReconciliationSchedules({
     client: stack.client,
-    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     taskQueue: stack.taskQueue,
     intervalMs: 3_600_000,
   });
-  expect(scheduleId).toBe(reconciliationScheduleId(stack.taskQueue, agentId));
+  expect(scheduleId).toBe(reconciliationScheduleId(stack.taskQueue, sellerId));
   // Idempotent: a second worker starting up updates instead of failing.
   await ensureReconciliationSchedules({
     client: stack.client,
-    agents: registry([{ id: agentId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     taskQueue: stack.taskQueue,
     intervalMs: 1_800_000,
   });
@@ -121,14 +121,19 @@ test('a Schedule per seller runs reconciliation', async () => {
       async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId,
     );
     const report = await stack.client.workflow.getHandle(run).result();
-    expect(report).toMatchObject({ agentId, requestedBy: 'schedule', sellerListsTasks: true });
+    expect(report).toMatchObject({ sellerId, requestedBy: 'schedule', sellerListsTasks: true });
   } finally {
     await handle.delete();
   }
 });
 
 test('an unreachable seller is reported, not a failed reconciliation', async () => {
-  const report = await stack.orchestrator.reconcile(`${agentId}-down`, 'test');
-  expect(report).toMatchObject({ agentId: `${agentId}-down`, sellerListsTasks: false, adopted: [], unattributed: [] });
+  const report = await stack.orchestrator.reconcile(`${sellerId}-down`, 'test');
+  expect(report).toMatchObject({
+    sellerId: `${sellerId}-down`,
+    sellerListsTasks: false,
+    adopted: [],
+    unattributed: [],
+  });
   expect(report.sellerError).toMatch(/TRANSPORT_UNREACHABLE|fetch failed|ECONNREFUSED/);
 });

@@ -13,7 +13,7 @@ import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import { createMediaBuyParams, uniqueBudget } from '../harness/demo-requests';
-import { demoAgent, eventually, testAddress } from '../harness/temporal';
+import { demoSellerConfig, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
 import { dataConverter } from '../../client/payload-codec';
 
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 test('a worker SIGKILLed during an operation: the restarted worker completes it with exactly one media buy', async () => {
   const taskQueue = `kill-${randomUUID()}`;
-  const agentsFile = writeAgentsFile([demoAgent()]);
+  const agentsFile = writeAgentsFile([demoSellerConfig()]);
   const connection = await Connection.connect({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const orchestrator = new OrchestratorClient({ client, taskQueue });
@@ -37,7 +37,7 @@ test('a worker SIGKILLed during an operation: the restarted worker completes it 
     running.push(first);
     const budget = uniqueBudget();
     const { operationId } = await orchestrator.start({
-      agentId: 'demo',
+      sellerId: 'demo',
       task: 'create_media_buy',
       params: createMediaBuyParams(budget),
       idempotencyKey: randomUUID(),
@@ -74,7 +74,7 @@ test('the dev server stopped and restarted on its SQLite file during an operatio
   const port = await freePort();
   let server = await startDevServer({ port, headless: true, dbFilename });
   const taskQueue = `restart-${randomUUID()}`;
-  const agentsFile = writeAgentsFile([demoAgent()]);
+  const agentsFile = writeAgentsFile([demoSellerConfig()]);
   const worker = await startWorkerProcess({ address: server.address, taskQueue, agentsFile, env: workerEnv });
   running.push(worker);
   let connection = await Connection.connect({ address: server.address });
@@ -85,7 +85,7 @@ test('the dev server stopped and restarted on its SQLite file during an operatio
       taskQueue,
     });
     const { operationId } = await orchestrator.start({
-      agentId: 'demo',
+      sellerId: 'demo',
       task: 'create_media_buy',
       params: createMediaBuyParams(budget),
       idempotencyKey: randomUUID(),

@@ -25,7 +25,7 @@ import {
 import { createWebhookRouter } from '../../api/webhooks';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { dataConverter } from '../../client/payload-codec';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import { loadReplayStoreConfig } from '../../config/webhook-auth';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import { type WebhookSigningKey, mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
@@ -46,7 +46,7 @@ interface Gateway {
 let postgres: TestPostgres;
 let seller: ScriptedSeller;
 let signingKey: WebhookSigningKey;
-let agent: AgentConfig;
+let agent: SellerConfig;
 let taskQueue: string;
 let balancer: { url: string; hits: Map<string, number>; close(): Promise<void> };
 let gatewayA: Gateway;
@@ -94,11 +94,11 @@ async function startLoadBalancer(targets: () => string[]) {
 async function startGateway(name: string, publicBaseUrl: string, replayStore: WebhookReplayStoreHandle) {
   const connection = await Connection.connect({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
-  const agents = registry([agent]);
-  const orchestrator = new OrchestratorClient({ client, taskQueue, knownAgent: (id) => agents.has(id) });
+  const sellerRegistry = registry([agent]);
+  const orchestrator = new OrchestratorClient({ client, taskQueue, knownSeller: (id) => sellerRegistry.has(id) });
   const webhookRouter = createWebhookRouter({
     client,
-    agents,
+    sellers: sellerRegistry,
     authenticator: createWebhookAuthenticator({ replayStore: replayStore.store }),
     publicBaseUrl,
     log: () => undefined,
@@ -183,7 +183,7 @@ beforeAll(async () => {
     token_env: 'FIXTURE_TOKEN',
     // The seller's own key signs its webhooks; the test's key signs the webhook it replays.
     webhooks: { scheme: 'rfc9421', jwks: { keys: [...seller.webhookJwks.keys, signingKey.publicJwk] } },
-  } as AgentConfig;
+  } as SellerConfig;
   gatewayA = await startGateway('A', balancer.url, await openSharedStore());
   gatewayB = await startGateway('B', balancer.url, await openSharedStore());
   gatewayUrls.push(gatewayA.url, gatewayB.url);
@@ -295,7 +295,7 @@ test('operations started through both gateways spread over both workers and all 
 
 test('SIGKILL of one worker with calls in flight and operations waiting: every operation completes, each created once', async () => {
   // The first six create calls are processed at once (the seller registers the task) and answered 8 s later, so
-  // they are in flight on the workers; the rest are answered "submitted" at once and wait for their next look.
+  // they are in flight on the workers; the rest are answered "submitted" at once and wait for their next poll.
   seller.fault('create_media_buy', { kind: 'slow-response', ms: 8_000 }, { times: 6 });
   const budgets = Array.from({ length: 10 }, () => uniqueBudget());
   const operationIds = await Promise.all(

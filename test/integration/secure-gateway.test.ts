@@ -24,7 +24,7 @@ beforeAll(async () => {
   signing = mintWebhookSigningKey();
   const apiServer = await reserveServer();
   const webhookServer = await reserveServer();
-  const agents = registry([
+  const sellerRegistry = registry([
     {
       id: 'fixture',
       url: seller.url,
@@ -34,12 +34,12 @@ beforeAll(async () => {
     },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: webhookServer.url },
   });
   gateway = await mountTestGateway({
     stack,
-    agents,
+    sellers: sellerRegistry,
     tenants: ['acme', 'globex'],
     codecs: payloadCodecs(undefined),
     apiServer,

@@ -14,7 +14,7 @@ let stack: TestStack;
 beforeAll(async () => {
   seller = await startScriptedSeller({ a2a: 'spec' });
   stack = await startTestStack({
-    agents: registry([
+    sellers: registry([
       { id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
       { id: 'fixture-a2a', url: seller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN' },
     ]),
@@ -31,11 +31,11 @@ let sdkA2aSeller: ScriptedSeller | undefined;
 
 async function run(
   steps: ScriptStep[],
-  options: { agentId?: string; interaction?: { deadlineMs?: number; maxRounds?: number } } = {},
+  options: { sellerId?: string; interaction?: { deadlineMs?: number; maxRounds?: number } } = {},
 ) {
   seller.script('create_media_buy', steps);
   const { operationId } = await stack.orchestrator.start({
-    agentId: options.agentId ?? 'fixture',
+    sellerId: options.sellerId ?? 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -188,14 +188,14 @@ test('auth-required pauses until the credentials are refreshed, then the task is
 
 test('A2A: create_media_buy goes submitted → completed over A2A, and a cancel reaches the seller through tasks/cancel', async () => {
   const completed = await stack.orchestrator.result(
-    await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }], { agentId: 'fixture-a2a' }),
+    await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }], { sellerId: 'fixture-a2a' }),
   );
   expect(completed.status).toBe('completed');
   expect(typeof completed.result?.media_buy_id).toBe('string');
   expect(seller.callsTo('create_media_buy').at(-1)?.transport).toBe('a2a');
 
   const operationId = await run([{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000 }], {
-    agentId: 'fixture-a2a',
+    sellerId: 'fixture-a2a',
   });
   const submitted = await eventually(async () => {
     const view = await stack.orchestrator.status(operationId);
@@ -211,7 +211,7 @@ test('A2A: create_media_buy goes submitted → completed over A2A, and a cancel 
 test("A2A through @adcp/sdk's own adapter (a transport Task carrying the AdCP envelope): submitted → completed", async () => {
   sdkA2aSeller = await startScriptedSeller({ a2a: 'sdk-adapter' });
   const sdkStack = await startTestStack({
-    agents: registry([{ id: 'sdk-a2a', url: sdkA2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'sdk-a2a', url: sdkA2aSeller.a2aUrl!, protocol: 'a2a', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: sdkA2aSeller.authToken } },
   });
   try {
@@ -221,7 +221,7 @@ test("A2A through @adcp/sdk's own adapter (a transport Task carrying the AdCP en
       { status: 'completed', afterPolls: 1 },
     ]);
     const { operationId } = await sdkStack.orchestrator.start({
-      agentId: 'sdk-a2a',
+      sellerId: 'sdk-a2a',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: randomUUID(),

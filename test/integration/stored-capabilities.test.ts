@@ -44,13 +44,13 @@ beforeAll(async () => {
     startScriptedSeller({ a2a: false, profile: { 'no-tasks-get': { offer: ['list_tasks'] } } }),
     startScriptedSeller({ a2a: false, profile: 'adcp-3.1', supportedVersions: ['3.0', '3.1'] }),
   ]);
-  const agents = registry([
+  const sellerRegistry = registry([
     { id: 'status-only', url: statusOnly.url, protocol: 'mcp', token_env: 'STATUS_ONLY_TOKEN' },
     { id: 'list-only', url: listOnly.url, protocol: 'mcp', token_env: 'LIST_ONLY_TOKEN' },
     { id: 'seller-31', url: seller31.url, protocol: 'mcp', token_env: 'SELLER_31_TOKEN' },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: {
       seller: counting(createSdkSellerClient()),
       env: {
@@ -60,7 +60,7 @@ beforeAll(async () => {
       },
     },
   });
-  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, agents });
+  sellers = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: sellerRegistry });
   for (const id of ['status-only', 'list-only', 'seller-31']) {
     await sellers.refreshed(id);
     // The worker reads the published memo (no worker needed to answer it): wait until it is there.
@@ -80,17 +80,17 @@ afterAll(async () => {
 });
 
 /** A create_media_buy the seller answers `submitted` and completes a few seconds later: the operation must read it. */
-async function createPolled(agentId: string, seller: ScriptedSeller) {
+async function createPolled(sellerId: string, seller: ScriptedSeller) {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 3_000 }]);
-  const describesBefore = describes.get(agentId) ?? 0;
+  const describesBefore = describes.get(sellerId) ?? 0;
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
   });
   const state = await stack.orchestrator.result(operationId);
-  return { state, toolListsDuringOperation: (describes.get(agentId) ?? 0) - describesBefore };
+  return { state, toolListsDuringOperation: (describes.get(sellerId) ?? 0) - describesBefore };
 }
 
 /** The tools the seller was called with, in order (AdCP tool calls and MCP task methods). */

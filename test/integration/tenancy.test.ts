@@ -27,7 +27,7 @@ import { createTenantResolvers } from '../../api/auth/tenant-of';
 import { WorkflowFailedError } from '@temporalio/client';
 import { MediaBuyClient, MediaBuyNotFoundError } from '../../client/media-buy-client';
 import { OperationNotFoundError, OrchestratorClient } from '../../client/orchestrator-client';
-import { AgentRegistry } from '../../config/agents';
+import { SellerRegistry } from '../../config/sellers';
 import { SA_PRINCIPAL, SA_TENANT } from '../../config/search-attributes';
 import type { CallerIdentity } from '../../protocol/tenancy';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
@@ -40,7 +40,7 @@ const ACME: CallerIdentity = { tenant: 'acme', principal: 'acme/trader@acme' };
 const GLOBEX: CallerIdentity = { tenant: 'globex', principal: 'globex/trader@globex' };
 
 let seller: ScriptedSeller;
-let agents: AgentRegistry;
+let sellerRegistry: SellerRegistry;
 let proxy: Server;
 /** The bearer tokens the seller was called with, in order (the proxy records them, then forwards with its own). */
 const seen: string[] = [];
@@ -79,7 +79,7 @@ beforeAll(async () => {
   proxy = await startRecordingProxy(sellerUrl, seller.authToken);
   const proxied = new URL(seller.url);
   proxied.port = String((proxy.address() as AddressInfo).port);
-  agents = new AgentRegistry([{ id: 'fixture', url: proxied.toString(), protocol: 'mcp' }], 'tenancy agents', [
+  sellerRegistry = new SellerRegistry([{ id: 'fixture', url: proxied.toString(), protocol: 'mcp' }], 'tenancy agents', [
     {
       id: 'acme',
       sellers: {
@@ -92,7 +92,7 @@ beforeAll(async () => {
     { id: 'globex', sellers: { fixture: { token_env: 'GLOBEX_FIXTURE_TOKEN' } } },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { ACME_FIXTURE_TOKEN: ACME_TOKEN, GLOBEX_FIXTURE_TOKEN: GLOBEX_TOKEN } },
   });
 
@@ -162,7 +162,7 @@ describe('typed client', () => {
   test('two tenants with the same key get two operations, each with its own seller credential', async () => {
     const key = `po-${randomUUID()}`;
     const request = {
-      agentId: 'fixture',
+      sellerId: 'fixture',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: key,
@@ -232,7 +232,7 @@ describe('typed client', () => {
     const INITECH: CallerIdentity = { tenant: 'initech', principal: 'initech/bob' };
     const otherAccount = { ...createMediaBuyParams(), account: { account_id: 'globex-main' } };
     const request = (params: Record<string, unknown>) => ({
-      agentId: 'fixture',
+      sellerId: 'fixture',
       task: 'create_media_buy',
       params,
       idempotencyKey: randomUUID(),
@@ -241,7 +241,7 @@ describe('typed client', () => {
     const checking = new OrchestratorClient({
       client: stack.client,
       taskQueue: stack.taskQueue,
-      checkTenantAccess: (agentId, tenant, account) => agents.checkTenantAccess(agentId, tenant, account),
+      checkTenantAccess: (sellerId, tenant, account) => sellerRegistry.checkTenantAccess(sellerId, tenant, account),
     });
     await expect(checking.start(request(otherAccount), ACME)).rejects.toMatchObject({
       name: 'OperationRequestError',
@@ -278,7 +278,7 @@ describe('media buys', () => {
   test("two tenants' equal buy keys are two buys; another tenant's buy is not found; its operations carry the tenant", async () => {
     const buys = new MediaBuyClient({ client: stack.client, taskQueue: stack.taskQueue });
     const buyKey = `buy-${randomUUID()}`;
-    const request = { buyKey, agentId: 'fixture', params: createMediaBuyParams(), requestedBy: 'trader' };
+    const request = { buyKey, sellerId: 'fixture', params: createMediaBuyParams(), requestedBy: 'trader' };
     const acme = await buys.create(request, ACME);
     const globex = await buys.create(request, GLOBEX);
     expect(acme.mediaBuyWorkflowId).toBe(`adcp-media-buy-acme:${buyKey}`);

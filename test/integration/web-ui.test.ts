@@ -105,7 +105,7 @@ beforeAll(async () => {
     address: temporal.address,
     taskQueue,
     env,
-    agents: registry([{ id: SELLER_ID, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: SELLER_ID, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activityEnv: { FIXTURE_TOKEN: seller.authToken },
   }));
 
@@ -119,7 +119,7 @@ beforeAll(async () => {
   ]);
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   ({ operationId } = await orchestrator.start({
-    agentId: SELLER_ID,
+    sellerId: SELLER_ID,
     task: 'create_media_buy',
     params: { ...createMediaBuyParams(), po_number: poNumber },
     idempotencyKey: randomUUID(),
@@ -230,7 +230,7 @@ test('without the codec endpoint the same history shows only ciphertext (binary/
   await page.getByText(encodingBase64).first().waitFor({ timeout: 30_000 });
   const text = await page.locator('main').innerText();
   expect(text).not.toContain(poNumber);
-  expect(text).not.toContain('"agentId"');
+  expect(text).not.toContain('"sellerId"');
   expect(codecCalls).toEqual([]);
   await page.screenshot({ path: screenshotPath('web-ui-ciphertext.png'), fullPage: true });
   await page.context().close();

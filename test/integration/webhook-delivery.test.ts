@@ -18,7 +18,7 @@ import type { Client } from '@temporalio/client';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
-import { type AgentRegistry, agentSchema } from '../../config/agents';
+import { type SellerRegistry, sellerSchema } from '../../config/sellers';
 import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import type { OrchestratorClient } from '../../client/orchestrator-client';
 import type { OperationState } from '../../workflows/definitions';
@@ -53,11 +53,11 @@ async function listenOnLoopback(): Promise<{ server: Server; base: string; answe
 /** Mounts the real gateway (operations API + webhook receiver) and records the status of every answer it sends. */
 function mountGateway(
   target: { server: Server; base: string; answers: GatewayAnswer[] },
-  options: { client: Client; orchestrator: OrchestratorClient; agents: AgentRegistry; env?: NodeJS.ProcessEnv },
+  options: { client: Client; orchestrator: OrchestratorClient; sellers: SellerRegistry; env?: NodeJS.ProcessEnv },
 ): void {
   const webhookRouter = createWebhookRouter({
     client: options.client,
-    agents: options.agents,
+    sellers: options.sellers,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: target.base,
     env: options.env ?? {},
@@ -149,15 +149,15 @@ beforeAll(async () => {
     LEGACY_WEBHOOK_SECRET: legacySecret,
   };
   // Parsed as agents.json entries are. The test signs some requests itself with a second key the seller publishes.
-  const agents = registry([
-    agentSchema.parse({
+  const sellerRegistry = registry([
+    sellerSchema.parse({
       id: 'fixture',
       url: rfcSeller.url,
       protocol: 'mcp',
       token_env: 'FIXTURE_TOKEN',
       webhooks: { scheme: 'rfc9421', jwks: { keys: [...rfcSeller.webhookJwks.keys, webhookKey.publicJwk] } },
     }),
-    agentSchema.parse({
+    sellerSchema.parse({
       id: 'legacy',
       url: hmacSeller.url,
       protocol: 'mcp',
@@ -165,8 +165,8 @@ beforeAll(async () => {
       webhooks: { scheme: 'hmac-sha256', secret_env: 'LEGACY_WEBHOOK_SECRET' },
     }),
   ]);
-  stack = await startTestStack({ agents, activities: { env, publicBaseUrl: gateway.base } });
-  mountGateway(gateway, { client: stack.client, orchestrator: stack.orchestrator, agents, env });
+  stack = await startTestStack({ sellers: sellerRegistry, activities: { env, publicBaseUrl: gateway.base } });
+  mountGateway(gateway, { client: stack.client, orchestrator: stack.orchestrator, sellers: sellerRegistry, env });
 });
 
 afterAll(async () => {
@@ -179,14 +179,14 @@ beforeEach(async () => {
   await Promise.all([rfcSeller.reset(), hmacSeller.reset()]);
 });
 
-/** Starts create_media_buy on `agentId` with `script` and waits until the seller's first answer (submitted) is applied. */
+/** Starts create_media_buy on `sellerId` with `script` and waits until the seller's first answer (submitted) is applied. */
 async function startSubmitted(
-  agentId: 'fixture' | 'legacy',
+  sellerId: 'fixture' | 'legacy',
   script: ScriptStep[],
 ): Promise<{ operationId: string; taskId: string; url: string }> {
-  (agentId === 'fixture' ? rfcSeller : hmacSeller).script('create_media_buy', script);
+  (sellerId === 'fixture' ? rfcSeller : hmacSeller).script('create_media_buy', script);
   const { operationId } = await stack.orchestrator.start({
-    agentId,
+    sellerId,
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -196,7 +196,7 @@ async function startSubmitted(
     operationId,
     (candidate) => candidate.status === 'submitted' && candidate.taskId !== undefined,
   );
-  return { operationId, taskId: state.taskId!, url: `${gateway.base}/webhooks/adcp/${agentId}/${operationId}` };
+  return { operationId, taskId: state.taskId!, url: `${gateway.base}/webhooks/adcp/${sellerId}/${operationId}` };
 }
 
 async function cancel(operationId: string): Promise<void> {
@@ -492,8 +492,8 @@ test('Temporal stopped: the gateway answers 503, the seller retries, and after a
   const own = await listenOnLoopback();
   let ownStack: TestStack | undefined;
   try {
-    const agents = registry([
-      agentSchema.parse({
+    const sellerRegistry = registry([
+      sellerSchema.parse({
         id: 'fixture',
         url: seller.url,
         protocol: 'mcp',
@@ -502,18 +502,18 @@ test('Temporal stopped: the gateway answers 503, the seller retries, and after a
       }),
     ]);
     ownStack = await startTestStack({
-      agents,
+      sellers: sellerRegistry,
       address: temporal.address,
       activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: own.base },
     });
-    mountGateway(own, { client: ownStack.client, orchestrator: ownStack.orchestrator, agents });
+    mountGateway(own, { client: ownStack.client, orchestrator: ownStack.orchestrator, sellers: sellerRegistry });
 
     seller.script('create_media_buy', [
       { status: 'submitted' },
       { status: 'completed', afterMs: MANUAL, tasksGet: HIDDEN_FROM_POLLS },
     ]);
     const { operationId } = await ownStack.orchestrator.start({
-      agentId: 'fixture',
+      sellerId: 'fixture',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: randomUUID(),

@@ -28,7 +28,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellerRegistry = registry([
     {
       id: 'fixture',
       url: seller.url,
@@ -38,12 +38,12 @@ beforeAll(async () => {
     },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers: sellerRegistry,
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base },
   });
   const webhookRouter = createWebhookRouter({
     client: stack.client,
-    agents,
+    sellers: sellerRegistry,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: base,
     refusals,
@@ -68,7 +68,7 @@ async function submittedOperation(): Promise<{ operationId: string; state: Opera
     { status: 'completed', afterMs: 600_000, webhook: false },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -165,7 +165,7 @@ test('a signed webhook whose task_id is not the operation’s task is refused 40
 test('with the worker down, GET /v1/operations/:id answers from the state the operation last published', async () => {
   // A stack of its own, so stopping its worker leaves the other tests alone.
   const own = await startTestStack({
-    agents: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
   const gateway = await new Promise<Server>((resolve) => {
@@ -181,7 +181,7 @@ test('with the worker down, GET /v1/operations/:id answers from the state the op
       { status: 'completed', afterMs: 600_000, webhook: false },
     ]);
     ({ operationId } = await own.orchestrator.start({
-      agentId: 'fixture',
+      sellerId: 'fixture',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: randomUUID(),

@@ -23,7 +23,7 @@ beforeAll(async () => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'fixture',
       url: seller.url,
@@ -33,12 +33,12 @@ beforeAll(async () => {
     },
   ]);
   stack = await startTestStack({
-    agents,
+    sellers,
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base },
   });
   const webhookRouter = createWebhookRouter({
     client: stack.client,
-    agents,
+    sellers,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: base,
     log: () => undefined,
@@ -57,10 +57,10 @@ async function postWebhook(operationId: string, body: string, headers: Record<st
 }
 
 test('a signed completion webhook completes a submitted operation long before the next poll', async () => {
-  // Submitted, then completed after 4 s by the seller's own timer (between the looks at 2 s and 6 s).
+  // Submitted, then completed after 4 s by the seller's own timer (between the polls at 2 s and 6 s).
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 4_000, webhook: true }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -80,7 +80,7 @@ test('a signed completion webhook completes a submitted operation long before th
 test('forged, malformed, unknown-operation and wrong-type webhooks are refused; the operation is unchanged', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -152,7 +152,7 @@ test('the same signed webhook delivered ten times concurrently is applied once; 
     { status: 'completed', afterMs: 4_000, webhook: { duplicate: 9 } },
   ]);
   const { operationId } = await stack.orchestrator.start({
-    agentId: 'fixture',
+    sellerId: 'fixture',
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
@@ -169,7 +169,7 @@ test('the same signed webhook delivered ten times concurrently is applied once; 
 
 test('A2A: the push config travels in configuration.pushNotificationConfig, and the seller’s A2A Task webhook completes the operation', async () => {
   const a2aSeller = await startScriptedSeller({ a2a: 'spec', webhookMode: 'rfc9421' });
-  const agents = registry([
+  const sellers = registry([
     {
       id: 'fixture-a2a',
       url: a2aSeller.a2aUrl!,
@@ -183,25 +183,25 @@ test('A2A: the push config travels in configuration.pushNotificationConfig, and 
   });
   const a2aBase = `http://127.0.0.1:${(a2aServer.address() as AddressInfo).port}`;
   const a2aStack = await startTestStack({
-    agents,
+    sellers,
     activities: { env: { FIXTURE_TOKEN: a2aSeller.authToken }, publicBaseUrl: a2aBase },
   });
   const router = createWebhookRouter({
     client: a2aStack.client,
-    agents,
+    sellers,
     authenticator: createWebhookAuthenticator(),
     publicBaseUrl: a2aBase,
     log: () => undefined,
   });
   a2aServer.on('request', createGateway({ orchestrator: a2aStack.orchestrator, webhookRouter: router }));
   try {
-    // Completed by the seller's timer at 4 s, between the looks at 2 s and 6 s; polls see `submitted` until then.
+    // Completed by the seller's timer at 4 s, between the polls at 2 s and 6 s; polls see `submitted` until then.
     a2aSeller.script('create_media_buy', [
       { status: 'submitted' },
       { status: 'completed', afterMs: 4_000, webhook: true },
     ]);
     const { operationId } = await a2aStack.orchestrator.start({
-      agentId: 'fixture-a2a',
+      sellerId: 'fixture-a2a',
       task: 'create_media_buy',
       params: createMediaBuyParams(),
       idempotencyKey: randomUUID(),

@@ -12,7 +12,7 @@ import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import { sellerCapabilitiesWorkflowId } from '../../workflows/seller-capabilities-definitions';
 import { getProductsParams } from '../harness/demo-requests';
-import { demoAgent, eventually, testAddress } from '../harness/temporal';
+import { demoSellerConfig, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
 
 const running: ManagedProcess[] = [];
@@ -34,7 +34,7 @@ async function startWorker(taskQueue: string): Promise<ManagedProcess> {
   const worker = await startWorkerProcess({
     address: testAddress(),
     taskQueue,
-    agentsFile: writeAgentsFile([demoAgent()]),
+    agentsFile: writeAgentsFile([demoSellerConfig()]),
     env: { ADCP_RECONCILE_EVERY: 'off', DEMO_SELLER_TOKEN },
   });
   running.push(worker);
@@ -44,7 +44,7 @@ async function startWorker(taskQueue: string): Promise<ManagedProcess> {
 async function completesAnOperation(taskQueue: string): Promise<void> {
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   const { operationId } = await orchestrator.start({
-    agentId: 'demo',
+    sellerId: 'demo',
     task: 'get_products',
     params: getProductsParams,
     idempotencyKey: randomUUID(),

@@ -32,7 +32,7 @@ beforeAll(async () => {
   const orchestrator = new OrchestratorClient({
     client: new Client({ connection }),
     taskQueue: 'unused',
-    knownAgent: (id) => id === 'demo',
+    knownSeller: (id) => id === 'demo',
   });
   const app = express();
   app.disable('x-powered-by');

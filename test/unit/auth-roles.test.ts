@@ -86,7 +86,7 @@ beforeAll(async () => {
   app.post('/v1/operations/:id/input', through);
   app.post('/v1/operations/:id/cancel', through);
   app.post('/v1/operations/:id/credentials-refreshed', through);
-  app.post('/v1/sellers/:agentId/reconcile', through);
+  app.post('/v1/sellers/:sellerId/reconcile', through);
   app.post('/v1/media-buys', through);
   app.get('/v1/media-buys/:id', through);
   app.use((_req, res) => res.status(404).json({ error: { code: 'NOT_FOUND' } }));

@@ -1,7 +1,7 @@
 /**
  * Revision 3 of the operation workflow (issue 15, B1/B3/B4): a read is planned inside its one `sendCall`, and the
- * looks of a wait keep their cadence themselves (`awaitTaskMoveOnCadence`): the first attempt only asks to be retried
- * at the first look, and each unchanged look names the delay of the next one, so the retry policy's own short
+ * polls of a wait keep their cadence themselves (`awaitTaskMoveOnCadence`): the first attempt only asks to be retried
+ * at the first poll, and each unchanged poll names the delay of the next one, so the retry policy's own short
  * interval only ever applies to an attempt lost with its worker. A fake SellerClient, Temporal's
  * MockActivityEnvironment for the activity context (attempt numbers).
  */
@@ -9,11 +9,11 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
 import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
-import { type AgentConfig, AgentRegistry } from '../../config/agents';
-import { lookOffsets, planWait } from '../../workflows/cadence';
+import { type SellerConfig, SellerRegistry } from '../../config/sellers';
+import { pollOffsets, planWait } from '../../workflows/cadence';
 
-const agents = new AgentRegistry(
-  [{ id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as unknown as AgentConfig],
+const sellerRegistry = new SellerRegistry(
+  [{ id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as unknown as SellerConfig],
   'test',
 );
 
@@ -58,7 +58,7 @@ async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure>
 
 const planInput = {
   operationId: 'adcp-get_products-q-1',
-  agentId: 'seller',
+  sellerId: 'seller',
   task: 'get_products',
   step: 'call',
   params: { brief: 'video in Paris' },
@@ -67,7 +67,7 @@ const planInput = {
 describe('sendCall planned in the call (reads of revision 3)', () => {
   test('plans and sends a read in one activity and says which timeouts it was planned with', async () => {
     const { seller, calls } = fakeSeller({});
-    const activities = createActivities({ agents, seller, callTimeoutMs: 42_000, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, callTimeoutMs: 42_000, env: {} });
     const outcome = await run(activities.sendCall, [{ planInput }]);
     expect(outcome).toMatchObject({ snapshot: { status: 'completed' }, timeouts: { callMs: 42_000, readMs: 42_000 } });
     expect(calls).toHaveLength(1);
@@ -80,7 +80,7 @@ describe('sendCall planned in the call (reads of revision 3)', () => {
 
   test('refuses to plan a mutation inside its call: its key and bytes must be recorded by planCall first', async () => {
     const { seller, calls } = fakeSeller({});
-    const activities = createActivities({ agents, seller, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
     const failure = await failureOf(
       run(activities.sendCall, [{ planInput: { ...planInput, task: 'create_media_buy' } }]),
     );
@@ -94,13 +94,13 @@ describe('sendCall planned in the call (reads of revision 3)', () => {
 describe('awaitTaskMoveOnCadence', () => {
   const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false });
   const cadence = {
-    firstLookAfterMs: plan.firstLookAfterMs,
+    firstPollAfterMs: plan.firstPollAfterMs,
     initialIntervalMs: plan.initialIntervalMs,
     maxIntervalMs: plan.maxIntervalMs,
   };
-  const lookInput = {
+  const pollInput = {
     operationId: 'op',
-    agentId: 'seller',
+    sellerId: 'seller',
     task: 'create_media_buy',
     taskId: 't-1',
     readMethod: 'tasks/get' as const,
@@ -109,48 +109,48 @@ describe('awaitTaskMoveOnCadence', () => {
     cadence,
   };
 
-  test('the first attempt does not look: it asks to be retried when the first look is due', async () => {
+  test('the first attempt does not poll: it asks to be retried when the first poll is due', async () => {
     const fake = fakeSeller({});
-    const activities = createActivities({ agents, seller: fake.seller, env: {} });
-    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 1 }));
-    expect(failure.type).toBe('TaskLookDue');
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [pollInput], { attempt: 1 }));
+    expect(failure.type).toBe('TaskPollDue');
     expect(failure.category).toBe('BENIGN');
-    expect(failure.nextRetryDelay).toBe(plan.firstLookAfterMs);
+    expect(failure.nextRetryDelay).toBe(plan.firstPollAfterMs);
     expect(failure.details?.[0]).toMatchObject({ polls: 0 });
     expect(fake.reads()).toBe(0);
   });
 
-  test('each unchanged look asks for the next interval of the cadence, so the looks fall where lookOffsets says', async () => {
+  test('each unchanged poll asks for the next interval of the cadence, so the polls fall where pollOffsets says', async () => {
     const fake = fakeSeller({});
-    const activities = createActivities({ agents, seller: fake.seller, env: {} });
-    // Attempt 1 waits for the first look; attempt n + 1 is look n.
-    let at = (await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 1 })))
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    // Attempt 1 waits for the first poll; attempt n + 1 is poll n.
+    let at = (await failureOf(run(activities.awaitTaskMoveOnCadence, [pollInput], { attempt: 1 })))
       .nextRetryDelay as number;
-    const looksAt: number[] = [];
+    const pollsAt: number[] = [];
     for (let attempt = 2; attempt <= 9; attempt++) {
-      const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt }));
+      const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [pollInput], { attempt }));
       expect(failure.type).toBe('TaskUnchanged');
       expect(failure.details?.[0]).toMatchObject({ polls: attempt - 1 });
-      looksAt.push(at);
+      pollsAt.push(at);
       at += failure.nextRetryDelay as number;
     }
-    expect(looksAt).toEqual(lookOffsets(plan, looksAt[looksAt.length - 1]));
+    expect(pollsAt).toEqual(pollOffsets(plan, pollsAt[pollsAt.length - 1]));
     expect(fake.reads()).toBe(8);
   });
 
-  test('a moved task ends the wait with the looks made', async () => {
+  test('a moved task ends the wait with the polls made', async () => {
     const fake = fakeSeller({
       read: async () => ({
         snapshot: { status: 'completed', taskId: 't-1', result: { media_buy_id: 'mb' } },
         callError: false,
       }),
     });
-    const activities = createActivities({ agents, seller: fake.seller, env: {} });
-    const outcome = await run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 4 });
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const outcome = await run(activities.awaitTaskMoveOnCadence, [pollInput], { attempt: 4 });
     expect(outcome).toMatchObject({ snapshot: { status: 'completed' }, polls: 3 });
   });
 
-  test('a failed look is retried at the cadence, or later when the seller asked for later', async () => {
+  test('a failed poll is retried at the cadence, or later when the seller asked for later', async () => {
     const rateLimited = fakeSeller({
       read: async () => ({
         snapshot: {
@@ -160,9 +160,9 @@ describe('awaitTaskMoveOnCadence', () => {
         callError: true,
       }),
     });
-    const activities = createActivities({ agents, seller: rateLimited.seller, env: {} });
-    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [lookInput], { attempt: 2 }));
-    expect(failure.type).toBe('TaskLookFailed');
+    const activities = createActivities({ sellers: sellerRegistry, seller: rateLimited.seller, env: {} });
+    const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [pollInput], { attempt: 2 }));
+    expect(failure.type).toBe('TaskPollFailed');
     expect(failure.category).toBe('BENIGN');
     expect(failure.nextRetryDelay).toBe(90_000);
 
@@ -171,16 +171,16 @@ describe('awaitTaskMoveOnCadence', () => {
         throw new Error('socket hang up');
       },
     });
-    const failing = createActivities({ agents, seller: broken.seller, env: {} });
-    const again = await failureOf(run(failing.awaitTaskMoveOnCadence, [lookInput], { attempt: 3 }));
-    expect(again.type).toBe('TaskLookFailed');
+    const failing = createActivities({ sellers: sellerRegistry, seller: broken.seller, env: {} });
+    const again = await failureOf(run(failing.awaitTaskMoveOnCadence, [pollInput], { attempt: 3 }));
+    expect(again.type).toBe('TaskPollFailed');
     expect(again.nextRetryDelay).toBe(plan.initialIntervalMs * 2);
   });
 
   test('without a cadence (operations before revision 3) awaitTaskMove leaves the delay to the retry policy', async () => {
     const fake = fakeSeller({});
-    const activities = createActivities({ agents, seller: fake.seller, env: {} });
-    const { cadence: _cadence, ...legacy } = lookInput;
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const { cadence: _cadence, ...legacy } = pollInput;
     const failure = await failureOf(run(activities.awaitTaskMove, [legacy], { attempt: 1 }));
     expect(failure.type).toBe('TaskUnchanged');
     expect(failure.nextRetryDelay).toBeUndefined();

@@ -10,7 +10,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
 import { idempotencyKeyFor } from '../../activities/idempotency';
 import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
-import { type AgentConfig, AgentRegistry } from '../../config/agents';
+import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 
 function fakeSeller(answer: (request: TaskCallRequest) => Promise<SellerAnswer>) {
   const calls: TaskCallRequest[] = [];
@@ -39,12 +39,12 @@ const hmacSeller = {
   url: 'http://seller.test/mcp',
   protocol: 'mcp',
   webhooks: { scheme: 'hmac-sha256', secret_env: 'SELLER_WEBHOOK_SECRET' },
-} as unknown as AgentConfig;
-const agents = new AgentRegistry([hmacSeller], 'test');
+} as unknown as SellerConfig;
+const sellerRegistry = new SellerRegistry([hmacSeller], 'test');
 const secret = 'a-webhook-secret-of-at-least-32-characters';
 const createInput = {
   operationId: 'adcp-create_media_buy-po-1',
-  agentId: 'seller',
+  sellerId: 'seller',
   task: 'create_media_buy',
   step: 'call',
   params: { brand: { domain: 'acme.example' } },
@@ -74,7 +74,7 @@ describe('planCall', () => {
   test('decides key, push config with operation_id, credential by reference and timeouts; holds no secret', async () => {
     const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
     const activities = createActivities({
-      agents,
+      sellers: sellerRegistry,
       seller,
       publicBaseUrl: 'https://buyer.example',
       callTimeoutMs: 90_000,
@@ -104,7 +104,7 @@ describe('planCall', () => {
 describe('sendCall', () => {
   test('sends the plan as decided, even from a worker whose environment changed since (no ADCP_PUBLIC_BASE_URL)', async () => {
     const planner = createActivities({
-      agents,
+      sellers: sellerRegistry,
       seller: fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false })).seller,
       publicBaseUrl: 'https://buyer.example',
       env: {},
@@ -115,7 +115,7 @@ describe('sendCall', () => {
       snapshot: { status: 'submitted', taskId: 't-1' },
       callError: false,
     }));
-    const sender = createActivities({ agents, seller, env: { SELLER_WEBHOOK_SECRET: secret } });
+    const sender = createActivities({ sellers: sellerRegistry, seller, env: { SELLER_WEBHOOK_SECRET: secret } });
     const outcome = await run(sender.sendCall, [{ plan }]);
     expect(outcome).toMatchObject({ snapshot: { status: 'submitted', taskId: 't-1' }, webhookRegistered: true });
     expect(calls[0].args).toEqual({
@@ -137,7 +137,7 @@ describe('sendCall', () => {
       },
       callError: true,
     }));
-    const activities = createActivities({ agents, seller, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
     const plan = await run(activities.planCall, [createInput]);
     const failure = await failureOf(run(activities.sendCall, [{ plan }]));
     expect(failure.type).toBe('SellerTransientError');
@@ -147,7 +147,7 @@ describe('sendCall', () => {
 
   test('the call timeout is hard: the attempt ends when the seller client ignores the abort', async () => {
     const { seller } = fakeSeller(() => new Promise<never>(() => undefined)); // never settles, ignores the signal
-    const activities = createActivities({ agents, seller, callTimeoutMs: 300, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, callTimeoutMs: 300, env: {} });
     const plan = await run(activities.planCall, [createInput]);
     const failure = await failureOf(run(activities.sendCall, [{ plan }]));
     expect(failure.type).toBe('TransportError');
@@ -164,7 +164,7 @@ describe('sendCall', () => {
         await done(environment);
         return { snapshot: { status: 'completed' }, callError: false };
       });
-      const activities = createActivities({ agents, seller, env: {} });
+      const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
       const plan = await run(activities.planCall, [{ ...createInput, task: 'get_products' }]);
       await environment.run(activities.sendCall, { plan });
       return heartbeats;
@@ -182,7 +182,7 @@ describe('sendCall', () => {
       snapshot: { status: 'completed', result: { products: [{ description: noise }] } },
       callError: false,
     }));
-    const activities = createActivities({ agents, seller, env: {}, maxAnswerBytes: 500_000 });
+    const activities = createActivities({ sellers: sellerRegistry, seller, env: {}, maxAnswerBytes: 500_000 });
     const plan = await run(activities.planCall, [{ ...createInput, task: 'get_products' }]);
     const failure = await failureOf(run(activities.sendCall, [{ plan }]));
     expect(failure.nonRetryable).toBe(true);
@@ -193,7 +193,7 @@ describe('sendCall', () => {
 describe('reads', () => {
   const readInput = {
     operationId: 'op',
-    agentId: 'seller',
+    sellerId: 'seller',
     task: 'create_media_buy',
     taskId: 't-1',
     timeouts: callTimeouts(5_000),
@@ -201,14 +201,14 @@ describe('reads', () => {
 
   test('a seller without any task read: readTask answers unreadable instead of failing the operation', async () => {
     const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
-    const activities = createActivities({ agents, seller, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
     const outcome = await run(activities.readTask, [readInput]);
     expect(outcome).toMatchObject({ readMethod: 'none', unreadable: { code: 'TASK_UNREADABLE' } });
   });
 
   test('awaitTaskMove counts an unreadable task as no change: a benign failure carrying the poll count', async () => {
     const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
-    const activities = createActivities({ agents, seller, env: {} });
+    const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
     const failure = await failureOf(
       run(activities.awaitTaskMove, [{ ...readInput, since: { status: 'submitted', progress: null } }], { attempt: 4 }),
     );

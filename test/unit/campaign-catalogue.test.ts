@@ -82,12 +82,12 @@ describe('catalogue', () => {
     const catalogue = normaliseProducts('s1', answer);
     expect(catalogue.entries.map((entry) => entry.productId)).toEqual(['p1', 'p2']);
     expect(catalogue.entries[0]).toMatchObject({
-      agentId: 's1',
+      sellerId: 's1',
       formats: ['display_300x250'],
       pricingOptions: [{ pricingOptionId: 'cpm1', price: 4, fixed: false }],
     });
     expect(catalogue.proposals).toEqual([expect.objectContaining({ proposalId: 'prop1', status: 'draft' })]);
-    expect(catalogue.incomplete).toEqual([{ agentId: 's1', entries: [{ scope: 'products', reason: 'time_budget' }] }]);
+    expect(catalogue.incomplete).toEqual([{ sellerId: 's1', entries: [{ scope: 'products', reason: 'time_budget' }] }]);
   });
 
   test('ranking is deterministic, follows the preferences, and the scorer is replaceable', () => {
@@ -112,8 +112,8 @@ describe('campaign rules', () => {
 
   test('a selection names discovered products within the budget, before approval', () => {
     const lines = [
-      { agentId: 'a', productId: 'a1', budget: 600 },
-      { agentId: 'b', productId: 'b1', budget: 400 },
+      { sellerId: 'a', productId: 'a1', budget: 600 },
+      { sellerId: 'b', productId: 'b1', budget: 400 },
     ];
     expect(validateSelection('selecting', 1000, products, { lines, selectedBy: 'p' })).toEqual({ ok: true });
     expect(validateSelection('selecting', 999, products, { lines, selectedBy: 'p' })).toMatchObject({
@@ -121,13 +121,13 @@ describe('campaign rules', () => {
     });
     expect(
       validateSelection('selecting', 1000, products, {
-        lines: [{ agentId: 'a', productId: 'zz', budget: 1 }],
+        lines: [{ sellerId: 'a', productId: 'zz', budget: 1 }],
         selectedBy: 'p',
       }),
     ).toMatchObject({ code: 'PRODUCT_NOT_FOUND' });
     expect(
       validateSelection('selecting', 1000, products, {
-        lines: [{ agentId: 'a', productId: 'a1', pricingOptionId: 'nope', budget: 1 }],
+        lines: [{ sellerId: 'a', productId: 'a1', pricingOptionId: 'nope', budget: 1 }],
         selectedBy: 'p',
       }),
     ).toMatchObject({ code: 'INVALID_REQUEST' });
@@ -139,7 +139,7 @@ describe('campaign rules', () => {
   test("the top_ranked policy takes each seller's best product and splits the budget to the cent", () => {
     const ranked = rankCatalogue(entries);
     const lines = policySelection(ranked, 100, { kind: 'top_ranked' });
-    expect(lines.map((line) => line.agentId).sort()).toEqual(['a', 'b']);
+    expect(lines.map((line) => line.sellerId).sort()).toEqual(['a', 'b']);
     expect(lines.reduce((sum, line) => sum + line.budget, 0)).toBe(100);
     expect(policySelection(ranked, 100, { kind: 'top_ranked', maxSellers: 1 })).toHaveLength(1);
     expect(policySelection(rankCatalogue(entries), 10, { kind: 'top_ranked' }).map((line) => line.budget)).toEqual([
@@ -149,7 +149,7 @@ describe('campaign rules', () => {
 
   test('the budget guard counts raises in flight and refuses what would exceed the budget', () => {
     const buy = (committedBudget: number, pendingBudget?: number): CampaignBuy => ({
-      agentId: 'x',
+      sellerId: 'x',
       buyKey: 'k',
       workflowId: 'w',
       lines: [],
@@ -158,20 +158,20 @@ describe('campaign rules', () => {
     });
     const state = { phase: 'live' as const, totalBudget: 1000, buys: { a: buy(400, 550), b: buy(400) } };
     expect(guardedTotal(state.buys)).toBe(950);
-    expect(validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', agentId: 'b', budget: 450 })).toEqual({
+    expect(validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', sellerId: 'b', budget: 450 })).toEqual({
       ok: true,
     });
     expect(
-      validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', agentId: 'b', budget: 451 }),
+      validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', sellerId: 'b', budget: 451 }),
     ).toMatchObject({
       code: 'BUDGET_EXCEEDED',
     });
     // Lowering never needs room; an unknown seller or a finished campaign is refused.
-    expect(validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', agentId: 'a', budget: 10 })).toEqual({
+    expect(validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', sellerId: 'a', budget: 10 })).toEqual({
       ok: true,
     });
     expect(
-      validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', agentId: 'zz', budget: 10 }),
+      validateCampaignChange(state, { kind: 'budget', requestedBy: 'p', sellerId: 'zz', budget: 10 }),
     ).toMatchObject({
       // A conflict with the campaign's state (HTTP 409), as the media-buy routes answer a change they cannot apply.
       code: 'INVALID_STATE',

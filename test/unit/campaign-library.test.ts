@@ -29,7 +29,7 @@ const formats = new Map<string, string[]>([
 ]);
 const formatsOf = (key: string) => formats.get(key);
 const line = (productId: string, extra: Partial<SelectionLine> = {}): SelectionLine => ({
-  agentId: 'a',
+  sellerId: 'a',
   productId,
   budget: 100,
   ...extra,
@@ -132,7 +132,7 @@ test("a buy's digest keeps what the campaign needs: status, flight, packages, to
     },
   } as unknown as MediaBuyState;
   expect(digestOf('a', 'wf', state)).toEqual({
-    agentId: 'a',
+    sellerId: 'a',
     workflowId: 'wf',
     found: true,
     status: 'active',

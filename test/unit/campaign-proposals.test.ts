@@ -13,15 +13,15 @@ import { indexCatalogue, validateSelection } from '../../workflows/campaign-stat
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 const HOUR = 3_600_000;
 
-const answer = (agentId: string, status: string, expiresAt: string) =>
-  normaliseProducts(agentId, {
-    products: [{ product_id: `${agentId}_display`, pricing_options: [{ pricing_option_id: 'cpm', fixed_price: 10 }] }],
+const answer = (sellerId: string, status: string, expiresAt: string) =>
+  normaliseProducts(sellerId, {
+    products: [{ product_id: `${sellerId}_display`, pricing_options: [{ pricing_option_id: 'cpm', fixed_price: 10 }] }],
     proposals: [
       {
-        proposal_id: `${agentId}_plan`,
+        proposal_id: `${sellerId}_plan`,
         name: 'plan',
         proposal_status: status,
-        allocations: [{ product_id: `${agentId}_display`, allocation_percentage: 100 }],
+        allocations: [{ product_id: `${sellerId}_display`, allocation_percentage: 100 }],
         expires_at: expiresAt,
         total_budget_guidance: { min: 1000, max: 9000, currency: 'EUR' },
       },
@@ -39,7 +39,7 @@ const check = (request: unknown, phase: 'selecting' | 'live' = 'selecting') =>
 test('the catalogue keeps a proposal with its status, expiry and budget guidance', () => {
   expect(a.proposals).toEqual([
     expect.objectContaining({
-      agentId: 'a',
+      sellerId: 'a',
       proposalId: 'a_plan',
       status: 'committed',
       expiresAt: new Date(NOW + HOUR).toISOString(),
@@ -50,16 +50,16 @@ test('the catalogue keeps a proposal with its status, expiry and budget guidance
 
 test('a selection accepts a proposal of that seller, not expired, within the budget; mixing with lines is allowed', () => {
   expect(
-    check({ lines: [], proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 5000 }], selectedBy: 'p' }),
+    check({ lines: [], proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 5000 }], selectedBy: 'p' }),
   ).toEqual({ ok: true });
   const mixed = {
-    lines: [{ agentId: 'b', productId: 'b_display', budget: 4000 }],
-    proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 6000 }],
+    lines: [{ sellerId: 'b', productId: 'b_display', budget: 4000 }],
+    proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 6000 }],
     selectedBy: 'p',
   };
   expect(check(mixed)).toEqual({ ok: true });
   expect(selectionTotal(mixed)).toBe(10_000);
-  expect(check({ ...mixed, proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 6000.01 }] })).toMatchObject({
+  expect(check({ ...mixed, proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 6000.01 }] })).toMatchObject({
     ok: false,
     code: 'BUDGET_EXCEEDED',
   });
@@ -67,34 +67,34 @@ test('a selection accepts a proposal of that seller, not expired, within the bud
 
 test('a selection refuses a proposal of another seller, an unknown or expired one, a seller twice, a bad phase', () => {
   const one = (entry: Record<string, unknown>) => check({ lines: [], proposals: [entry], selectedBy: 'p' });
-  expect(one({ agentId: 'b', proposalId: 'a_plan', budget: 1 })).toMatchObject({
+  expect(one({ sellerId: 'b', proposalId: 'a_plan', budget: 1 })).toMatchObject({
     ok: false,
     code: 'PROPOSAL_NOT_FOUND',
     message: expect.stringContaining('offered by seller a, not b'),
   });
-  expect(one({ agentId: 'a', proposalId: 'nope', budget: 1 })).toMatchObject({ code: 'PROPOSAL_NOT_FOUND' });
-  expect(one({ agentId: 'b', proposalId: 'b_plan', budget: 1 })).toMatchObject({ code: 'PROPOSAL_EXPIRED' });
-  expect(one({ agentId: 'a', proposalId: 'a_plan', budget: 0 })).toMatchObject({ code: 'INVALID_REQUEST' });
+  expect(one({ sellerId: 'a', proposalId: 'nope', budget: 1 })).toMatchObject({ code: 'PROPOSAL_NOT_FOUND' });
+  expect(one({ sellerId: 'b', proposalId: 'b_plan', budget: 1 })).toMatchObject({ code: 'PROPOSAL_EXPIRED' });
+  expect(one({ sellerId: 'a', proposalId: 'a_plan', budget: 0 })).toMatchObject({ code: 'INVALID_REQUEST' });
   expect(
     check({
-      lines: [{ agentId: 'a', productId: 'a_display', budget: 1 }],
-      proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 1 }],
+      lines: [{ sellerId: 'a', productId: 'a_display', budget: 1 }],
+      proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 1 }],
       selectedBy: 'p',
     }),
   ).toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('either by proposal or by products') });
   expect(check({ lines: [], proposals: [], selectedBy: 'p' })).toMatchObject({ code: 'INVALID_REQUEST' });
   expect(
-    check({ lines: [], proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 1 }], selectedBy: 'p' }, 'live'),
+    check({ lines: [], proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 1 }], selectedBy: 'p' }, 'live'),
   ).toMatchObject({ code: 'INVALID_STATE' });
   expect(
-    check({ lines: [], proposals: [{ agentId: 'a', proposalId: 'a_plan', budget: 1 }], selectedBy: ' ' }),
+    check({ lines: [], proposals: [{ sellerId: 'a', proposalId: 'a_plan', budget: 1 }], selectedBy: ' ' }),
   ).toMatchObject({
     code: 'INVALID_REQUEST',
   });
 });
 
 test('without proposals the rules are exactly validateSelection', () => {
-  const request = { lines: [{ agentId: 'a', productId: 'missing', budget: 1 }], selectedBy: 'p' };
+  const request = { lines: [{ sellerId: 'a', productId: 'missing', budget: 1 }], selectedBy: 'p' };
   expect(check(request)).toEqual(validateSelection('selecting', 10_000, products, request));
   expect(check({ lines: [], selectedBy: 'p' })).toEqual(
     validateSelection('selecting', 10_000, products, { lines: [], selectedBy: 'p' }),

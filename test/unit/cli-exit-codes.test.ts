@@ -12,7 +12,7 @@ import {
   SellerNotFoundError,
 } from '../../client/orchestrator-client';
 import { OperationListFilterError } from '../../client/operation-list';
-import { ConfigError } from '../../config/agents';
+import { ConfigError } from '../../config/sellers';
 import { CliError, EXIT, exitFor } from '../../cli/context';
 import { activityLine, endedBadly } from '../../cli/format';
 

@@ -16,14 +16,14 @@ import {
   parseOperationListQuery,
   quoteQueryValue,
 } from '../../client/operation-list';
-import { SA_AGENT, SA_STATUS, SA_TASK } from '../../config/search-attributes';
+import { SA_SELLER, SA_STATUS, SA_TASK } from '../../config/search-attributes';
 
 const converter = loadDataConverter(dataConverter());
 
 test('each filter becomes one quoted clause of a query scoped to the operation workflow type', () => {
   const filters = operationListFiltersSchema.parse({
     status: ['failed', 'rejected'],
-    agentId: 'demo-seller',
+    sellerId: 'demo-seller',
     task: 'create_media_buy',
     waiting: true,
     createdAfter: new Date('2026-11-01T00:00:00Z'),
@@ -64,11 +64,11 @@ test('the HTTP query string: lists by comma or repetition, booleans, times, limi
     }),
   ).toEqual({
     status: ['failed', 'rejected', 'canceled'],
-    agentId: 'demo-seller',
+    sellerId: 'demo-seller',
     waiting: true,
     limit: 50,
   });
-  expect(parseOperationListQuery({ agent_id: 'demo-seller' })).toEqual({ agentId: 'demo-seller' });
+  expect(parseOperationListQuery({ agent_id: 'demo-seller' })).toEqual({ sellerId: 'demo-seller' });
   expect(parseOperationListQuery({ created_after: '2026-11-01T09:00:00+01:00' })).toEqual({
     createdAfter: new Date('2026-11-01T08:00:00Z'),
   });
@@ -108,7 +108,7 @@ function execution(id: number, updatedAt: string, status = 'completed') {
     searchAttributes: {
       indexedFields: encodeUnifiedSearchAttributes(undefined, [
         { key: SA_STATUS, value: status },
-        { key: SA_AGENT, value: 'demo-seller' },
+        { key: SA_SELLER, value: 'demo-seller' },
         { key: SA_TASK, value: 'create_media_buy' },
       ]),
     },

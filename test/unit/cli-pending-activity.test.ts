@@ -131,7 +131,7 @@ test("without nextAttemptScheduleTime the next retry is the last attempt's end p
   expect(view.nextAttemptAt).toBe(new Date(Date.parse('2026-11-30T09:03:50.324Z') + 1154).toISOString());
 });
 
-test('a first attempt in flight has no failure and no retry time; a polling look that found no change is not an error', () => {
+test('a first attempt in flight has no failure and no retry time; a poll that found no change is not an error', () => {
   const started = temporal.api.workflow.v1.PendingActivityInfo.fromObject({
     activityId: '5',
     activityType: { name: 'sendCall' },

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { AgentRegistry, parseAgentsFile } from '../../config/agents';
+import { SellerRegistry, parseAgentsFile } from '../../config/sellers';
 import { ConfigError } from '../../config/errors';
 import { loadRuntimeConfig } from '../../config/runtime';
 import { loadTaskDefaults, parseTasksFile } from '../../config/tasks';
@@ -72,7 +72,7 @@ test('not JSON at all is a clear error', () => {
 });
 
 test('tokens come from the environment at call time, and a missing one is named', () => {
-  const registry = new AgentRegistry(parseAgentsFile(JSON.stringify(good), 'f').agents, 'f');
+  const registry = new SellerRegistry(parseAgentsFile(JSON.stringify(good), 'f').sellers, 'f');
   expect(registry.token('demo', { DEMO_TOKEN: 'abc' })).toBe('abc');
   expect(() => registry.token('demo', {})).toThrow(/DEMO_TOKEN/);
   expect(() => registry.get('other')).toThrow(ConfigError);

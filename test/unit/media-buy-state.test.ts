@@ -49,7 +49,7 @@ function buyState(status: MediaBuyLifecycle, overrides: Partial<MediaBuyState> =
   const state = newMediaBuyState({
     buyKey: 'k1',
     workflowId: 'adcp-media-buy-k1',
-    agentId: 'seller',
+    sellerId: 'seller',
     createOperationId: 'adcp-create_media_buy-k1',
     nowMs: START - 10 * DAY,
     params: { start_time: new Date(START).toISOString(), end_time: new Date(START + 90 * DAY).toISOString() },

@@ -11,7 +11,7 @@ const OPERATION = 'adcp-create_media_buy-k1';
 function freshState(task = 'create_media_buy'): OperationState {
   return {
     operationId: OPERATION,
-    agentId: 'seller',
+    sellerId: 'seller',
     task,
     status: 'pending',
     inputRounds: 0,

@@ -5,7 +5,7 @@ import type { OperationState } from '../../workflows/definitions';
 
 const state: OperationState = {
   operationId: 'adcp-create_media_buy-po-1',
-  agentId: 'seller',
+  sellerId: 'seller',
   task: 'create_media_buy',
   status: 'canceled',
   taskId: 'task_1',
@@ -101,7 +101,7 @@ test('a state read from the memo says it is not live, and why', () => {
 
 test('the reconciliation report is snake_case', () => {
   const body = reconciliationReportView({
-    agentId: 'seller',
+    sellerId: 'seller',
     requestedBy: 'ops',
     at: '2026-11-30T08:00:00.000Z',
     openOperations: 2,

@@ -11,7 +11,7 @@ import {
   taskSpec,
   ProtocolViolation,
 } from '../../protocol';
-import { lookOffsets, planWait } from '../../workflows/cadence';
+import { pollOffsets, planWait } from '../../workflows/cadence';
 
 describe('status', () => {
   test.each(TASK_STATUSES.map((s) => [s]))('%s is its own normal form', (status) => {
@@ -232,9 +232,9 @@ describe('completed is not always success', () => {
 
 describe('polling cadence', () => {
   const offsetsSeconds = (plan: ReturnType<typeof planWait>, horizonMs: number) =>
-    lookOffsets(plan, horizonMs).map((ms) => ms / 1000);
+    pollOffsets(plan, horizonMs).map((ms) => ms / 1000);
 
-  test('submitted: quick looks doubling up to one a minute', () => {
+  test('submitted: quick polls doubling up to one a minute', () => {
     const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false });
     expect(offsetsSeconds(plan, 300_000)).toEqual([2, 6, 14, 30, 62, 122, 182, 242]);
   });
@@ -254,12 +254,12 @@ describe('polling cadence', () => {
       planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
     );
   });
-  test('a 24-hour submitted wait is about 1,440 looks', () => {
-    const looks = lookOffsets(
+  test('a 24-hour submitted wait is about 1,440 polls', () => {
+    const polls = pollOffsets(
       planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
       24 * 3_600_000,
     ).length;
-    expect(looks).toBeGreaterThan(1_430);
-    expect(looks).toBeLessThan(1_445);
+    expect(polls).toBeGreaterThan(1_430);
+    expect(polls).toBeLessThan(1_445);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * isQuietRepeat (workflows/operation-state.ts): the webhooks a revision 4 operation applies in its signal handler while
- * the looks of a wait run, without waking the wait. The promise it makes: applying such a webhook changes nothing a
+ * the polls of a wait run, without waking the wait. The promise it makes: applying such a webhook changes nothing a
  * wait, the search attributes or the memo depend on, so it issues no command wherever it is applied. Checked here on
  * the named cases and on thousands of seeded random webhooks against the state machine itself.
  */
@@ -14,7 +14,7 @@ const TASK = 't1';
 function parked(status: TaskStatus = 'submitted'): OperationMachine {
   const state: OperationState = {
     operationId: OPERATION,
-    agentId: 'seller',
+    sellerId: 'seller',
     task: 'create_media_buy',
     status: 'pending',
     inputRounds: 0,
@@ -89,7 +89,7 @@ describe('isQuietRepeat', () => {
       delivery({ status: 'submitted', taskId: TASK, result: { media_buy_id: 'mb_1' } }), // names the buy (memo)
     ];
     for (const webhook of cases) expect(quiet(machine, 'submitted', webhook)).toBe(false);
-    // The status the looks wait on is no longer the operation's.
+    // The status the polls wait on is no longer the operation's.
     expect(quiet(machine, 'working', delivery({ status: 'working', taskId: TASK }))).toBe(false);
   });
 

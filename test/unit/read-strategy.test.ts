@@ -11,7 +11,7 @@ import {
   type TaskReadRequest,
   readAnswerFromMcp,
 } from '../../activities/seller-client';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import type { TaskSnapshot } from '../../protocol';
 
 type Behaviour = SellerAnswer | Error;
@@ -54,9 +54,9 @@ function fakeSeller(description: SellerDescription | undefined, behaviours: Part
   return { seller, reads, methods: () => reads.map((read) => read.method), describes: () => describes };
 }
 
-const mcpAgent: AgentConfig = { id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as AgentConfig;
-const a2aAgent: AgentConfig = { id: 'a2a-seller', url: 'http://seller.test/a2a', protocol: 'a2a' } as AgentConfig;
-const context = (agent: AgentConfig = mcpAgent) => ({ agent, token: 't', signal: new AbortController().signal });
+const mcpAgent: SellerConfig = { id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as SellerConfig;
+const a2aAgent: SellerConfig = { id: 'a2a-seller', url: 'http://seller.test/a2a', protocol: 'a2a' } as SellerConfig;
+const context = (agent: SellerConfig = mcpAgent) => ({ agent, token: 't', signal: new AbortController().signal });
 const request = { task: 'create_media_buy', taskId: 'task-1' };
 
 describe('read strategy', () => {

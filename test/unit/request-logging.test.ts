@@ -23,7 +23,7 @@ beforeAll(async () => {
   });
   const app = express();
   app.use(requestLogging(logger));
-  app.post('/webhooks/adcp/:agentId/:operationId', (_req, res) => {
+  app.post('/webhooks/adcp/:sellerId/:operationId', (_req, res) => {
     res.json({ status: 'accepted' });
   });
   app.post('/webhooks/adcp/:operationId', (_req, res) => {
@@ -63,7 +63,7 @@ test('a webhook with the seller in the path logs its operation ID, not the selle
     expect.objectContaining({
       msg: 'request',
       method: 'POST',
-      route: '/webhooks/adcp/:agentId/:operationId',
+      route: '/webhooks/adcp/:sellerId/:operationId',
       status: 200,
       operationId,
     }),

@@ -8,7 +8,7 @@ import type { ReadMethod } from '../../activities/contract';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from '../../activities/capabilities';
 import { SellerDescriptionCache, readTaskWithStrategy } from '../../activities/read-strategy';
 import type { SellerAnswer, SellerClient, TaskCallRequest, TaskReadRequest } from '../../activities/seller-client';
-import type { AgentConfig } from '../../config/agents';
+import type { SellerConfig } from '../../config/sellers';
 import {
   type SellerCapabilities,
   parseCapabilities,
@@ -17,7 +17,7 @@ import {
   storedReadMethods,
 } from '../../protocol/capabilities';
 
-const agent = { id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as AgentConfig;
+const agent = { id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as SellerConfig;
 const context = () => ({ agent, token: 't', signal: new AbortController().signal });
 const request = { task: 'create_media_buy', taskId: 'task-1' };
 

@@ -2,7 +2,7 @@
  * Tenancy's pure parts (#12 part B): tenant-scoped operation keys, per-tenant seller credentials and accounts in
  * agents.json, and the notification signing key's public half.
  */
-import { ConfigError, TenantAccessError, parseAgentsFile } from '../../config/agents';
+import { ConfigError, TenantAccessError, parseAgentsFile } from '../../config/sellers';
 import { generateNotificationJwk, notificationKeyFromJwk } from '../../config/notification-key';
 import { isOperationId, operationIdFor } from '../../protocol';
 import { isTenantName, maxCallerKeyLength, tenantScopedKey } from '../../protocol/tenancy';
@@ -35,31 +35,31 @@ test('operation keys are scoped by tenant and stay valid operation IDs; without 
 });
 
 test('each tenant calls with its own credential; without a tenant, the seller`s own', () => {
-  const agents = parseAgentsFile(JSON.stringify(file), 'agents.json');
-  expect(agents.multiTenant).toBe(true);
-  expect(agents.token('seller-a', env, 'acme')).toBe('acme-token');
-  expect(agents.token('seller-a', env, 'globex')).toBe('globex-token');
-  expect(agents.token('seller-a', env)).toBe('shared');
-  expect(agents.token('seller-b', env, 'globex')).toBeUndefined();
+  const sellerRegistry = parseAgentsFile(JSON.stringify(file), 'agents.json');
+  expect(sellerRegistry.multiTenant).toBe(true);
+  expect(sellerRegistry.token('seller-a', env, 'acme')).toBe('acme-token');
+  expect(sellerRegistry.token('seller-a', env, 'globex')).toBe('globex-token');
+  expect(sellerRegistry.token('seller-a', env)).toBe('shared');
+  expect(sellerRegistry.token('seller-b', env, 'globex')).toBeUndefined();
   // A tenant without an entry for the seller never falls back to the shared credential.
-  expect(() => agents.token('seller-b', env, 'acme')).toThrow(TenantAccessError);
-  expect(() => agents.token('seller-a', env, 'initech')).toThrow(/Tenant "initech" has no access configured/);
-  expect(() => agents.token('seller-a', {}, 'acme')).toThrow(/ACME_A, which is not set/);
-  expect(agents.tenant('acme')?.notification_url).toBe('https://hooks.acme.example/adcp');
+  expect(() => sellerRegistry.token('seller-b', env, 'acme')).toThrow(TenantAccessError);
+  expect(() => sellerRegistry.token('seller-a', env, 'initech')).toThrow(/Tenant "initech" has no access configured/);
+  expect(() => sellerRegistry.token('seller-a', {}, 'acme')).toThrow(/ACME_A, which is not set/);
+  expect(sellerRegistry.tenant('acme')?.notification_url).toBe('https://hooks.acme.example/adcp');
 });
 
 test("a tenant's account list is enforced, in any key order", () => {
-  const agents = parseAgentsFile(JSON.stringify(file), 'agents.json');
-  expect(() => agents.checkTenantAccess('seller-a', 'acme', { account_id: 'acme-1' })).not.toThrow();
-  expect(() => agents.checkTenantAccess('seller-a', 'acme', undefined)).not.toThrow();
-  expect(() => agents.checkTenantAccess('seller-a', 'acme', { account_id: 'globex-1' })).toThrow(
+  const sellerRegistry = parseAgentsFile(JSON.stringify(file), 'agents.json');
+  expect(() => sellerRegistry.checkTenantAccess('seller-a', 'acme', { account_id: 'acme-1' })).not.toThrow();
+  expect(() => sellerRegistry.checkTenantAccess('seller-a', 'acme', undefined)).not.toThrow();
+  expect(() => sellerRegistry.checkTenantAccess('seller-a', 'acme', { account_id: 'globex-1' })).toThrow(
     expect.objectContaining({ field: 'params.account' }),
   );
-  expect(() => agents.checkTenantAccess('seller-a', 'globex', { account_id: 'anything' })).not.toThrow();
-  expect(() => agents.checkTenantAccess('seller-b', 'acme', undefined)).toThrow(
+  expect(() => sellerRegistry.checkTenantAccess('seller-a', 'globex', { account_id: 'anything' })).not.toThrow();
+  expect(() => sellerRegistry.checkTenantAccess('seller-b', 'acme', undefined)).toThrow(
     expect.objectContaining({ field: 'agent_id' }),
   );
-  expect(() => agents.checkTenantAccess('seller-b', undefined, { account_id: 'x' })).not.toThrow();
+  expect(() => sellerRegistry.checkTenantAccess('seller-b', undefined, { account_id: 'x' })).not.toThrow();
 });
 
 test('the tenants list is checked: known sellers, unique ids, safe names', () => {

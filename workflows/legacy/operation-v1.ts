@@ -106,7 +106,7 @@ function callActivities(input: OperationInput, defaults: TaskRetryPolicy) {
   });
 }
 
-const lookActivities = proxyActivities<OperationActivities>({
+const pollActivities = proxyActivities<OperationActivities>({
   startToCloseTimeout: '45s',
   heartbeatTimeout: '20s',
   retry: {
@@ -177,7 +177,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
   const startedAtMs = Date.now();
   const state: OperationState = input.carried?.state ?? {
     operationId: info.workflowId,
-    agentId: input.agentId,
+    sellerId: input.sellerId,
     task: input.task,
     status: 'pending',
     inputRounds: 0,
@@ -304,7 +304,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
   }
 
   function describeForHumans(): string {
-    const parts = [`${state.task} at ${state.agentId}: ${state.status}`];
+    const parts = [`${state.task} at ${state.sellerId}: ${state.status}`];
     if (state.progress?.percentage !== undefined) parts.push(`${state.progress.percentage}%`);
     if (state.progress?.currentStep) parts.push(state.progress.currentStep);
     if (state.inputRequest) parts.push(`waiting for input (${state.inputRequest.reason ?? 'no reason given'})`);
@@ -340,7 +340,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     // Metrics are not emitted while a workflow replays, and write no history.
     metricMeter
       .createCounter('adcp_operation_transitions', 'transitions', 'AdCP operation status changes')
-      .add(1, { task: state.task, agent: state.agentId, to, source });
+      .add(1, { task: state.task, agent: state.sellerId, to, source });
     if (to !== 'pending' && isTerminal(to)) {
       metricMeter
         .createHistogram(
@@ -351,7 +351,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
         )
         .record((Date.now() - Date.parse(state.startedAt)) / 1000, {
           task: state.task,
-          agent: state.agentId,
+          agent: state.sellerId,
           status: to,
         });
     }
@@ -450,7 +450,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     const call = scope.run(() =>
       calls.callTask({
         operationId: state.operationId,
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         task: state.task,
         params,
         step: keyStep,
@@ -494,12 +494,12 @@ export async function operationV1(input: OperationInput): Promise<OperationState
       if (IDEMPOTENCY_CODES.has(error.code)) {
         fail(
           'idempotency_unresolved',
-          `The ${state.task} call to ${state.agentId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
+          `The ${state.task} call to ${state.sellerId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
           error,
         );
         return;
       }
-      fail('call_failed', `The ${state.task} call to ${state.agentId} failed: ${error.message}`, error);
+      fail('call_failed', `The ${state.task} call to ${state.sellerId} failed: ${error.message}`, error);
     }
   }
 
@@ -510,11 +510,11 @@ export async function operationV1(input: OperationInput): Promise<OperationState
   /** Ask the seller whether the call's key already made a task; adopt it if so. True when adopted. */
   async function reconcileCall(keyStep: string, error: AdcpError): Promise<boolean> {
     const trigger = `${error.code} on call step ${keyStep}`;
-    let found: Awaited<ReturnType<typeof lookActivities.findSellerTask>>;
+    let found: Awaited<ReturnType<typeof pollActivities.findSellerTask>>;
     try {
-      found = await lookActivities.findSellerTask({
+      found = await pollActivities.findSellerTask({
         operationId: state.operationId,
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         task: state.task,
         step: keyStep,
       });
@@ -560,15 +560,15 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     ].slice(-10);
     state.updatedAt = iso(Date.now());
     publish();
-    await look();
+    await poll();
   }
 
-  async function look(): Promise<void> {
+  async function poll(): Promise<void> {
     if (!state.taskId) return;
     try {
-      const snapshot = await lookActivities.pollTask({
+      const snapshot = await pollActivities.pollTask({
         operationId: state.operationId,
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         taskId: state.taskId,
       });
       state.pollCount += 1;
@@ -581,7 +581,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
         note('poll', `poll failed, will look again: ${error.code}: ${error.message}`);
         return;
       }
-      fail('poll_failed', `Could not read task ${state.taskId} at ${state.agentId}: ${error.message}`, error);
+      fail('poll_failed', `Could not read task ${state.taskId} at ${state.sellerId}: ${error.message}`, error);
     }
   }
 
@@ -594,8 +594,8 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     // are retries of one polling activity.
     const interrupt = () =>
       inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
-    const firstLookInMs = Math.min(plan.firstLookAfterMs, deadlineMs - Date.now());
-    if (firstLookInMs > 0 && (await condition(interrupt, firstLookInMs))) return;
+    const firstPollInMs = Math.min(plan.firstPollAfterMs, deadlineMs - Date.now());
+    if (firstPollInMs > 0 && (await condition(interrupt, firstPollInMs))) return;
     const untilDeadline = deadlineMs - Date.now();
     if (untilDeadline <= 0) return;
     if (!state.taskId) {
@@ -605,7 +605,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     }
     const budgetMs = Math.min(
       untilDeadline,
-      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstLookAfterMs,
+      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstPollAfterMs,
     );
     const activities = pollingActivities(plan, budgetMs);
     const scope = new CancellationScope();
@@ -613,7 +613,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     const polling = scope.run(() =>
       activities.awaitTaskChange({
         operationId: state.operationId,
-        agentId: state.agentId,
+        sellerId: state.sellerId,
         taskId: state.taskId!,
         since,
       }),
@@ -644,7 +644,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
         return;
       }
       const error = errorFromFailure(failure);
-      fail('poll_failed', `Could not read task ${state.taskId} at ${state.agentId}: ${error.message}`, error);
+      fail('poll_failed', `Could not read task ${state.taskId} at ${state.sellerId}: ${error.message}`, error);
     }
   }
 
@@ -710,14 +710,14 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     if (credentialsRefreshed && !cancelRequest) {
       credentialsRefreshed = false;
       // With a task the seller tracks, ask it where it stands; without one, repeat the call with the same key.
-      if (state.taskId) await look();
+      if (state.taskId) await poll();
       else await callSeller('call', input.params);
     }
   }
 
-  async function waitForSeller(looksInStatus: number, workingSinceMs: number): Promise<void> {
-    if (state.status === 'unknown' && looksInStatus === 0) {
-      await look(); // unknown: learn the truth at once
+  async function waitForSeller(pollsInStatus: number, workingSinceMs: number): Promise<void> {
+    if (state.status === 'unknown' && pollsInStatus === 0) {
+      await poll(); // unknown: learn the truth at once
       return;
     }
     await pollUntilChange(
@@ -737,7 +737,7 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     await main.run(async () => {
       if (state.status === 'pending') await callSeller('call', input.params);
       let statusSeen = state.status;
-      let looksInStatus = 0;
+      let pollsInStatus = 0;
       let workingSinceMs = Date.now();
       while (!terminal() && cancelRequest === undefined) {
         drainInbox();
@@ -747,22 +747,22 @@ export async function operationV1(input: OperationInput): Promise<OperationState
         }
         if (pollRequested) {
           pollRequested = false;
-          await look();
+          await poll();
           continue;
         }
         if (terminal() || cancelRequest) break;
         if (state.status !== statusSeen) {
           if (state.status === 'working' && statusSeen !== 'working') workingSinceMs = Date.now();
           statusSeen = state.status;
-          looksInStatus = 0;
+          pollsInStatus = 0;
         }
         if (Date.now() >= deadlineMs) {
-          await look(); // one last look before giving up
+          await poll(); // one last look before giving up
           drainInbox();
           if (!terminal()) {
             fail(
               'timed_out',
-              `No terminal status from ${state.agentId} within the budget (deadline ${state.deadline}); last status ${state.status}.`,
+              `No terminal status from ${state.sellerId} within the budget (deadline ${state.deadline}); last status ${state.status}.`,
             );
           }
           break;
@@ -771,8 +771,8 @@ export async function operationV1(input: OperationInput): Promise<OperationState
         if (state.status === 'input-required') await waitForAnswer();
         else if (state.status === 'auth-required') await waitForCredentials();
         else if (state.status === 'pending' || !INTERRUPTED_STATUSES.has(state.status)) {
-          await waitForSeller(looksInStatus, workingSinceMs);
-          looksInStatus += 1;
+          await waitForSeller(pollsInStatus, workingSinceMs);
+          pollsInStatus += 1;
         }
       }
     });
@@ -805,9 +805,9 @@ export async function operationV1(input: OperationInput): Promise<OperationState
     let sellerNote = 'no seller task existed yet';
     if (state.taskId) {
       try {
-        const told = await lookActivities.cancelSellerTask({
+        const told = await pollActivities.cancelSellerTask({
           operationId: state.operationId,
-          agentId: state.agentId,
+          sellerId: state.sellerId,
           taskId: state.taskId,
           ...(state.contextId ? { contextId: state.contextId } : {}),
         });

@@ -11,7 +11,7 @@ import { formatZodIssues } from './zod-format';
  * Credentials never appear in the file, only the names of the environment variables that hold them, so
  * nothing secret can reach workflow inputs, history or search attributes: activities look them up by seller id.
  */
-export const agentSchema = z
+export const sellerSchema = z
   .object({
     id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters of letters, digits, "_", "." or "-"'),
     name: z.string().min(1).optional(),
@@ -60,7 +60,7 @@ export const tenantConfigSchema = z
 
 export const agentsFileSchema = z
   .object({
-    agents: z.array(agentSchema).min(1, 'must list at least one seller'),
+    agents: z.array(sellerSchema).min(1, 'must list at least one seller'),
     tenants: z.array(tenantConfigSchema).optional(),
   })
   .strict()
@@ -88,7 +88,7 @@ export const agentsFileSchema = z
     });
   });
 
-export type AgentConfig = z.infer<typeof agentSchema>;
+export type SellerConfig = z.infer<typeof sellerSchema>;
 export type TenantConfig = z.infer<typeof tenantConfigSchema>;
 export type TenantSellerConfig = z.infer<typeof tenantSellerSchema>;
 
@@ -114,17 +114,17 @@ export class TenantAccessError extends ConfigError {
   }
 }
 
-export class AgentRegistry {
-  private readonly byId: ReadonlyMap<string, AgentConfig>;
+export class SellerRegistry {
+  private readonly byId: ReadonlyMap<string, SellerConfig>;
   private readonly tenantsById: ReadonlyMap<string, TenantConfig>;
 
   constructor(
-    readonly agents: readonly AgentConfig[],
+    readonly sellers: readonly SellerConfig[],
     readonly source: string,
     /** Per-tenant seller credentials and notification URLs; without any, every operation uses the seller's own token. */
     readonly tenants: readonly TenantConfig[] = [],
   ) {
-    this.byId = new Map(agents.map((agent) => [agent.id, agent]));
+    this.byId = new Map(sellers.map((agent) => [agent.id, agent]));
     this.tenantsById = new Map(tenants.map((tenant) => [tenant.id, tenant]));
   }
 
@@ -141,13 +141,13 @@ export class AgentRegistry {
    * The tenant's entry for a seller. With tenants configured, an operation of a tenant that has none for this seller
    * is refused: falling back to the seller's shared token would let one tenant act with another's credentials.
    */
-  private tenantSeller(agentId: string, tenant: string): TenantSellerConfig {
-    this.get(agentId);
-    const entry = this.tenantsById.get(tenant)?.sellers[agentId];
+  private tenantSeller(sellerId: string, tenant: string): TenantSellerConfig {
+    this.get(sellerId);
+    const entry = this.tenantsById.get(tenant)?.sellers[sellerId];
     if (!entry) {
       throw new TenantAccessError(
         'agent_id',
-        `Tenant "${tenant}" has no access configured for seller "${agentId}": add { "token_env": ..., "accounts": [...] } under tenants[id=${tenant}].sellers.${agentId} in ${this.source}.`,
+        `Tenant "${tenant}" has no access configured for seller "${sellerId}": add { "token_env": ..., "accounts": [...] } under tenants[id=${tenant}].sellers.${sellerId} in ${this.source}.`,
       );
     }
     return entry;
@@ -159,15 +159,15 @@ export class AgentRegistry {
    * tenant, or when the tenant lists no accounts for the seller, any account passes. The worker checks it before every
    * call plan; the gateway's client checks it at start so the caller hears it as a 400.
    */
-  checkTenantAccess(agentId: string, tenant: string | undefined, account: unknown): void {
+  checkTenantAccess(sellerId: string, tenant: string | undefined, account: unknown): void {
     if (tenant === undefined || !this.multiTenant) return;
-    const accounts = this.tenantSeller(agentId, tenant).accounts;
+    const accounts = this.tenantSeller(sellerId, tenant).accounts;
     if (!accounts || account === undefined) return;
     const wanted = stableJson(account);
     if (!accounts.some((candidate) => stableJson(candidate) === wanted)) {
       throw new TenantAccessError(
         'params.account',
-        `The account ${wanted} is not one of tenant "${tenant}"'s accounts at seller "${agentId}" (${this.source} lists ${accounts.length}); use one of them.`,
+        `The account ${wanted} is not one of tenant "${tenant}"'s accounts at seller "${sellerId}" (${this.source} lists ${accounts.length}); use one of them.`,
       );
     }
   }
@@ -176,7 +176,7 @@ export class AgentRegistry {
     return this.byId.has(id);
   }
 
-  get(id: string): AgentConfig {
+  get(id: string): SellerConfig {
     const agent = this.byId.get(id);
     if (!agent) {
       throw new ConfigError(`Unknown seller "${id}": ${this.source} lists ${[...this.byId.keys()].join(', ')}.`);
@@ -212,7 +212,7 @@ export class AgentRegistry {
   }
 }
 
-export function parseAgentsFile(content: string, source: string): AgentRegistry {
+export function parseAgentsFile(content: string, source: string): SellerRegistry {
   let json: unknown;
   try {
     json = JSON.parse(content);
@@ -223,14 +223,14 @@ export function parseAgentsFile(content: string, source: string): AgentRegistry 
   if (!parsed.success) {
     throw new ConfigError(`${source} is invalid: ${formatZodIssues(parsed.error.issues)}`);
   }
-  return new AgentRegistry(parsed.data.agents, source, parsed.data.tenants ?? []);
+  return new SellerRegistry(parsed.data.agents, source, parsed.data.tenants ?? []);
 }
 
 export function agentsFilePath(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
   return path.resolve(cwd, env.ADCP_AGENTS_FILE ?? 'agents.json');
 }
 
-export function loadAgents(file: string = agentsFilePath()): AgentRegistry {
+export function loadSellers(file: string = agentsFilePath()): SellerRegistry {
   let content: string;
   try {
     content = readFileSync(file, 'utf8');
