@@ -3,7 +3,7 @@
  * into a TaskSnapshot, or into an ApplicationFailure whose type and retryability fit the error.
  * They come from a factory so the worker wires real dependencies and tests pass their own.
  *
- * The contract with the workflow is activities/contract.ts (planCall, sendCall, readTask, awaitTaskMove,
+ * The contract with the workflow is contract/activities.ts (planCall, sendCall, readTask, awaitTaskMove,
  * findLostTask, cancelAtSeller). The five activities before it (callTask, pollTask, awaitTaskChange, findSellerTask,
  * cancelSellerTask) keep their names and shapes for running workflows that replay old histories; they are thin
  * adapters over the same code.
@@ -36,7 +36,7 @@ import type {
   ReadTaskOutcome,
   SendCallInput,
   SendCallOutcome,
-} from './contract';
+} from '../contract/activities';
 import { buyerRefFor, idempotencyKeyFor, withBuyerRefs } from './idempotency';
 import { raceSignal } from './mcp-connection';
 import {
@@ -712,7 +712,7 @@ export function createActivities(deps: ActivityDependencies) {
   }
 
   return {
-    // ---- the contract (activities/contract.ts) ----------------------------------------------------------------
+    // ---- the contract (contract/activities.ts) ----------------------------------------------------------------
 
     /**
      * Decides everything a call sends, once, as a LOCAL activity: the plan is recorded in history, so every retry of

@@ -16,7 +16,7 @@
 import { type AdcpError, describeError } from '../protocol';
 import { type SellerCapabilities, storedReadMethods } from '../protocol/capabilities';
 import type { StoredCapabilitiesLookup } from './capabilities';
-import type { ReadMethod, ReadTaskOutcome } from './contract';
+import type { ReadMethod, ReadTaskOutcome } from '../contract/activities';
 import { type CallContext, type SellerClient, type SellerDescription, isUnknownToolError } from './seller-client';
 
 export const MCP_READ_ORDER: readonly Exclude<ReadMethod, 'none'>[] = [

@@ -14,7 +14,7 @@ import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams, getProductsParams } from '../test/harness/demo-requests';
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
-import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
+import { type WebhookDelivery, webhookReceivedSignal } from '../contract/operation';
 
 const OUT = path.resolve(__dirname, '..', 'test', 'histories');
 /**

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
-import { type OperationState, statusQuery } from '../../workflows/definitions';
+import { type OperationState, statusQuery } from '../../contract/operation';
 import { PRELOADED_WORKFLOW_SOURCES, workflowPreloadModules } from '../../workers/bundle-options';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';

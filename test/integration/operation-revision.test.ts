@@ -16,7 +16,7 @@ import {
   type OperationState,
   type WebhookDelivery,
   webhookReceivedSignal,
-} from '../../workflows/definitions';
+} from '../../contract/operation';
 
 let seller: ScriptedSeller;
 let stack: TestStack;

@@ -1,6 +1,6 @@
 /**
  * Revision 4 polls, cheaper per webhook (issue #15 B2): a webhook that only repeats the status the polls wait on is
- * applied by the signal handler, without waking the wait (workflows/operation.ts appliesWithoutWaking). What must
+ * applied by the signal handler, without waking the wait (workflows/operation/workflow.ts appliesWithoutWaking). What must
  * hold: every such webhook is applied; the polls go on (no cancel, no new activity); one patch marker per run says
  * the run applies them so; a new status still ends the polls; the history replays. Histories recorded before the
  * patch replay on the old path (test/histories/v4-webhooks-during-looks.json in replay.test.ts).
@@ -12,8 +12,8 @@ import { Worker } from '@temporalio/worker';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { getProductsParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack, workflowBundle } from '../harness/temporal';
-import { type OperationState, type WebhookDelivery, webhookReceivedSignal } from '../../workflows/definitions';
-import { QUIET_WEBHOOKS_IN_HANDLER_PATCH } from '../../workflows/operation';
+import { type OperationState, type WebhookDelivery, webhookReceivedSignal } from '../../contract/operation';
+import { QUIET_WEBHOOKS_IN_HANDLER_PATCH } from '../../workflows/operation/workflow';
 
 let seller: ScriptedSeller;
 let stack: TestStack;

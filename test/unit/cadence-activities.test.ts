@@ -10,7 +10,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
 import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
-import { pollOffsets, planWait } from '../../workflows/cadence';
+import { pollOffsets, planWait } from '../../workflows/operation/cadence';
 
 const sellerRegistry = new SellerRegistry(
   [{ id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as unknown as SellerConfig],

@@ -1,7 +1,7 @@
 /** The operation as HTTP callers see it (api/app.ts operationView): snake_case throughout, and honest about staleness. */
 import { operationView, reconciliationReportView } from '../../api/app';
 import type { OperationView } from '../../client/orchestrator-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 
 const state: OperationState = {
   operationId: 'adcp-create_media_buy-po-1',

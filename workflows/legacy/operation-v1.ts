@@ -1,5 +1,5 @@
 /**
- * FROZEN: the operation workflow as it ran before the convergence rewrite (workflows/operation.ts), kept so that
+ * FROZEN: the operation workflow as it ran before the convergence rewrite (workflows/operation/workflow.ts), kept so that
  * operations started before it replay and finish unchanged. `adcpOperation` runs this only when `patched()` says the
  * history predates the rewrite. Do not change it; delete it once no such operation can still be running.
  *
@@ -38,7 +38,7 @@ import {
   taskSpec,
   unknownTaskSpec,
 } from '../../protocol';
-import { type WaitPlan, planWait } from '../cadence';
+import { type WaitPlan, planWait } from '../operation/cadence';
 import {
   type CancelRequest,
   type CarriedState,
@@ -56,7 +56,7 @@ import {
   provideInputUpdate,
   statusQuery,
   webhookReceivedSignal,
-} from '../definitions';
+} from '../../contract/operation';
 
 const MAX_TRANSITIONS_KEPT = 100;
 const MAX_ANOMALIES_KEPT = 20;

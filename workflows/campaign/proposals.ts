@@ -18,19 +18,19 @@ import {
   isCancellation,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
-import { finalizedProposalOf } from '../protocol/catalogue';
-import { operationIdFor } from '../protocol/ids';
-import type { CampaignAlertKind, CampaignBuy, CampaignInput } from './campaign-definitions';
-import { MAX_REQUOTES, finalizeParams, proposalBuyParams, requoteCodeOf } from './campaign-proposal-rules';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../../config/search-attributes';
+import { finalizedProposalOf } from '../../protocol/catalogue';
+import { operationIdFor } from '../../protocol/ids';
+import type { CampaignAlertKind, CampaignBuy, CampaignInput } from '../../contract/campaign';
+import { MAX_REQUOTES, finalizeParams, proposalBuyParams, requoteCodeOf } from './proposal-rules';
 import {
   CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
-} from './definitions';
-import { type MediaBuyInput, type MediaBuyState, mediaBuyWorkflowId } from './media-buy-definitions';
+} from '../../contract/operation';
+import { type MediaBuyInput, type MediaBuyState, mediaBuyWorkflowId } from '../../contract/media-buy';
 
 export interface ProposalBuyContext {
   input: CampaignInput;

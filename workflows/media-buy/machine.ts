@@ -3,7 +3,7 @@
  * which status, and how answers, reads and delivery reports change the state. The workflow (./media-buy.ts) feeds it
  * and acts on what it decides; unit tests drive it directly and against the conformance storyboard.
  */
-import type { AdcpError } from '../protocol';
+import type { AdcpError } from '../../protocol';
 import {
   type DeliveryPull,
   type MediaBuySnapshot,
@@ -11,7 +11,7 @@ import {
   type MetricTotals,
   type ReportingNotification,
   TERMINAL_MEDIA_BUY_STATUSES,
-} from '../protocol/media-buy';
+} from '../../protocol/media-buy';
 import type {
   ChangeRequest,
   CreativeAlert,
@@ -23,7 +23,7 @@ import type {
   ReportingFrequency,
   ReportingSettings,
   ReportingState,
-} from './media-buy-definitions';
+} from '../../contract/media-buy';
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 

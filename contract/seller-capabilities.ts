@@ -4,8 +4,19 @@
  * workflow, the sellers API, the typed client and tests. Message names are stable.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { CircuitView } from '../activities/capabilities';
 import type { SellerCapabilities } from '../protocol/capabilities';
+
+/** A seller's circuit breaker (activities/circuit-breaker.ts): calls flow, fail fast, or one trial goes through. */
+export type CircuitState = 'closed' | 'open' | 'half-open';
+
+/** A worker's circuit breaker for the seller, as the capabilities workflow records it. */
+export interface CircuitView {
+  state: CircuitState | 'unknown';
+  consecutiveFailures?: number;
+  retryAt?: string;
+  /** The worker-local breaker this view comes from (each worker process keeps its own). */
+  observedAt: string;
+}
 
 export const SELLER_CAPABILITIES_WORKFLOW_TYPE = 'adcpSellerCapabilities';
 

@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { CallPlan, CallTimeouts, ReadMethod } from '../activities/contract';
+import type { CallPlan, CallTimeouts, ReadMethod } from './activities';
 import type { AdcpError, CompletionOutcome, Progress, TaskSnapshot, TaskStatus } from '../protocol';
 
 export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
@@ -104,7 +104,7 @@ export interface OperationState {
   resource?: OperationResource;
   /** The seller answered a call from its idempotency cache (3.x `replayed: true`). */
   replayed?: boolean;
-  /** How this seller's task is read (learned on the first read; see activities/contract.ts). */
+  /** How this seller's task is read (learned on the first read; see contract/activities.ts). */
   readMethod?: ReadMethod;
   /** The worker's call and read timeouts, as recorded with the first call plan. */
   timeouts?: CallTimeouts;
@@ -171,7 +171,7 @@ export interface OperationInput {
   principal?: string;
   /**
    * Notify the tenant's systems (its notification URL, resolved by the delivery activity) on input-required,
-   * completed, failed, rejected and timed out (workflows/notification.ts). Only with a tenant.
+   * completed, failed, rejected and timed out (workflows/notification/workflow.ts). Only with a tenant.
    */
   notify?: boolean;
   /** Overrides the task's default budget (create 24 h, update 12 h, creative review 48 h). */

@@ -14,22 +14,22 @@
  */
 import { ParentClosePolicy, condition, log, setHandler, startChild } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
-import { operationIdFor } from '../protocol';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../../config/search-attributes';
+import { operationIdFor } from '../../protocol';
 import {
   type GovernanceCheckAnswer,
   applyConditions,
   conditionsMachineApplicable,
   parseGovernanceCheck,
-} from '../protocol/governance';
+} from '../../protocol/governance';
 import {
   CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
-} from './definitions';
-import type { CampaignInput } from './campaign-definitions';
+} from '../../contract/operation';
+import type { CampaignInput } from '../../contract/campaign';
 import {
   type CampaignGovernance,
   DEFAULT_DECISION_TIMEOUT_MS,
@@ -41,7 +41,7 @@ import {
   type GovernanceState,
   type GovernedTool,
   decideGovernanceUpdate,
-} from './governance-definitions';
+} from '../../contract/governance';
 
 const MAX_CHECKS_KEPT = 30;
 const MAX_OUTCOMES_KEPT = 30;

@@ -6,7 +6,7 @@
  * The whole sequence runs inside one activity whose retry policy repeats the poll (initial interval, coefficient 2,
  * capped at the status interval): retries write no history, so a day of polling costs a handful of events.
  */
-import type { OperationStatus } from './definitions';
+import type { OperationStatus } from '../../contract/operation';
 
 export const FIRST_POLL_WORKING_MS = 1_000;
 export const FIRST_POLL_MS = 2_000;

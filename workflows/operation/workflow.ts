@@ -28,9 +28,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { OperationActivities } from '../activities';
-import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome, SendCallInput } from '../activities/contract';
-import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../config/search-attributes';
+import type { OperationActivities } from '../../activities';
+import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome, SendCallInput } from '../../contract/activities';
+import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../../config/search-attributes';
 import {
   type AdcpError,
   CATALOG_ADDITIONS,
@@ -38,7 +38,7 @@ import {
   normaliseStatus,
   taskSpec,
   unknownTaskSpec,
-} from '../protocol';
+} from '../../protocol';
 import { type WaitPlan, planWait } from './cadence';
 import {
   type AuditEntry,
@@ -59,11 +59,20 @@ import {
   statusQuery,
   webhookReceivedSignal,
   webhookRefusedSignal,
-} from './definitions';
-import { operationV1 } from './legacy/operation-v1';
-import { type BuyerNotification, NOTIFICATION_WORKFLOW_TYPE, type NotificationEvent } from './notification';
-import { OperationMachine, isQuietRepeat, iso } from './operation-state';
-import { actorProblem, cancelRequestProblem, credentialsRefreshProblem, providedInputProblem } from './validators';
+} from '../../contract/operation';
+import { operationV1 } from '../legacy/operation-v1';
+import {
+  type BuyerNotification,
+  NOTIFICATION_WORKFLOW_TYPE,
+  type NotificationEvent,
+} from '../../contract/notification';
+import { OperationMachine, isQuietRepeat, iso } from './machine';
+import {
+  actorProblem,
+  cancelRequestProblem,
+  credentialsRefreshProblem,
+  providedInputProblem,
+} from '../../contract/validators';
 
 /** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
 export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
@@ -166,7 +175,7 @@ const LOST_POLL_RETRY = '1s';
 
 /**
  * Revision 3: the polls of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
- * activities/contract.ts AwaitTaskMoveOnCadenceInput). The retry policy only applies to attempts that were lost.
+ * contract/activities.ts AwaitTaskMoveOnCadenceInput). The retry policy only applies to attempts that were lost.
  */
 function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
   return proxyActivities<OperationActivities>({
@@ -428,7 +437,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   let cancelRequest: CancelRequest | undefined;
   /** Revision 4: the status a wait's polls are waiting on, while settlePolls waits for them (else undefined). */
   let pollsWaitingOn: OperationState['status'] | undefined;
-  /** Each call step's plan, decided once (see activities/contract.ts CallPlan). */
+  /** Each call step's plan, decided once (see contract/activities.ts CallPlan). */
   const plans = new Map<string, CallPlan>(Object.entries(input.carried?.plans ?? {}));
 
   // ---- handlers: record facts only -------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { MediaBuyActivities } from '../activities/media-buy';
+import type { MediaBuyActivities } from '../../activities/media-buy';
 import {
   SA_SELLER,
   SA_CREATIVES_MISSING,
@@ -41,16 +41,16 @@ import {
   SA_STATUS,
   SA_TASK,
   SA_TENANT,
-} from '../config/search-attributes';
-import { type AdcpError, operationIdFor } from '../protocol';
-import { TERMINAL_MEDIA_BUY_STATUSES, mediaBuySnapshotFrom } from '../protocol/media-buy';
+} from '../../config/search-attributes';
+import { type AdcpError, operationIdFor } from '../../protocol';
+import { TERMINAL_MEDIA_BUY_STATUSES, mediaBuySnapshotFrom } from '../../protocol/media-buy';
 import {
   CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
-} from './definitions';
+} from '../../contract/operation';
 import {
   type GovernanceCaller,
   governSpend,
@@ -58,7 +58,7 @@ import {
   raisesBudget,
   registerGovernanceDecisions,
   reportPlanOutcome,
-} from './governance';
+} from '../governance/workflow';
 import {
   type ChangeAnswer,
   type ChangeRecord,
@@ -73,7 +73,7 @@ import {
   mediaBuyStateQuery,
   refreshMediaBuySignal,
   reportReceivedSignal,
-} from './media-buy-definitions';
+} from '../../contract/media-buy';
 import {
   MAX_CHANGES,
   MediaBuyMachine,
@@ -87,7 +87,7 @@ import {
   statusAfterChange,
   updateParamsFor,
   validateChange,
-} from './media-buy-state';
+} from './machine';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -403,7 +403,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     };
     const child = await startChild(OPERATION_WORKFLOW_TYPE, {
       workflowId: operationId,
-      // Revision 3: the lean path for new operations (workflows/definitions.ts OperationInput.revision).
+      // Revision 3: the lean path for new operations (contract/operation.ts OperationInput.revision).
       args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
       // The operation finishes what it started even if this buy's workflow goes away.
       parentClosePolicy: ParentClosePolicy.ABANDON,

@@ -30,8 +30,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../activities/campaign';
-import { SA_SELLER, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
+import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../../activities/campaign';
+import { SA_SELLER, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../../config/search-attributes';
 import {
   type ApprovalRequest,
   type CampaignAlertKind,
@@ -50,14 +50,14 @@ import {
   changeCampaignUpdate,
   selectProductsUpdate,
   setCampaignCreativesUpdate,
-} from './campaign-definitions';
-import {
   type BuyDigest,
+  cents,
+  digestOf,
+} from '../../contract/campaign';
+import {
   assignmentsFor,
   buyParamsFor,
-  cents,
   coverageFor,
-  digestOf,
   mergeLibrary,
   pacingOf,
   plannedSpend,
@@ -71,7 +71,7 @@ import {
   policySelection,
   sumBudgets,
   validateCampaignChange,
-} from './campaign-state';
+} from './machine';
 import {
   type ProposalIndex,
   buyProposalOf,
@@ -80,22 +80,22 @@ import {
   proposalsOfSelection,
   selectionTotal,
   validateSelectionWithProposals,
-} from './campaign-proposal-rules';
-import { type ProposalBuyContext, followProposalBuy, stopForCancel } from './campaign-proposals';
+} from './proposal-rules';
+import { type ProposalBuyContext, followProposalBuy, stopForCancel } from './proposals';
 import {
   DISCOVERY_WORKFLOW_TYPE,
   type DiscoveryInput,
   type DiscoveryState,
   discoveryWorkflowId,
-} from './discovery-definitions';
-import { buyGovernanceOf, syncCampaignPlan } from './governance';
+} from '../../contract/discovery';
+import { buyGovernanceOf, syncCampaignPlan } from '../governance/workflow';
 import {
   MEDIA_BUY_WORKFLOW_TYPE,
   type MediaBuyInput,
   type MediaBuyState,
   type ReportingFrequency,
   mediaBuyWorkflowId,
-} from './media-buy-definitions';
+} from '../../contract/media-buy';
 
 export const CAMPAIGN_STATE_MEMO = 'adcp_campaign';
 const MAX_CHANGES = 50;
@@ -408,7 +408,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
 
   // ---- discovery -------------------------------------------------------------------------------------------------
   publish();
-  // Governance (#14 item 6): the buyer's plan goes to the governance agent while planning (workflows/governance.ts).
+  // Governance (#14 item 6): the buyer's plan goes to the governance agent while planning (workflows/governance/workflow.ts).
   if (input.governance) {
     state.governance = await syncCampaignPlan(input, indexed);
     publish();

@@ -1,32 +1,27 @@
 /**
  * The campaign's rules, pure (no Temporal): what a selection must satisfy, how an allocation policy picks products,
  * the budget guard, which changes a campaign accepts in which phase, and the create_media_buy arguments of each
- * seller's buy. The workflow (campaign.ts) calls these from its validators and its loop; unit tests call them directly.
+ * seller's buy. The workflow (workflow.ts) calls these from its validators and its loop; unit tests call them directly.
  */
-import type { CatalogueEntry, RankedEntry } from '../protocol/catalogue';
-import type {
-  AllocationPolicy,
-  BuyDelivery,
-  CampaignCreative,
-  CreativeLibraryRequest,
-  CampaignBuy,
-  CampaignChangeRequest,
-  CampaignInput,
-  CampaignPhase,
-  CampaignState,
-  SelectionLine,
-  SelectionRequest,
-} from './campaign-definitions';
-import type { MediaBuyState } from './media-buy-definitions';
+import type { CatalogueEntry, RankedEntry } from '../../protocol/catalogue';
+import {
+  type AllocationPolicy,
+  type BuyDelivery,
+  type CampaignCreative,
+  type CreativeLibraryRequest,
+  type CampaignBuy,
+  type CampaignChangeRequest,
+  type CampaignInput,
+  type CampaignPhase,
+  type CampaignState,
+  type SelectionLine,
+  type SelectionRequest,
+  cents,
+} from '../../contract/campaign';
 
 export type Verdict = { ok: true } | { ok: false; code: string; message: string };
 
 const refuse = (code: string, message: string): Verdict => ({ ok: false, code, message });
-
-/** Money in the campaign's currency, rounded to cents so sums compare exactly. */
-export function cents(amount: number): number {
-  return Math.round(amount * 100) / 100;
-}
 
 export function sumBudgets(lines: { budget: number }[]): number {
   return cents(lines.reduce((sum, line) => sum + line.budget, 0));
@@ -328,60 +323,5 @@ export function sumDelivery(deliveries: BuyDelivery[], at: string): BuyDelivery 
     plannedSpend: planned,
     pacing: pacingOf(spend, planned),
     at,
-  };
-}
-
-export interface BuyDigest {
-  sellerId: string;
-  workflowId: string;
-  found: boolean;
-  status?: string;
-  mediaBuyId?: string;
-  done?: boolean;
-  startTime?: string;
-  endTime?: string;
-  packages: { packageId: string; productId?: string; budget?: number }[];
-  totals?: { impressions?: number; spend?: number; clicks?: number };
-  creatives: Record<string, { status?: string; action?: string; error?: string }>;
-  failure?: string;
-  /** The seller's capabilities workflow: reachable on its last refresh, and its circuit. */
-  seller?: { reachable?: boolean; circuit?: string; error?: string };
-}
-
-/**
- * The small part of a buy's state the campaign needs: status, flight, packages, delivery totals, creative review.
- * Read by query, so the buy's history is untouched and the campaign's history gets one small activity result.
- */
-export function digestOf(sellerId: string, workflowId: string, state: MediaBuyState): BuyDigest {
-  return {
-    sellerId,
-    workflowId,
-    found: true,
-    status: state.status,
-    ...(state.mediaBuyId ? { mediaBuyId: state.mediaBuyId } : {}),
-    done: state.done,
-    ...(state.startTime ? { startTime: state.startTime } : {}),
-    ...(state.endTime ? { endTime: state.endTime } : {}),
-    packages: Object.values(state.packages).map((pkg) => ({
-      packageId: pkg.packageId,
-      ...(pkg.productId ? { productId: pkg.productId } : {}),
-      ...(pkg.budget !== undefined ? { budget: pkg.budget } : {}),
-    })),
-    totals: {
-      ...(state.reporting.totals.impressions !== undefined ? { impressions: state.reporting.totals.impressions } : {}),
-      ...(state.reporting.totals.spend !== undefined ? { spend: state.reporting.totals.spend } : {}),
-      ...(state.reporting.totals.clicks !== undefined ? { clicks: state.reporting.totals.clicks } : {}),
-    },
-    creatives: Object.fromEntries(
-      Object.values(state.creatives).map((creative) => [
-        creative.creativeId,
-        {
-          ...(creative.status ? { status: creative.status } : {}),
-          ...(creative.action ? { action: creative.action } : {}),
-          ...(creative.errors?.[0] ? { error: `${creative.errors[0].code}: ${creative.errors[0].message}` } : {}),
-        },
-      ]),
-    ),
-    ...(state.failure ? { failure: state.failure.message } : {}),
   };
 }

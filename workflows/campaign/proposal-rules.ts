@@ -8,17 +8,18 @@
  * entry with `action: "finalize"`, which answers a `committed` proposal (an inventory hold until `expires_at`);
  * a committed proposal is executed by create_media_buy with `proposal_id` and `total_budget`.
  */
-import type { CatalogueProposal } from '../protocol/catalogue';
-import type {
-  CampaignBuy,
-  CampaignBuyProposal,
-  CampaignInput,
-  CampaignPhase,
-  ProposalSelection,
-  SelectionRequest,
-} from './campaign-definitions';
-import type { MediaBuyState } from './media-buy-definitions';
-import { type ProductIndex, type Verdict, cents, productKey, sumBudgets, validateSelection } from './campaign-state';
+import type { CatalogueProposal } from '../../protocol/catalogue';
+import {
+  type CampaignBuy,
+  type CampaignBuyProposal,
+  type CampaignInput,
+  type CampaignPhase,
+  type ProposalSelection,
+  type SelectionRequest,
+  cents,
+} from '../../contract/campaign';
+import type { MediaBuyState } from '../../contract/media-buy';
+import { type ProductIndex, type Verdict, productKey, sumBudgets, validateSelection } from './machine';
 
 const refuse = (code: string, message: string): Verdict => ({ ok: false, code, message });
 

@@ -24,7 +24,7 @@ import {
   assessCompletion,
   isTerminal,
   normaliseStatus,
-} from '../protocol';
+} from '../../protocol';
 import type {
   CancelRequest,
   OperationResource,
@@ -34,7 +34,7 @@ import type {
   TransitionSource,
   WebhookDelivery,
   WebhookRefusal,
-} from './definitions';
+} from '../../contract/operation';
 
 const MAX_TRANSITIONS_KEPT = 100;
 const MAX_ANOMALIES_KEPT = 20;
@@ -128,7 +128,7 @@ function text(value: unknown): string | undefined {
  * A webhook that repeats `statusWaitedOn` for this operation's bound task, and whose application can change nothing a
  * wait or the published search attributes and memo depend on: no new status, no final or provisional result, no
  * question, no media buy, no refusal and no holding. Applying it changes only the record (message, progress, counts)
- * and issues no workflow command, so the workflow may apply it without waking the loop that waits (operation.ts).
+ * and issues no workflow command, so the workflow may apply it without waking the loop that waits (workflow.ts).
  */
 export function isQuietRepeat(
   state: OperationState,

@@ -14,7 +14,7 @@ import {
   upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CapabilityActivities } from '../activities/capabilities';
+import type { CapabilityActivities } from '../../activities/capabilities';
 import {
   DEFAULT_CAPABILITIES_REFRESH_MS,
   DEFAULT_CAPABILITIES_RETRY_MS,
@@ -23,7 +23,7 @@ import {
   type SellerCapabilitiesState,
   capabilitiesChangedSignal,
   sellerCapabilitiesQuery,
-} from './seller-capabilities-definitions';
+} from '../../contract/seller-capabilities';
 
 const REFRESHES_PER_RUN = 50;
 const MAX_NOTICES = 20;

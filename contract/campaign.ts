@@ -7,8 +7,9 @@
  */
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { RankingPreferences } from '../protocol/catalogue';
-import type { DiscoveryState } from './discovery-definitions';
-import type { CampaignGovernance, GovernancePlanSync } from './governance-definitions';
+import type { DiscoveryState } from './discovery';
+import type { CampaignGovernance, GovernancePlanSync } from './governance';
+import type { MediaBuyState } from './media-buy';
 
 export const CAMPAIGN_WORKFLOW_TYPE = 'adcpCampaign';
 
@@ -116,7 +117,7 @@ export interface SelectionLine {
 
 /**
  * Accept a seller's proposal (3.1 get_products `proposals[]`) instead of hand-picked products: the seller's buy is
- * create_media_buy with `proposal_id` and `total_budget` (= budget); a draft is finalized first (workflows/campaign-proposals.ts).
+ * create_media_buy with `proposal_id` and `total_budget` (= budget); a draft is finalized first (workflows/campaign/proposals.ts).
  */
 export interface ProposalSelection {
   sellerId: string;
@@ -195,7 +196,7 @@ export interface CampaignBuy {
   /** The buy's status when its workflow ended (rejected, canceled, completed, create_failed ...). */
   finalStatus?: string;
   finalMessage?: string;
-  /** Set when this seller is bought by proposal (workflows/campaign-proposals.ts). */
+  /** Set when this seller is bought by proposal (workflows/campaign/proposals.ts). */
   proposal?: CampaignBuyProposal;
   /** What the campaign last read from the buy's workflow (absent before the first poll). */
   status?: string;
@@ -328,3 +329,63 @@ export const setCampaignCreativesUpdate = defineUpdate<
 >('setCampaignCreatives');
 /** Pause, resume, cancel (every buy) or one buy's budget (guarded). */
 export const changeCampaignUpdate = defineUpdate<CampaignChangeAnswer, [CampaignChangeRequest]>('changeCampaign');
+
+/** Money in the campaign's currency, rounded to cents so sums compare exactly. */
+export function cents(amount: number): number {
+  return Math.round(amount * 100) / 100;
+}
+
+export interface BuyDigest {
+  sellerId: string;
+  workflowId: string;
+  found: boolean;
+  status?: string;
+  mediaBuyId?: string;
+  done?: boolean;
+  startTime?: string;
+  endTime?: string;
+  packages: { packageId: string; productId?: string; budget?: number }[];
+  totals?: { impressions?: number; spend?: number; clicks?: number };
+  creatives: Record<string, { status?: string; action?: string; error?: string }>;
+  failure?: string;
+  /** The seller's capabilities workflow: reachable on its last refresh, and its circuit. */
+  seller?: { reachable?: boolean; circuit?: string; error?: string };
+}
+
+/**
+ * The small part of a buy's state the campaign needs: status, flight, packages, delivery totals, creative review.
+ * Read by query, so the buy's history is untouched and the campaign's history gets one small activity result.
+ */
+export function digestOf(sellerId: string, workflowId: string, state: MediaBuyState): BuyDigest {
+  return {
+    sellerId,
+    workflowId,
+    found: true,
+    status: state.status,
+    ...(state.mediaBuyId ? { mediaBuyId: state.mediaBuyId } : {}),
+    done: state.done,
+    ...(state.startTime ? { startTime: state.startTime } : {}),
+    ...(state.endTime ? { endTime: state.endTime } : {}),
+    packages: Object.values(state.packages).map((pkg) => ({
+      packageId: pkg.packageId,
+      ...(pkg.productId ? { productId: pkg.productId } : {}),
+      ...(pkg.budget !== undefined ? { budget: pkg.budget } : {}),
+    })),
+    totals: {
+      ...(state.reporting.totals.impressions !== undefined ? { impressions: state.reporting.totals.impressions } : {}),
+      ...(state.reporting.totals.spend !== undefined ? { spend: state.reporting.totals.spend } : {}),
+      ...(state.reporting.totals.clicks !== undefined ? { clicks: state.reporting.totals.clicks } : {}),
+    },
+    creatives: Object.fromEntries(
+      Object.values(state.creatives).map((creative) => [
+        creative.creativeId,
+        {
+          ...(creative.status ? { status: creative.status } : {}),
+          ...(creative.action ? { action: creative.action } : {}),
+          ...(creative.errors?.[0] ? { error: `${creative.errors[0].code}: ${creative.errors[0].message}` } : {}),
+        },
+      ]),
+    ),
+    ...(state.failure ? { failure: state.failure.message } : {}),
+  };
+}

@@ -11,7 +11,7 @@ import type {
   MetricTotals,
   ReportingNotification,
 } from '../protocol/media-buy';
-import type { GovernanceSettings, GovernanceState } from './governance-definitions';
+import type { GovernanceSettings, GovernanceState } from './governance';
 
 export const MEDIA_BUY_WORKFLOW_TYPE = 'adcpMediaBuy';
 

@@ -19,23 +19,23 @@ import {
   setHandler,
   startChild,
 } from '@temporalio/workflow';
-import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../config/search-attributes';
-import { operationIdFor } from '../protocol/ids';
-import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../protocol/catalogue';
+import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../../config/search-attributes';
+import { operationIdFor } from '../../protocol/ids';
+import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../../protocol/catalogue';
 import {
   CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
-} from './definitions';
+} from '../../contract/operation';
 import {
   DEFAULT_DISCOVERY_GRACE_MS,
   type DiscoveryInput,
   type DiscoverySellerResult,
   type DiscoveryState,
   discoveryStateQuery,
-} from './discovery-definitions';
+} from '../../contract/discovery';
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -115,7 +115,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     try {
       const child = await startChild(OPERATION_WORKFLOW_TYPE, {
         workflowId: operationId,
-        // Revision 3: the lean path for new operations (workflows/definitions.ts OperationInput.revision).
+        // Revision 3: the lean path for new operations (contract/operation.ts OperationInput.revision).
         args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
         // At the deadline the discovery asks the operation to stop and does not wait for it to finish stopping;
         // a discovery that ends for any other reason takes its calls with it.
