@@ -32,7 +32,6 @@ import {
   type OperationInput,
   type OperationState,
   type ProvidedInput,
-  CURRENT_OPERATION_REVISION,
   OPERATION_STATE_MEMO,
   cancelOperationUpdate,
   operationStateFromFailure,
@@ -314,8 +313,6 @@ export class OrchestratorClient {
       task: request.task,
       params: request.params,
       requestFingerprint: fingerprint,
-      // The workflow code this operation is started for: it takes the lean path without a patch marker.
-      revision: CURRENT_OPERATION_REVISION,
       ...(budgetMs !== undefined ? { budgetMs } : {}),
       ...(interaction ? { interaction } : {}),
       ...(authDeadlineMs !== undefined ? { authDeadlineMs } : {}),

@@ -70,11 +70,11 @@ export interface PlanCallInput {
 }
 
 export interface SendCallInput {
-  /** The plan `planCall` recorded in history (every mutation, and every call of operations before revision 3). */
+  /** The plan `planCall` recorded in history: every mutation. */
   plan?: CallPlan;
   /**
-   * A read of an operation of revision 3 or later: planned and sent by this one activity. A read carries no
-   * idempotency key, so there is nothing to pin in history, and the call costs one local activity instead of two.
+   * A read: planned and sent by this one activity. A read carries no idempotency key, so there is nothing to pin in
+   * history, and the call costs one local activity instead of two.
    */
   planInput?: PlanCallInput;
 }
@@ -116,18 +116,14 @@ export interface ReadTaskOutcome {
   unreadable?: AdcpError;
 }
 
-export interface AwaitTaskMoveInput extends ReadTaskInput {
-  since: { status: string; progress: unknown };
-}
-
 /**
- * `awaitTaskMoveOnCadence` (operations of revision 3 or later): the poll cadence is kept by the activity itself. Its
- * first attempt only asks to be retried after `firstPollAfterMs` (no durable timer, no workflow task), and each
- * unchanged poll asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through
- * `nextRetryDelay`. The retry policy's own interval is then short: it only applies to an attempt that was lost (a
+ * `awaitTaskMoveOnCadence`: polls until the task moves from `since`, keeping the poll cadence itself. Its first
+ * attempt only asks to be retried after `firstPollAfterMs` (no durable timer, no workflow task), and each unchanged
+ * poll asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through `nextRetryDelay`. The retry policy's own interval is then short: it only applies to an attempt that was lost (a
  * killed worker), so a lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
  */
-export interface AwaitTaskMoveOnCadenceInput extends AwaitTaskMoveInput {
+export interface AwaitTaskMoveOnCadenceInput extends ReadTaskInput {
+  since: { status: string; progress: unknown };
   cadence: PollCadence;
 }
 
@@ -151,7 +147,8 @@ export interface FindLostTaskInput {
   /** The call step whose idempotency key the seller task would carry. */
   step: string;
   account?: unknown;
-  timeouts: CallTimeouts;
+  /** Absent (reconciliation, which has no call plan): the worker's own. */
+  timeouts?: CallTimeouts;
 }
 
 export interface FindLostTaskOutcome {

@@ -63,7 +63,7 @@ export interface CampaignInput {
   reportingBaseUrl?: string;
   indexed?: boolean;
   /**
-   * The tenant that owns the campaign (#12; absent in single-tenant/dev mode): recorded in state, and carried by its
+   * The tenant that owns the campaign (absent in single-tenant/dev mode): recorded in state, and carried by its
    * discovery and its buys (their AdcpTenant, their seller credentials). The campaign key is then already scoped by it.
    */
   tenant?: string;
@@ -76,7 +76,7 @@ export interface CampaignInput {
   /** Continue as new past this many history events (default 2,000; tests set it low). */
   historyEventLimit?: number;
   /**
-   * A governance agent (#14 item 6): the plan is pushed with sync_plans at creation, and every buy is checked
+   * A governance agent: the plan is pushed with sync_plans at creation, and every buy is checked
    * (check_governance) before it spends and reported (report_plan_outcome) after. Absent: no governance calls.
    */
   governance?: CampaignGovernance;
@@ -270,7 +270,7 @@ export interface CampaignState {
   tenant?: string;
   /** The principal that created it (`tenant/id`). */
   principal?: string;
-  /** The creative library every buy gets (absent in campaigns from before it). */
+  /** The creative library every buy gets (absent until one is set). */
   library?: CreativeLibrary;
   /** Delivery summed across the buys and pacing against the plan (absent before the first poll of the buys). */
   delivery?: CampaignDelivery;

@@ -34,7 +34,7 @@ export interface DiscoveryInput {
   requestedBy?: string;
   /** Index the child operations (false on servers without the AdCP search attributes). */
   indexed?: boolean;
-  /** The tenant that owns the discovery (#12; absent in single-tenant/dev mode): its operations act for it. */
+  /** The tenant that owns the discovery (absent in single-tenant/dev mode): its operations act for it. */
   tenant?: string;
   /** The authenticated principal that started it (`tenant/id`). */
   principal?: string;

@@ -1,5 +1,5 @@
 /**
- * Governance's public surface in the workflows (issue #14 item 6): the settings a campaign or a standalone media buy
+ * Governance's public surface in the workflows: the settings a campaign or a standalone media buy
  * carries when it names a governance agent, the record of each check, sync and outcome report kept in the owner's
  * state, and the Update by which a person decides on conditions the orchestrator cannot apply itself. Imported by the
  * workflows, the API, the typed clients and tests. Message names are stable.

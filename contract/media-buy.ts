@@ -63,14 +63,14 @@ export interface MediaBuyInput {
   /** Creative deadline alerts: how long before `creative_deadline` the first alert fires (default 48 h). */
   creativeAlertLeadMs?: number;
   requestedBy?: string;
-  /** The tenant that owns the buy (#12): recorded in state, passed to its operations (their credentials). */
+  /** The tenant that owns the buy: recorded in state, passed to its operations (their credentials). */
   tenant?: string;
   /** The authenticated principal that created it (`tenant/id`). */
   principal?: string;
   /** Index the buy and its operations (false on servers without the AdCP search attributes). */
   indexed?: boolean;
   /**
-   * A governance agent for the buy's plan (#14 item 6): an intent check_governance before create_media_buy and before
+   * A governance agent for the buy's plan: an intent check_governance before create_media_buy and before
    * every change that raises budget, report_plan_outcome once the seller answered. Absent: no governance calls.
    */
   governance?: GovernanceSettings;

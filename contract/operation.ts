@@ -183,22 +183,9 @@ export interface OperationInput {
   retry?: RetrySettings;
   /** A fingerprint of the caller's request, so a reused idempotency key with other content is detected. */
   requestFingerprint?: string;
-  /**
-   * The workflow code revision the operation was started for (the typed client sets CURRENT_OPERATION_REVISION).
-   * Absent: started before revision 3, so the run decides its path by `patched()` markers as it always did.
-   * From 3 on the run takes the lean path without asking `patched()` (no marker and no TemporalChangeVersion upsert):
-   * reads planned inside their one call, polls scheduled without a first timer, and the cadence kept by the poll
-   * activity itself. From 4 on a webhook that leaves the status as it is (a progress report, a repeat) is applied
-   * while the polls go on, instead of cancelling them and scheduling new ones. Carried across continue-as-new with the
-   * rest of the input.
-   */
-  revision?: number;
   /** Set only by continue-as-new. */
   carried?: CarriedState;
 }
-
-/** The revision the typed client starts operations with (see OperationInput.revision). */
-export const CURRENT_OPERATION_REVISION = 4;
 
 export interface CarriedState {
   state: OperationState;

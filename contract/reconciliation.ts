@@ -26,8 +26,8 @@ export interface ReconciliationReport {
   /** Open operations whose task the seller no longer lists as open (finished there, or unknown to it). */
   missingFromSeller: string[];
   pollRequested: number;
-  /** Running media-buy workflows at this seller (absent in reports from before buys were reconciled). */
-  openMediaBuys?: number;
+  /** Running media-buy workflows at this seller. */
+  openMediaBuys: number;
   /** Of those, how many were asked to read get_media_buys now (refreshMediaBuy). */
-  mediaBuyRefreshRequested?: number;
+  mediaBuyRefreshRequested: number;
 }

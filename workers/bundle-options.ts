@@ -33,7 +33,6 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   // Workflow functions. Module scope: constants, patch names, proxyActivities/proxyLocalActivities groups (option
   // objects captured by a Proxy; the activity is scheduled on the running workflow when called), Sets read with has().
   '../workflows/operation/workflow',
-  '../workflows/legacy/operation-v1',
   '../workflows/media-buy/workflow',
   '../workflows/campaign/workflow',
   '../workflows/governance/workflow',

@@ -112,12 +112,16 @@ test('the reconciliation report is snake_case', () => {
     unattributed: [{ taskId: 't2', taskType: 'create_media_buy', status: 'submitted' }],
     missingFromSeller: ['adcp-x-2'],
     pollRequested: 2,
+    openMediaBuys: 1,
+    mediaBuyRefreshRequested: 1,
   });
   expect(body).toMatchObject({
     agent_id: 'seller',
     open_operations: 2,
     adopted: [{ operation_id: 'adcp-x-1', task_id: 't1' }],
     missing_from_seller: ['adcp-x-2'],
+    open_media_buys: 1,
+    media_buy_refresh_requested: 1,
   });
   expect(keysOf(body).filter((key) => /[A-Z]/.test(key))).toEqual([]);
 });

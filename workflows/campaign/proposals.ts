@@ -24,7 +24,6 @@ import { operationIdFor } from '../../protocol/ids';
 import type { CampaignAlertKind, CampaignBuy, CampaignInput } from '../../contract/campaign';
 import { MAX_REQUOTES, finalizeParams, proposalBuyParams, requoteCodeOf } from './proposal-rules';
 import {
-  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
@@ -101,7 +100,7 @@ async function finalize(
   try {
     operation = await executeChild(OPERATION_WORKFLOW_TYPE, {
       workflowId: operationId,
-      args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
+      args: [operationInput],
       parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       staticSummary: `finalize proposal ${sourceProposalId} at ${buy.sellerId} for campaign ${input.campaignKey}`,

@@ -21,7 +21,6 @@ import {
   continueAsNew,
   executeChild,
   log,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -110,15 +109,6 @@ const DEFAULT_UNDER_DELIVERY_GRACE_MS = 24 * HOUR;
 const DEFAULT_HISTORY_EVENT_LIMIT = 2_000;
 const MAX_SYNC_ATTEMPTS = 3;
 const ENDED_BUY_STATUSES = new Set(['completed', 'rejected', 'canceled', 'create_failed']);
-/** Campaigns from before the campaign followed its buys (creatives, delivery, alerts) wait without timers. */
-const MONITOR_PATCH = 'campaign-monitor';
-/**
- * A cancel stops the buys by proposal not yet made: a finalize in flight is canceled and its buy ends `canceled` with
- * nothing committed, none starts a buy after the cancel, a buy being started is waited for (the fan-out then cancels
- * it), and the campaign closes only after the canceled finalize has ended. Before it, such a buy was missed by the
- * cancel (MEDIA_BUY_NOT_FOUND, the cancel `failed`) and could still be bought after the campaign ended canceled.
- */
-const CANCEL_STOPS_PROPOSALS_PATCH = 'campaign-cancel-stops-proposal-buys';
 
 const { readCampaignBuys } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
@@ -178,7 +168,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     alerts: [],
     startedAt: iso(Date.now()),
     updatedAt: iso(Date.now()),
-    // Tenancy (#12): only campaigns created with a tenant carry these fields (older histories are unchanged).
+    // Tenancy: only campaigns created with a tenant carry these fields.
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
     ...(input.principal !== undefined ? { principal: input.principal } : {}),
     ...(input.creatives && input.creatives.length > 0
@@ -206,10 +196,12 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   const finished = new Map<number, CampaignChangeAnswer>();
   let changeSequence = carried?.changeSequence ?? 0;
   let cancelRequested: CampaignChangeRecord | undefined;
-  let cancelStopsProposals: boolean | undefined;
-  /** A cancel was asked for, and (past its patch) stops the buys by proposal not yet made. */
-  const canceledForProposals = () =>
-    cancelRequested !== undefined && (cancelStopsProposals ??= patched(CANCEL_STOPS_PROPOSALS_PATCH));
+  /**
+   * A cancel was asked for: it stops the buys by proposal not yet made. A finalize in flight is canceled and its buy
+   * ends `canceled` with nothing committed, none starts a buy after the cancel, a buy being started is waited for (the
+   * fan-out then cancels it), and the campaign closes only after the canceled finalize has ended.
+   */
+  const canceledForProposals = () => cancelRequested !== undefined;
   /** The finalize calls in flight, by seller (campaign-proposals.ts). */
   const finalizing = new Map<string, CancellationScope>();
   /** Sellers whose buy by proposal is being started (its child workflow not yet confirmed). */
@@ -408,7 +400,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
 
   // ---- discovery -------------------------------------------------------------------------------------------------
   publish();
-  // Governance (#14 item 6): the buyer's plan goes to the governance agent while planning (workflows/governance/workflow.ts).
+  // Governance: the buyer's plan goes to the governance agent while planning (workflows/governance/workflow.ts).
   if (input.governance) {
     state.governance = await syncCampaignPlan(input, indexed);
     publish();
@@ -851,8 +843,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
   // ---- holding the campaign: changes, creatives, delivery, alerts ------------------------------------------------
   async function hold(): Promise<CampaignState> {
     const allBuysEnded = () => Object.values(state.buys).every((buy) => buy.finalStatus !== undefined);
-    // Campaigns from before it (committed histories) keep waiting without timers or reads.
-    const monitored = Object.keys(state.buys).length > 0 && patched(MONITOR_PATCH);
+    const monitored = Object.keys(state.buys).length > 0;
     const pollIntervalMs = Math.max(input.monitoring?.intervalMs ?? DEFAULT_POLL_INTERVAL_MS, FIRST_POLL_MS);
     let pollDelayMs = FIRST_POLL_MS;
     let nextPollAtMs = Date.now() + (carried ? 0 : FIRST_POLL_MS);
@@ -930,7 +921,7 @@ export async function adcpCampaign(input: CampaignInput): Promise<CampaignState>
     if ((state.phase as CampaignPhase) !== 'canceled') state.phase = 'ended';
     publish();
     // A finalize the cancel stopped ends once its seller call has answered: the campaign leaves nothing running there.
-    if (cancelStopsProposals) await condition(() => finalizing.size === 0);
+    if (canceledForProposals()) await condition(() => finalizing.size === 0);
     // A canceled campaign ends once every buy has answered its cancel; the buys' own workflows (abandoned children) go
     // on to settle their delivery with a lifetime pull, as they do for any canceled buy.
     await condition(allHandlersFinished);

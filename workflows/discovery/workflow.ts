@@ -23,7 +23,6 @@ import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../../config/search-at
 import { operationIdFor } from '../../protocol/ids';
 import { type Catalogue, mergeCatalogues, normaliseProducts, rankCatalogue } from '../../protocol/catalogue';
 import {
-  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
@@ -72,7 +71,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     catalogue: [],
     proposals: [],
     incomplete: [],
-    // Tenancy (#12): only discoveries started with a tenant carry these fields (older histories are unchanged).
+    // Tenancy: only discoveries started with a tenant carry these fields.
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
     ...(input.principal !== undefined ? { principal: input.principal } : {}),
   };
@@ -115,8 +114,7 @@ export async function adcpDiscovery(input: DiscoveryInput): Promise<DiscoverySta
     try {
       const child = await startChild(OPERATION_WORKFLOW_TYPE, {
         workflowId: operationId,
-        // Revision 3: the lean path for new operations (contract/operation.ts OperationInput.revision).
-        args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
+        args: [operationInput],
         // At the deadline the discovery asks the operation to stop and does not wait for it to finish stopping;
         // a discovery that ends for any other reason takes its calls with it.
         cancellationType: ChildWorkflowCancellationType.TRY_CANCEL,

@@ -1,5 +1,5 @@
 /**
- * Campaign governance inside the workflows (issue #14 item 6; governance/campaign in AdCP 3.1, experimental):
+ * Campaign governance inside the workflows (governance/campaign in AdCP 3.1, experimental):
  *
  * - `syncGovernancePlan`: sync_plans pushes the buyer's plan to the governance agent while planning;
  * - `governSpend`: an intent check_governance before every spend (create_media_buy, an update that raises budget).
@@ -23,7 +23,6 @@ import {
   parseGovernanceCheck,
 } from '../../protocol/governance';
 import {
-  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
@@ -90,7 +89,7 @@ async function startGovernanceOperation(
 ) {
   return startChild(OPERATION_WORKFLOW_TYPE, {
     workflowId: operationIdFor(task, callerKey),
-    args: [{ ...operationInput(caller, task, params), revision: CURRENT_OPERATION_REVISION }],
+    args: [operationInput(caller, task, params)],
     // The operation finishes what it started even if its owner goes away.
     parentClosePolicy: ParentClosePolicy.ABANDON,
     workflowIdReusePolicy: 'REJECT_DUPLICATE',

@@ -21,7 +21,6 @@ import {
   isCancellation,
   log,
   metricMeter,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -45,7 +44,6 @@ import {
 import { type AdcpError, operationIdFor } from '../../protocol';
 import { TERMINAL_MEDIA_BUY_STATUSES, mediaBuySnapshotFrom } from '../../protocol/media-buy';
 import {
-  CURRENT_OPERATION_REVISION,
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
@@ -104,10 +102,6 @@ const MAX_PULL_DAYS = 7;
  * at most its 10 s timeout): it is left to fire instead of being cancelled. See armTimer.
  */
 const TIMER_CANCEL_GUARD_MS = MINUTE;
-/** Workflows from before it cancelled every superseded timer, however close to firing. */
-const KEEP_DUE_TIMER_PATCH = 'media-buy-keep-due-timer';
-/** Workflows from before a cancel answered with a live buy was refused (recorded as applied then). */
-const CANCEL_NOT_APPLIED_PATCH = 'media-buy-cancel-not-applied';
 
 const reads = proxyActivities<MediaBuyActivities>({
   startToCloseTimeout: '70s',
@@ -155,10 +149,10 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       params: input.params,
     });
   if (carried) state.run += 1;
-  // Tenancy (#12): only buys created with a tenant carry these fields (older histories are unchanged).
+  // Tenancy: only buys created with a tenant carry these fields.
   if (!carried && input.tenant !== undefined) state.tenant = input.tenant;
   if (!carried && input.principal !== undefined) state.principal = input.principal;
-  // Governance (#14 item 6): only buys that name a governance agent check, wait for decisions and report outcomes.
+  // Governance: only buys that name a governance agent check, wait for decisions and report outcomes.
   if (!carried && input.governance) state.governance = newGovernanceState(input.governance);
   const governance: GovernanceCaller | undefined = input.governance
     ? {
@@ -403,8 +397,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     };
     const child = await startChild(OPERATION_WORKFLOW_TYPE, {
       workflowId: operationId,
-      // Revision 3: the lean path for new operations (contract/operation.ts OperationInput.revision).
-      args: [{ ...operationInput, revision: CURRENT_OPERATION_REVISION }],
+      args: [operationInput],
       // The operation finishes what it started even if this buy's workflow goes away.
       parentClosePolicy: ParentClosePolicy.ABANDON,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
@@ -675,8 +668,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       request.kind === 'cancel' &&
       !canceledBuy &&
       answered.status !== undefined &&
-      !TERMINAL_MEDIA_BUY_STATUSES.has(answered.status) &&
-      patched(CANCEL_NOT_APPLIED_PATCH);
+      !TERMINAL_MEDIA_BUY_STATUSES.has(answered.status);
     if (liveAfterCancel) {
       const message = `${record.operationId} completed, but the seller answered the buy as "${answered.status}", not "canceled": the cancel did not take effect. The buy is still ${answered.status} at the seller; ask the seller to cancel it, or cancel again.`;
       machine.anomaly('change', message);
@@ -913,7 +905,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       // history builder state for action", temporalio/sdk-java#2606, #3088) and never times the task out, so the
       // run stalls for good. A timer this close to firing is left to fire: it wakes the loop, which polls again.
       const mayFireDuringTask = timer.dueMs <= Date.now() + TIMER_CANCEL_GUARD_MS;
-      if (mayFireDuringTask && patched(KEEP_DUE_TIMER_PATCH)) {
+      if (mayFireDuringTask) {
         if (dueMs === undefined || dueMs >= timer.dueMs) return; // it fires first; the loop re-arms then
       } else {
         timer.scope.cancel();

@@ -1,5 +1,5 @@
 /**
- * One notification to the buyer's systems (#12 item 6), as its own small workflow: the operation starts it as an
+ * One notification to the buyer's systems, as its own small workflow: the operation starts it as an
  * abandoned child and goes on, so a slow or failing receiver never holds the operation back, and a notification
  * started just before the operation ends is still delivered (a pending activity of a closed workflow would not be).
  * The child's workflow ID is the notification's idempotency key, so each event is started (and sent) once, across

@@ -1,8 +1,8 @@
 /**
  * One AdCP operation = one workflow run (continued-as-new when history grows). It makes the call, then follows the
  * task through every status until a terminal one. Every route a result can take — the call's answer, verified
- * webhooks (signals), reads on durable timers, reconciliation, cancel — feeds one state machine
- * (./operation-state.ts), also while a call is in flight. Handlers only record facts; this loop acts.
+ * webhooks (signals), polls, reconciliation, cancel — feeds one state machine (./machine.ts), also while a call
+ * is in flight. Handlers only record facts; this loop acts.
  */
 import {
   ActivityFailure,
@@ -18,7 +18,6 @@ import {
   isCancellation,
   log,
   metricMeter,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -31,14 +30,7 @@ import {
 import type { OperationActivities } from '../../activities';
 import type { CallPlan, CallTimeouts, ReadMethod, ReadTaskOutcome, SendCallInput } from '../../contract/activities';
 import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../../config/search-attributes';
-import {
-  type AdcpError,
-  CATALOG_ADDITIONS,
-  INTERRUPTED_STATUSES,
-  normaliseStatus,
-  taskSpec,
-  unknownTaskSpec,
-} from '../../protocol';
+import { type AdcpError, INTERRUPTED_STATUSES, normaliseStatus, taskSpec } from '../../protocol';
 import { type WaitPlan, planWait } from './cadence';
 import {
   type AuditEntry,
@@ -60,7 +52,6 @@ import {
   webhookReceivedSignal,
   webhookRefusedSignal,
 } from '../../contract/operation';
-import { operationV1 } from '../legacy/operation-v1';
 import {
   type BuyerNotification,
   NOTIFICATION_WORKFLOW_TYPE,
@@ -74,15 +65,6 @@ import {
   providedInputProblem,
 } from '../../contract/validators';
 
-/** Operations started before the convergence rewrite replay on the frozen code (workflows/legacy/). */
-export const CONVERGENCE_PATCH = 'adcp-convergence-v2';
-/**
- * Revision 4 polls: from this marker on (written by the first quiet webhook a run applies so), a webhook that only
- * repeats the status the polls wait on is applied by its signal handler instead of waking the wait (see
- * appliesWithoutWaking). Histories recorded before replay as they ran.
- */
-export const QUIET_WEBHOOKS_IN_HANDLER_PATCH = 'adcp-quiet-webhooks-in-handler';
-
 const MAX_SEEN_EVENT_KEYS = 1_000;
 /** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
 const MAX_AUDIT_ENTRIES = 50;
@@ -93,7 +75,7 @@ const TEMPORAL_CANCEL: CancelRequest = {
 const DEFAULT_INTERACTION_DEADLINE_MS = 60 * 60_000;
 const DEFAULT_MAX_INPUT_ROUNDS = 3;
 const DEFAULT_AUTH_DEADLINE_MS = 60 * 60_000;
-/** Until the first plan records the worker's timeouts (continued runs of old operations). */
+/** Until a call records the worker's timeouts. */
 const DEFAULT_TIMEOUTS: CallTimeouts = { callMs: 60_000, readMs: 60_000 };
 /** Start-to-close is the hard call timeout plus room to report the failure. */
 const ACTIVITY_MARGIN_MS = 10_000;
@@ -166,15 +148,15 @@ function readActivities(timeouts: CallTimeouts) {
 }
 
 /**
- * Revision 3: a read planned inside its one call records no plan, so its timeouts are not known before it; the local
- * activity gets room for the longest call a worker may be configured with (the activity bounds the call itself).
+ * A read planned inside its one call records no plan, so its timeouts are not known before it; the local activity
+ * gets room for the longest call a worker may be configured with (the activity bounds the call itself).
  */
 const UNPLANNED_READ_TIMEOUTS: CallTimeouts = { callMs: 5 * 60_000, readMs: 2 * 60_000 };
-/** Revision 3: a poll lost with its worker is made again this long after its heartbeat timed out. */
+/** A poll lost with its worker is made again this long after its heartbeat timed out. */
 const LOST_POLL_RETRY = '1s';
 
 /**
- * Revision 3: the polls of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
+ * The polls of one wait as one activity that keeps the cadence itself (`nextRetryDelay` on each attempt,
  * contract/activities.ts AwaitTaskMoveOnCadenceInput). The retry policy only applies to attempts that were lost.
  */
 function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
@@ -186,21 +168,6 @@ function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeouts) {
       initialInterval: LOST_POLL_RETRY,
       backoffCoefficient: 1,
       maximumInterval: LOST_POLL_RETRY,
-      nonRetryableErrorTypes: NON_RETRYABLE,
-    },
-  });
-}
-
-function pollingActivities(plan: WaitPlan, budgetMs: number, timeouts: CallTimeouts) {
-  return proxyActivities<OperationActivities>({
-    startToCloseTimeout: `${timeouts.readMs * 2 + ACTIVITY_MARGIN_MS}ms`,
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    // Each retry is one poll; retries do not write history, so a day of polling costs a few events.
-    scheduleToCloseTimeout: `${Math.max(budgetMs, 1_000)}ms`,
-    retry: {
-      initialInterval: `${plan.initialIntervalMs}ms`,
-      backoffCoefficient: 2,
-      maximumInterval: `${plan.maxIntervalMs}ms`,
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });
@@ -245,28 +212,20 @@ function accountOf(params: Record<string, unknown>): { account?: unknown } {
   return params.account !== undefined ? { account: params.account } : {};
 }
 
-/** The tenant for activity inputs: only operations started with one carry it (older histories are unchanged). */
+/** The tenant for activity inputs: only operations started with one carry it. */
 function tenantOf(input: OperationInput): { tenant?: string } {
   return input.tenant !== undefined ? { tenant: input.tenant } : {};
 }
 
 export async function adcpOperation(input: OperationInput): Promise<OperationState> {
-  // Started for revision 3 or later (OperationInput.revision): never the legacy code, so no patch marker to record.
-  const lean = (input.revision ?? 0) >= 3;
-  // Revision 4: a webhook that leaves the wait as it is (same status, not final) is applied while the polls go on.
-  const quietWebhooks = (input.revision ?? 0) >= 4;
-  if (!lean && !patched(CONVERGENCE_PATCH)) return operationV1(input);
-
   const info = workflowInfo();
-  // A task listed in the catalog after runs of it may have started as an unknown one: those replay as they ran.
-  const listedLater = CATALOG_ADDITIONS[input.task];
-  const spec = listedLater && !patched(listedLater) ? unknownTaskSpec(input.task) : taskSpec(input.task);
+  const spec = taskSpec(input.task);
   const startedAtMs = Date.now();
   const state: OperationState = input.carried?.state ?? {
     operationId: info.workflowId,
     sellerId: input.sellerId,
     task: input.task,
-    // Only operations started with a tenant carry these fields, so the state of older ones is unchanged.
+    // Only operations started with a tenant carry these fields.
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
     ...(input.principal !== undefined ? { principal: input.principal } : {}),
     ...(input.principal !== undefined
@@ -289,7 +248,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   // the time-skipping test server, for one); the workflow keeps them (and the memo) current only then.
   const indexed = info.typedSearchAttributes.get(SA_STATUS) !== undefined;
   // The starter indexes the tenant with the other attributes; one started without them (a child of a media buy, a
-  // tool) indexes it here. Only inputs that carry a tenant can add this command, so older histories replay unchanged.
+  // tool) indexes it here.
   if (
     indexed &&
     input.tenant !== undefined &&
@@ -301,7 +260,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       ...(input.principal !== undefined ? [{ key: SA_PRINCIPAL, value: input.principal }] : []),
     ]);
   }
-  // ---- notifications to the buyer's systems (#12 item 6) ------------------------------------------------------
+  // ---- notifications to the buyer's systems ------------------------------------------------------
   // Each is an abandoned child workflow: starting one costs this operation a start, never the delivery (retries,
   // a slow receiver). Its workflow ID is the idempotency key, so an event is started once even across runs.
   const notifies = input.tenant !== undefined && input.notify === true;
@@ -435,7 +394,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   let keyGeneration = input.carried?.keyGeneration ?? 0;
   let pollRequested = false;
   let cancelRequest: CancelRequest | undefined;
-  /** Revision 4: the status a wait's polls are waiting on, while settlePolls waits for them (else undefined). */
+  /** The status a wait's polls are waiting on, while settlePolls waits for them (else undefined). */
   let pollsWaitingOn: OperationState['status'] | undefined;
   /** Each call step's plan, decided once (see contract/activities.ts CallPlan). */
   const plans = new Map<string, CallPlan>(Object.entries(input.carried?.plans ?? {}));
@@ -459,11 +418,10 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   });
 
   /**
-   * Revision 4, while the polls run: a repeat of the status they wait on, with nothing else pending, changes nothing
-   * they depend on and issues no command, so the handler applies it (as drainInbox would) instead of waking the wait.
-   * Waking it costs a condition round, a new condition and race, and promises that each capture a stack: most of the
-   * worker's CPU per webhook (issue #15 B2). Behind a patch: before it, such a webhook woke the wait, and a poll that
-   * ended in the same workflow task was applied before it (histories recorded so must replay as they ran).
+   * While the polls run, a repeat of the status they wait on, with nothing else pending, changes nothing they depend
+   * on and issues no command, so the handler applies it (as drainInbox would) instead of waking the wait. Waking it
+   * costs a condition round, a new condition and race, and promises that each capture a stack: most of the worker's
+   * CPU per webhook.
    */
   function appliesWithoutWaking(delivery: WebhookDelivery): boolean {
     return (
@@ -474,8 +432,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       cancelRequest === undefined &&
       // History is long enough: wake the loop, which then ends the polls to continue as new.
       !workflowInfo().continueAsNewSuggested &&
-      isQuietRepeat(state, machine.terminal, pollsWaitingOn, delivery) &&
-      patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)
+      isQuietRepeat(state, machine.terminal, pollsWaitingOn, delivery)
     );
   }
 
@@ -664,8 +621,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       ...(state.contextId ? { contextId: state.contextId } : {}),
       ...(state.taskId ? { taskId: state.taskId } : {}),
     };
-    // Revision 3: a read has no idempotency key whose bytes history must pin, so it is planned inside its one call.
-    const plannedInCall = lean && !spec.mutating;
+    // A read has no idempotency key whose bytes history must pin, so it is planned inside its one call.
+    const plannedInCall = !spec.mutating;
     let sendInput: SendCallInput;
     let callTimeouts: CallTimeouts;
     if (plannedInCall) {
@@ -942,38 +899,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   /**
-   * Polling in one activity (its retry policy repeats the poll at the plan's cadence), interrupted the moment a
-   * webhook, an answer, a poll request or a cancel arrives.
-   */
-  async function pollUntilChange(plan: WaitPlan): Promise<void> {
-    if (lean) return pollOnCadence(plan);
-    // The first poll of a wait is a durable timer (the activity must not hold a worker slot sleeping); the rest
-    // are retries of one polling activity.
-    const interrupt = () =>
-      inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
-    const firstPollInMs = Math.min(plan.firstPollAfterMs, deadlineMs - Date.now());
-    if (firstPollInMs > 0 && (await condition(interrupt, firstPollInMs))) return;
-    const untilDeadline = deadlineMs - Date.now();
-    if (untilDeadline <= 0) return;
-    if (!state.taskId) {
-      // Nothing to poll without a task ID: only a webhook, an adoption, a poll request or a cancel can move it now.
-      await condition(interrupt, untilDeadline);
-      return;
-    }
-    const budgetMs = Math.min(
-      untilDeadline,
-      plan.windowMs === undefined ? untilDeadline : plan.windowMs - plan.firstPollAfterMs,
-    );
-    const activities = pollingActivities(plan, budgetMs, timeouts());
-    const scope = new CancellationScope();
-    const since = { status: state.status, progress: state.progress ?? null };
-    const polling = scope.run(() => activities.awaitTaskMove({ ...readInput(state.taskId!), since }));
-    await settlePolls(polling, scope, interrupt, plan, untilDeadline);
-  }
-
-  /**
-   * The end of a wait's polls, for both pollers: raced against what interrupts them (a webhook, an answer, a poll
-   * request, a cancel), then applied. Reads never fail the operation.
+   * The end of a wait's polls: raced against what interrupts them (a webhook, an answer, a poll request, a cancel),
+   * then applied. Reads never fail the operation.
    */
   async function settlePolls(
     polling: Promise<ReadTaskOutcome & { polls: number }>,
@@ -989,19 +916,19 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     );
     let winner: 'poll' | 'signal';
     // Repeats of the status waited on are applied by the signal handler meanwhile (appliesWithoutWaking).
-    if (quietWebhooks) pollsWaitingOn = statusWaitedOn;
+    pollsWaitingOn = statusWaitedOn;
     try {
       for (;;) {
         winner = await Promise.race([polled, condition(interrupt).then(() => 'signal' as const)]);
-        if (winner === 'poll' || !quietWebhooks || !onlyWebhooksArrived()) break;
+        if (winner === 'poll' || !onlyWebhooksArrived()) break;
         // Progress reports and repeats of the status waited on change nothing the polls depend on: cancelling them
         // would cost an activity cancel and a new schedule per webhook. Anything else (a new status, a final or
         // provisional one) ends the polls so the main loop decides again.
         drainInbox();
         if (machine.terminal || state.provisional || state.status !== statusWaitedOn) break;
         // Each webhook adds history and these polls may last until the deadline: end them when Temporal suggests
-        // continuing as new (the main loop then does). Behind the patch, as runs before it kept the polls.
-        if (workflowInfo().continueAsNewSuggested && patched(QUIET_WEBHOOKS_IN_HANDLER_PATCH)) break;
+        // continuing as new (the main loop then does).
+        if (workflowInfo().continueAsNewSuggested) break;
       }
     } finally {
       pollsWaitingOn = undefined;
@@ -1038,12 +965,12 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
 
   /**
-   * Revision 3: the same wait without a durable timer for the first poll. One activity makes every poll of the wait
-   * and keeps the cadence itself (its first attempt only asks to be retried at the first poll), so a wait costs an
-   * activity scheduled and its end, and a poll lost with a killed worker is made again seconds after its heartbeat
-   * times out instead of a backoff interval later.
+   * Polling in one activity, interrupted the moment a webhook, an answer, a poll request or a cancel arrives. The
+   * activity makes every poll of the wait and keeps the cadence itself (its first attempt only asks to be retried at
+   * the first poll), so a wait costs an activity scheduled and its end, with no durable timer, and a poll lost with a
+   * killed worker is made again seconds after its heartbeat times out instead of a backoff interval later.
    */
-  async function pollOnCadence(plan: WaitPlan): Promise<void> {
+  async function pollUntilChange(plan: WaitPlan): Promise<void> {
     const interrupt = () =>
       inbox.length > 0 || pendingAdoption !== undefined || pollRequested || cancelRequest !== undefined;
     const untilDeadline = deadlineMs - Date.now();
@@ -1146,8 +1073,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   CancellationScope.current().cancelRequested.catch(() => {
     cancellationRequested = true;
   });
-  // Revision 3: a fresh read publishes with its answer (its call is local: one workflow task), not before it.
-  if (!(lean && !spec.mutating && !input.carried)) publish();
+  // A fresh read publishes with its answer (its call is local: one workflow task), not before it.
+  if (spec.mutating || input.carried) publish();
   const main = new CancellationScope();
   let temporalCancelled = false;
   try {

@@ -5,13 +5,10 @@
  * every media buy followed at that seller read get_media_buys now (refreshMediaBuy).
  * It changes nothing at the seller: it only reads there, and only signals operations here.
  */
-import { ActivityFailure, log, patched, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
 import type { OpenOperation, ReconciliationActivities } from '../../activities/reconciliation';
 import type { ReconciliationInput, ReconciliationReport } from '../../contract/reconciliation';
-
-/** Reconciliation runs from before it also reached media buys made no visibility query for them. */
-const MEDIA_BUYS_PATCH = 'reconcile-media-buys';
 
 const reading = proxyActivities<ReconciliationActivities>({
   startToCloseTimeout: '5m',
@@ -57,7 +54,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     );
     for (const operation of lost) {
       try {
-        const found = await finding.findSellerTask({
+        const found = await finding.findLostTask({
           operationId: operation.operationId,
           sellerId: input.sellerId,
           task: operation.task,
@@ -91,8 +88,8 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
   ];
   // Media buys at this seller read get_media_buys now: a status changed at the seller without a webhook converges.
-  const buys = patched(MEDIA_BUYS_PATCH) ? await reading.listOpenMediaBuys({ sellerId: input.sellerId }) : undefined;
-  const refreshes = (buys ?? []).map((buy) => ({
+  const buys = await reading.listOpenMediaBuys({ sellerId: input.sellerId });
+  const refreshes = buys.map((buy) => ({
     operationId: buy.workflowId,
     kind: 'refreshMediaBuy' as const,
     requestedBy,
@@ -122,12 +119,8 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       : [],
     pollRequested: signals.filter((signal) => signal.kind === 'pollNow' && !sent.skipped.includes(signal.operationId))
       .length,
-    ...(buys
-      ? {
-          openMediaBuys: buys.length,
-          mediaBuyRefreshRequested: refreshes.filter((signal) => !sent.skipped.includes(signal.operationId)).length,
-        }
-      : {}),
+    openMediaBuys: buys.length,
+    mediaBuyRefreshRequested: refreshes.filter((signal) => !sent.skipped.includes(signal.operationId)).length,
   };
   log.info('Seller reconciled', {
     sellerId: report.sellerId,
@@ -136,7 +129,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     adopted: report.adopted.length,
     unattributed: report.unattributed.length,
     missingFromSeller: report.missingFromSeller.length,
-    mediaBuyRefreshRequested: report.mediaBuyRefreshRequested ?? 0,
+    mediaBuyRefreshRequested: report.mediaBuyRefreshRequested,
   });
   return report;
 }

@@ -1,10 +1,8 @@
 /**
- * Operations carry the workflow code revision they were started for (OperationInput.revision, issue 15 B1/B3/B4).
- * The typed client starts the current revision (3 and later): no `patched()` marker, a read planned inside its one local activity, and the
- * polls of a wait made by one activity that keeps the cadence itself (no durable timer before the first poll).
- * An operation started without a revision (an older client, a parent workflow) keeps the path `patched()` chooses,
- * so running operations of older code replay unchanged. Revision 4 applies a webhook that leaves the status as it is
- * (a progress report, a repeat) while the polls go on. Real dev server, the scripted seller over MCP.
+ * What an operation writes to history: no `patched()` marker, a read planned inside its one local activity, the polls
+ * of a wait made by one activity that keeps the cadence itself (no durable timer before the first poll), and a webhook
+ * that leaves the status as it is (a progress report, a repeat) applied while the polls go on. Real dev server, the
+ * scripted seller over MCP.
  */
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
@@ -52,18 +50,6 @@ const activityTypes = (events: HistoryEvent[]) =>
   );
 const timers = (events: HistoryEvent[]) => events.filter((event) => event.timerStartedEventAttributes);
 
-/** Started as an older client or a parent workflow starts it: no revision in the input. */
-async function startWithoutRevision(task: string, params: Record<string, unknown>): Promise<string> {
-  const workflowId = `adcp-${task}-legacy-start:${randomUUID()}`;
-  const input: OperationInput = { sellerId: 'fixture', task, params };
-  await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
-  return workflowId;
-}
-
-async function resultOf(workflowId: string): Promise<OperationState> {
-  return (await stack.client.workflow.getHandle(workflowId).result()) as OperationState;
-}
-
 test('a read started by the typed client is one local activity: no patch marker, no separate plan', async () => {
   const { operationId } = await stack.orchestrator.start({
     sellerId: 'fixture',
@@ -80,15 +66,7 @@ test('a read started by the typed client is one local activity: no patch marker,
   expect(activityTypes(events)).toEqual([]);
 });
 
-test('a read started without a revision keeps the patched path: patch marker, planCall then sendCall', async () => {
-  const workflowId = await startWithoutRevision('get_products', getProductsParams);
-  expect((await resultOf(workflowId)).status).toBe('completed');
-  const events = await historyOf(workflowId);
-  expect(patchMarkers(events)).toHaveLength(1);
-  expect(localActivityMarkers(events)).toHaveLength(2);
-});
-
-test('a wait of revision 3 has no timer before its first poll: one activity keeps the cadence', async () => {
+test('a wait has no timer before its first poll: one activity keeps the cadence', async () => {
   seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
   const { operationId } = await stack.orchestrator.start({
     sellerId: 'fixture',
@@ -106,29 +84,17 @@ test('a wait of revision 3 has no timer before its first poll: one activity keep
   expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMoveOnCadence']);
 });
 
-test('a wait started without a revision keeps its first-poll timer and awaitTaskMove', async () => {
-  seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 2 }]);
-  const workflowId = await startWithoutRevision('create_media_buy', createMediaBuyParams());
-  const state = await resultOf(workflowId);
-  expect(state.status).toBe('completed');
-  expect(state.pollCount).toBe(2);
-  const events = await historyOf(workflowId);
-  expect(timers(events)).toHaveLength(1);
-  expect(activityTypes(events)).toEqual(['sendCall', 'awaitTaskMove']);
-  expect(patchMarkers(events)).toHaveLength(1);
-});
-
 const cancelRequests = (events: HistoryEvent[]) =>
   events.filter((event) => event.activityTaskCancelRequestedEventAttributes);
 
-/** A read that goes async and waits ten minutes at the seller, started at `revision`; returns its id and task. */
-async function parkedRead(revision: number): Promise<{ workflowId: string; taskId: string }> {
+/** A read that goes async and waits ten minutes at the seller; returns its id and task. */
+async function parkedRead(): Promise<{ workflowId: string; taskId: string }> {
   seller.script('get_products', [
     { status: 'submitted' },
     { status: 'completed', afterMs: 600_000, payload: { products: [] } },
   ]);
-  const workflowId = `adcp-get_products-revision-${revision}:${randomUUID()}`;
-  const input: OperationInput = { sellerId: 'fixture', task: 'get_products', params: getProductsParams, revision };
+  const workflowId = `adcp-get_products-parked:${randomUUID()}`;
+  const input: OperationInput = { sellerId: 'fixture', task: 'get_products', params: getProductsParams };
   await stack.client.workflow.start('adcpOperation', { workflowId, taskQueue: stack.taskQueue, args: [input] });
   const taskId = await eventually(async () => (await stack.orchestrator.status(workflowId)).state?.taskId);
   return { workflowId, taskId };
@@ -145,8 +111,8 @@ async function push(workflowId: string, key: string, snapshot: WebhookDelivery['
   });
 }
 
-test('revision 4: progress reports and repeats are applied while the polls go on; a new status ends them', async () => {
-  const { workflowId, taskId } = await parkedRead(4);
+test('progress reports and repeats are applied while the polls go on; a new status ends them', async () => {
+  const { workflowId, taskId } = await parkedRead();
   await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
   const progressed = await push(workflowId, '2', { status: 'submitted', taskId, progress: { percentage: 20 } });
   expect(progressed.progress?.percentage).toBe(20);
@@ -164,12 +130,4 @@ test('revision 4: progress reports and repeats are applied while the polls go on
   // One cancel when the status moved to working, one when it completed: none for the three webhooks between.
   expect(cancelRequests(events)).toHaveLength(2);
   expect(activityTypes(events)).toEqual(['awaitTaskMoveOnCadence', 'awaitTaskMoveOnCadence']);
-});
-
-test('revision 3 (operations started before) still ends the polls at every webhook', async () => {
-  const { workflowId, taskId } = await parkedRead(3);
-  await push(workflowId, '1', { status: 'submitted', taskId, message: 'queued' });
-  await eventually(async () => (activityTypes(await historyOf(workflowId)).length === 2 ? true : undefined));
-  expect(cancelRequests(await historyOf(workflowId))).toHaveLength(1);
-  await stack.client.workflow.getHandle(workflowId).terminate('test over');
 });
