@@ -10,9 +10,9 @@ import {
   OperationNotFoundError,
   OperationRejectedError,
   OperationRequestError,
-  type OrchestratorClient,
   SellerNotFoundError,
-} from '../client/orchestrator-client';
+} from '../client/operation-errors';
+import { type OrchestratorClient } from '../client/orchestrator-client';
 import { listOperations, parseOperationListQuery } from '../client/operation-list';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';

@@ -27,13 +27,8 @@ import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { actorSchema } from '../protocol/requests';
-import type {
-  BuyDelivery,
-  CampaignBuy,
-  CampaignBuyProposal,
-  CampaignCreative,
-} from '../workflows/campaign-definitions';
-import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign-state';
+import type { BuyDelivery, CampaignBuy, CampaignBuyProposal, CampaignCreative } from '../contract/campaign';
+import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign/machine';
 import { callerOf } from './app';
 
 export class ApiError extends Error {

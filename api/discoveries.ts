@@ -8,7 +8,7 @@
 import express from 'express';
 import { z } from 'zod';
 import type { CampaignClient } from '../client/campaign-client';
-import type { DiscoveryState } from '../workflows/discovery-definitions';
+import type { DiscoveryState } from '../contract/discovery';
 import { actorSchema } from '../protocol/requests';
 import { callerOf } from './app';
 import {

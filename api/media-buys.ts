@@ -22,7 +22,7 @@ import { isTemporalUnavailable } from '../client/temporal-errors';
 import { formatZodIssues } from '../config/zod-format';
 import { CALLER_KEY_PATTERN } from '../protocol';
 import { actorSchema } from '../protocol/requests';
-import type { ChangeRequest, MediaBuyState } from '../workflows/media-buy-definitions';
+import type { ChangeRequest, MediaBuyState } from '../contract/media-buy';
 import { callerOf } from './app';
 
 export interface MediaBuyRouterOptions {

@@ -15,7 +15,7 @@ import {
   type WebhookRefusal,
   webhookReceivedSignal,
   webhookRefusedSignal,
-} from '../workflows/definitions';
+} from '../contract/operation';
 import { JsonBodyError, parseJsonStrict } from './hardening';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 import type { WebhookAuthenticator } from './webhook-verification';

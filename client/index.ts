@@ -10,8 +10,10 @@ export {
   OperationNotFoundError,
   OperationRejectedError,
   OperationRequestError,
-  OrchestratorClient,
   SellerNotFoundError,
+} from './operation-errors';
+export {
+  OrchestratorClient,
   requestFingerprint,
   stateFromClosure,
   type OperationView,
@@ -53,5 +55,5 @@ export {
   payloadCodecs,
   type PayloadKeys,
 } from './encryption-codec';
-export type { ReconciliationReport } from '../workflows/reconciliation';
+export type { ReconciliationReport } from '../contract/reconciliation';
 export * from './types';

@@ -8,7 +8,7 @@
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
-import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
+import type { adcpSellerCapabilities } from '../workflows/seller-capabilities/workflow';
 import {
   SELLER_CAPABILITIES_MEMO,
   SELLER_CAPABILITIES_WORKFLOW_TYPE,
@@ -17,7 +17,7 @@ import {
   capabilitiesChangedSignal,
   sellerCapabilitiesQuery,
   sellerCapabilitiesWorkflowId,
-} from '../workflows/seller-capabilities-definitions';
+} from '../contract/seller-capabilities';
 
 export interface SellerCapabilitiesClientOptions {
   client: Client;
