@@ -41,6 +41,8 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/seller-capabilities',
   '../workflows/reconciliation',
   '../workflows/notification',
+  // Each workflow's versioning behaviour: setWorkflowOptions calls with a getter that runs when a run starts.
+  '../workflows/versioning',
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
   '../workflows/operation-state',
   '../workflows/media-buy-state',

@@ -6,3 +6,5 @@ export { adcpSellerCapabilities } from './seller-capabilities';
 export { adcpDiscovery } from './discovery';
 export { adcpCampaign } from './campaign';
 export { adcpNotification } from './notification';
+// Each workflow's versioning behaviour, PINNED or AUTO_UPGRADE (workflows/versioning.ts).
+import './versioning';
