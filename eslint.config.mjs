@@ -8,6 +8,13 @@ const ALLOWED_NODE_BUILTINS = new Set(['assert']);
 const forbiddenInWorkflows = builtinModules
   .filter((m) => !ALLOWED_NODE_BUILTINS.has(m))
   .flatMap((m) => [m, `node:${m}`]);
+/** What code that runs in the workflow sandbox must not import. */
+const sandboxPaths = [
+  ...forbiddenInWorkflows.map((name) => ({ name, message: 'Workflow code must not import Node builtins.' })),
+  { name: '@adcp/sdk', message: 'Protocol calls belong in activities; workflows may only `import type`.' },
+  { name: '@temporalio/client', message: 'Workflows use @temporalio/workflow, not the client.' },
+  { name: '@temporalio/activity', message: 'Workflows must not import activity code.' },
+];
 
 export default tseslint.config(
   {
@@ -55,17 +62,31 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [
-            ...forbiddenInWorkflows.map((name) => ({ name, message: 'Workflow code must not import Node builtins.' })),
-            { name: '@adcp/sdk', message: 'Protocol calls belong in activities; workflows may only `import type`.' },
-            { name: '@temporalio/client', message: 'Workflows use @temporalio/workflow, not the client.' },
-            { name: '@temporalio/activity', message: 'Workflows must not import activity code.' },
-          ],
+          paths: sandboxPaths,
           patterns: [
             {
-              group: ['../activities', '../activities/*'],
+              group: ['../activities', '../activities/*', '../../activities', '../../activities/*'],
               allowTypeImports: true,
               message: 'Use `import type` for activities.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The contract sits below workflows and activities (workflows import it, so it runs in the sandbox too): it
+    // imports neither of them, not even their types.
+    files: ['contract/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: sandboxPaths,
+          patterns: [
+            {
+              group: ['../activities', '../activities/*', '../workflows', '../workflows/*'],
+              message: 'contract/ is imported by workflows and activities; it imports neither.',
             },
           ],
         },

@@ -1,4 +1,4 @@
-/** Three layers (see CONVENTIONS.md): unit (no server), temporal (real Temporal servers), e2e (real sellers). */
+/** Layers (docs/testing.md): unit (no server), workflow (time-skipping server, activity stand-ins), integration (real servers and sellers). */
 const swc = { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } };
 const transform = { '^.+\\.(t|j|mj)sx?$': ['@swc/jest', swc] };
 // Node 20 loads ESM-only dependencies (jose, used by @adcp/sdk) through require(esm); Jest's module runtime
@@ -15,6 +15,8 @@ module.exports = {
   testTimeout: 120_000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    // Workflow wiring on the time-skipping server, with small activity stand-ins on a real worker: seconds per file.
+    { ...common, displayName: 'workflow', testMatch: ['<rootDir>/test/workflow/**/*.test.ts'] },
     {
       ...common,
       displayName: 'integration',

@@ -7,20 +7,19 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import type { BuyOutcome, CampaignChangeKind } from '../workflows/campaign-definitions';
+import { type BuyDigest, type BuyOutcome, type CampaignChangeKind, cents, digestOf } from '../contract/campaign';
 import {
   type ChangeRequest,
   type MediaBuyState,
   attachCreativesUpdate,
   changeMediaBuyUpdate,
   mediaBuyStateQuery,
-} from '../workflows/media-buy-definitions';
+} from '../contract/media-buy';
 import {
   type SellerCapabilitiesState,
   sellerCapabilitiesQuery,
   sellerCapabilitiesWorkflowId,
-} from '../workflows/seller-capabilities-definitions';
-import { type BuyDigest, cents, digestOf } from '../workflows/campaign-state';
+} from '../contract/seller-capabilities';
 
 export interface CampaignActivityDependencies {
   client: Client;

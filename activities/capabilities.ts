@@ -14,8 +14,12 @@ import {
   sdkAdcpVersionFor,
   storedCapabilitiesOf,
 } from '../protocol/capabilities';
-import { SELLER_CAPABILITIES_MEMO, sellerCapabilitiesWorkflowId } from '../workflows/seller-capabilities-definitions';
-import { type CircuitBreakerRegistry, type CircuitBreakerSnapshot, countsAsCircuitFailure } from './circuit-breaker';
+import {
+  type CircuitView,
+  SELLER_CAPABILITIES_MEMO,
+  sellerCapabilitiesWorkflowId,
+} from '../contract/seller-capabilities';
+import { type CircuitBreakerRegistry, countsAsCircuitFailure } from './circuit-breaker';
 import { deadlineSignal } from './linked-signal';
 import { raceSignal } from './mcp-connection';
 import { type CallContext, type SellerAnswer, type SellerClient, createSdkSellerClient } from './seller-client';
@@ -33,14 +37,6 @@ export interface CapabilityActivityDependencies {
 
 export interface FetchCapabilitiesInput {
   sellerId: string;
-}
-
-export interface CircuitView {
-  state: CircuitBreakerSnapshot['state'] | 'unknown';
-  consecutiveFailures?: number;
-  retryAt?: string;
-  /** The worker-local breaker this view comes from (each worker process keeps its own). */
-  observedAt: string;
 }
 
 export interface FetchCapabilitiesOutcome {

@@ -12,9 +12,8 @@
  * transport failures and transient seller errors (countsAsCircuitFailure). Record a success for any answer
  * that proves the seller is up, including VALIDATION_ERROR or POLICY_VIOLATION: that is the seller working.
  */
+import type { CircuitState } from '../contract/seller-capabilities';
 import { type AdcpError, isAuthError, isTransportError } from '../protocol/errors';
-
-export type CircuitState = 'closed' | 'open' | 'half-open';
 
 export interface CircuitTransition {
   from: CircuitState;

@@ -3,25 +3,15 @@
  * into a TaskSnapshot, or into an ApplicationFailure whose type and retryability fit the error.
  * They come from a factory so the worker wires real dependencies and tests pass their own.
  *
- * The contract with the workflow is activities/contract.ts (planCall, sendCall, readTask, awaitTaskMove,
- * findLostTask, cancelAtSeller). The five activities before it (callTask, pollTask, awaitTaskChange, findSellerTask,
- * cancelSellerTask) keep their names and shapes for running workflows that replay old histories; they are thin
- * adapters over the same code.
+ * The contract with the workflow is contract/activities.ts (planCall, sendCall, readTask, awaitTaskMoveOnCadence,
+ * findLostTask, cancelAtSeller).
  */
 import { gzipSync } from 'node:zlib';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { type SellerConfig, type SellerRegistry, ConfigError } from '../config/sellers';
-import {
-  type AdcpError,
-  type Progress,
-  type TaskSnapshot,
-  ProtocolViolation,
-  describeError,
-  taskSpec,
-} from '../protocol';
+import { type AdcpError, type TaskSnapshot, ProtocolViolation, describeError, taskSpec } from '../protocol';
 import { type CircuitTransition, CircuitBreakerRegistry, countsAsCircuitFailure } from './circuit-breaker';
 import type {
-  AwaitTaskMoveInput,
   AwaitTaskMoveOnCadenceInput,
   AwaitTaskMoveOutcome,
   CallPlan,
@@ -29,14 +19,13 @@ import type {
   CancelAtSellerInput,
   CancelAtSellerOutcome,
   FindLostTaskInput,
-  PollCadence,
   FindLostTaskOutcome,
   PlanCallInput,
   ReadTaskInput,
   ReadTaskOutcome,
   SendCallInput,
   SendCallOutcome,
-} from './contract';
+} from '../contract/activities';
 import { buyerRefFor, idempotencyKeyFor, withBuyerRefs } from './idempotency';
 import { raceSignal } from './mcp-connection';
 import {
@@ -113,48 +102,6 @@ export function logCircuitTransition(sellerId: string, transition: CircuitTransi
   };
   if (transition.to === 'open') log.warn('Seller circuit opened: calls fail fast until the cool-off ends', fields);
   else log.info(`Seller circuit ${transition.to}`, fields);
-}
-
-export interface CallTaskInput {
-  operationId: string;
-  sellerId: string;
-  task: string;
-  params: Record<string, unknown>;
-  /** Which step of the operation this call is ('call', 'input-1', ...): part of the idempotency key. */
-  step: string;
-  contextId?: string;
-  taskId?: string;
-}
-
-export interface CallTaskOutcome {
-  snapshot: TaskSnapshot;
-  webhookRegistered: boolean;
-}
-
-export interface PollInput {
-  operationId: string;
-  sellerId: string;
-  taskId: string;
-  contextId?: string;
-}
-
-export interface FindTaskInput {
-  operationId: string;
-  sellerId: string;
-  task: string;
-  /** The call step whose idempotency key the seller task would carry. */
-  step: string;
-}
-
-export interface FoundTask {
-  /** false when the seller has no tasks/list. */
-  supported: boolean;
-  snapshot?: TaskSnapshot;
-  note: string;
-}
-
-export interface AwaitChangeInput extends PollInput {
-  since: { status: string; progress: Progress | null };
 }
 
 const HEARTBEAT_EVERY_MS = 2_000;
@@ -452,15 +399,15 @@ export function createActivities(deps: ActivityDependencies) {
   }
 
   /**
-   * A read that fails benignly while the task has not moved: the retry policy's retries are the polls. With a
-   * `cadence` (AwaitTaskMoveOnCadenceInput) each attempt names the delay of the next one itself.
+   * A read that fails benignly while the task has not moved: each retry is a poll, and each attempt names the delay
+   * of the next one itself (the cadence of AwaitTaskMoveOnCadenceInput).
    */
   async function awaitMove(
-    input: Omit<AwaitTaskMoveInput, 'timeouts'> & { timeouts?: CallTimeouts; cadence?: PollCadence },
+    input: Omit<AwaitTaskMoveOnCadenceInput, 'timeouts'> & { timeouts?: CallTimeouts },
   ): Promise<AwaitTaskMoveOutcome> {
     const attempt = Context.current().info.attempt;
     const cadence = input.cadence;
-    const waitsFirst = cadence !== undefined && cadence.firstPollAfterMs > 0;
+    const waitsFirst = cadence.firstPollAfterMs > 0;
     if (waitsFirst && attempt === 1) {
       // The wait before the first poll, kept by the server as a retry delay: no timer, no worker slot held.
       throw ApplicationFailure.create({
@@ -473,9 +420,10 @@ export function createActivities(deps: ActivityDependencies) {
     }
     const polls = waitsFirst ? attempt - 1 : attempt;
     // The delay until the next poll: the cadence's interval after poll `polls` (2x each time, capped).
-    const nextPollInMs = cadence
-      ? Math.min(cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30), cadence.maxIntervalMs)
-      : undefined;
+    const nextPollInMs = Math.min(
+      cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30),
+      cadence.maxIntervalMs,
+    );
     let outcome: ReadTaskOutcome;
     try {
       outcome = await read(input);
@@ -490,7 +438,7 @@ export function createActivities(deps: ActivityDependencies) {
         message: (error as Error).message,
         category: 'BENIGN',
         details: [{ polls }],
-        ...(nextPollInMs !== undefined ? { nextRetryDelay: Math.max(nextPollInMs, askedDelay) } : {}),
+        nextRetryDelay: Math.max(nextPollInMs, askedDelay),
       });
     }
     const snapshot = outcome.snapshot;
@@ -509,7 +457,7 @@ export function createActivities(deps: ActivityDependencies) {
         message: why,
         category: 'BENIGN',
         details: [{ polls, readMethod: outcome.readMethod }],
-        ...(nextPollInMs !== undefined ? { nextRetryDelay: nextPollInMs } : {}),
+        nextRetryDelay: nextPollInMs,
       });
     }
     return { ...outcome, polls };
@@ -695,24 +643,8 @@ export function createActivities(deps: ActivityDependencies) {
     );
   }
 
-  /** Legacy pollTask: one read; a read that cannot see the task is a retryable failure, never a failed task. */
-  async function legacyPoll(input: PollInput): Promise<TaskSnapshot> {
-    const outcome = await read({ ...input, task: 'unknown' });
-    if (outcome.snapshot) return outcome.snapshot;
-    const error = outcome.unreadable ?? {
-      code: 'TASK_UNREADABLE',
-      message: 'The task could not be read.',
-      recovery: 'transient' as const,
-    };
-    throw ApplicationFailure.create({
-      type: 'TaskUnreadable',
-      message: describeError(error),
-      details: [{ ...error, recovery: 'transient' }],
-    });
-  }
-
   return {
-    // ---- the contract (activities/contract.ts) ----------------------------------------------------------------
+    // ---- the contract (contract/activities.ts) ----------------------------------------------------------------
 
     /**
      * Decides everything a call sends, once, as a LOCAL activity: the plan is recorded in history, so every retry of
@@ -724,8 +656,8 @@ export function createActivities(deps: ActivityDependencies) {
     },
 
     /**
-     * Sends exactly the plan's arguments (plus the webhook credential it names) once. A read of an operation of
-     * revision 3 comes with `planInput` instead: planned here, in the same local activity (it has no key to pin).
+     * Sends exactly the plan's arguments (plus the webhook credential it names) once. A read comes with `planInput`
+     * instead: planned here, in the same local activity (it has no idempotency key to pin).
      */
     async sendCall(input: SendCallInput): Promise<SendCallOutcome> {
       if (input.plan) return send(input.plan);
@@ -745,14 +677,9 @@ export function createActivities(deps: ActivityDependencies) {
       return read(input);
     },
 
-    /** The polling twin of readTask: fails benignly while the task has not moved (or cannot be seen). */
-    async awaitTaskMove(input: AwaitTaskMoveInput): Promise<AwaitTaskMoveOutcome> {
-      return awaitMove(input);
-    },
-
     /**
-     * awaitTaskMove that keeps the poll cadence itself (operations of revision 3; see AwaitTaskMoveOnCadenceInput).
-     * A new name, so a worker that does not know the cadence can never run it as a poll every retry interval.
+     * The polling twin of readTask: fails benignly while the task has not moved (or cannot be seen), keeping the poll
+     * cadence itself (see AwaitTaskMoveOnCadenceInput).
      */
     async awaitTaskMoveOnCadence(input: AwaitTaskMoveOnCadenceInput): Promise<AwaitTaskMoveOutcome> {
       return awaitMove(input);
@@ -771,39 +698,11 @@ export function createActivities(deps: ActivityDependencies) {
       return cancelAt(input);
     },
 
-    // ---- notifications to the buyer's systems (#12 item 6), run by the adcpNotification child workflow ------------
+    // ---- notifications to the buyer's systems, run by the adcpNotification child workflow ---------------------------
     ...createNotificationActivities({
       sellers: deps.sellers,
       ...(deps.notificationKey ? { notificationKey: deps.notificationKey } : {}),
     }),
-
-    // ---- before the contract: kept for workflows replaying old histories ----------------------------------------
-
-    /** Calls the task (or resumes it on its context) once. Mutations carry a key derived from operation and step. */
-    async callTask(input: CallTaskInput): Promise<CallTaskOutcome> {
-      const outcome = await send(plan(input));
-      return { snapshot: outcome.snapshot, webhookRegistered: outcome.webhookRegistered };
-    },
-
-    /** One read of the task. */
-    async pollTask(input: PollInput): Promise<TaskSnapshot> {
-      return legacyPoll(input);
-    },
-
-    /** One read that fails benignly while the task has not moved: the retries are the polls. */
-    async awaitTaskChange(input: AwaitChangeInput): Promise<{ snapshot: TaskSnapshot; polls: number }> {
-      const outcome = await awaitMove({ ...input, task: 'unknown' });
-      return { snapshot: outcome.snapshot!, polls: outcome.polls };
-    },
-
-    async findSellerTask(input: FindTaskInput): Promise<FoundTask> {
-      return findLost(input);
-    },
-
-    async cancelSellerTask(input: PollInput): Promise<{ notified: boolean; note: string }> {
-      const outcome = await cancelAt({ ...input, task: 'unknown' });
-      return { notified: outcome.notified, note: outcome.note };
-    },
   };
 }
 

@@ -8,7 +8,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { signWebhook } from '@adcp/sdk/signing/client';
 import type { SellerRegistry } from '../config/sellers';
 import type { NotificationSigningKey } from '../config/notification-key';
-import type { BuyerNotification, NotificationOutcome } from '../workflows/notification';
+import type { BuyerNotification, NotificationOutcome } from '../contract/notification';
 import { deadlineSignal } from './linked-signal';
 
 export interface NotificationDependencies {

@@ -1,5 +1,5 @@
 /**
- * How to read a seller's task, learned per seller (#9 item 6). Sellers differ: AdCP 3.0 has the `tasks/get` tool,
+ * How to read a seller's task, learned per seller. Sellers differ: AdCP 3.0 has the `tasks/get` tool,
  * 3.1 renamed it `get_task_status`, some sellers name it `get_task` or only offer a list, some serve MCP's own Tasks,
  * and for a create_media_buy whose buy is known the resource itself (`get_media_buys`) tells whether the create
  * completed. A seller without `tasks/get` used to fail every polled operation ("Unknown tool: tasks/get").
@@ -16,7 +16,7 @@
 import { type AdcpError, describeError } from '../protocol';
 import { type SellerCapabilities, storedReadMethods } from '../protocol/capabilities';
 import type { StoredCapabilitiesLookup } from './capabilities';
-import type { ReadMethod, ReadTaskOutcome } from './contract';
+import type { ReadMethod, ReadTaskOutcome } from '../contract/activities';
 import { type CallContext, type SellerClient, type SellerDescription, isUnknownToolError } from './seller-client';
 
 export const MCP_READ_ORDER: readonly Exclude<ReadMethod, 'none'>[] = [

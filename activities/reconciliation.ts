@@ -14,8 +14,8 @@ import {
   SA_TASK,
   SA_TASK_ID,
 } from '../config/search-attributes';
-import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../workflows/definitions';
-import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../workflows/media-buy-definitions';
+import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../contract/operation';
+import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
 

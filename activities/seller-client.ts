@@ -12,7 +12,7 @@ import {
   snapshotFromTasksGet,
 } from '../protocol';
 import { withAbortSignal } from './abortable-fetch';
-import type { ReadMethod } from './contract';
+import type { ReadMethod } from '../contract/activities';
 import { withMcpConnection } from './mcp-connection';
 import { asRecord } from '../protocol/records';
 import { anySignal } from './linked-signal';

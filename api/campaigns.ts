@@ -16,12 +16,7 @@
  */
 import express from 'express';
 import type { CampaignClient, CampaignView } from '../client/campaign-client';
-import type {
-  BuyDelivery,
-  CampaignBuy,
-  CampaignBuyProposal,
-  CampaignCreative,
-} from '../workflows/campaign-definitions';
+import type { BuyDelivery, CampaignBuy, CampaignBuyProposal, CampaignCreative } from '../contract/campaign';
 import { callerOf } from './app';
 import {
   campaignApprovalSchema,

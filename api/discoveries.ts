@@ -7,7 +7,7 @@
  */
 import express from 'express';
 import type { CampaignClient } from '../client/campaign-client';
-import type { DiscoveryState } from '../workflows/discovery-definitions';
+import type { DiscoveryState } from '../contract/discovery';
 import { callerOf } from './app';
 import { createDiscoverySchema, parseRequest, preferencesFrom } from './schemas';
 

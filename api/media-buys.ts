@@ -12,7 +12,7 @@
  */
 import express, { type Response } from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
-import type { ChangeRequest, MediaBuyState } from '../workflows/media-buy-definitions';
+import type { ChangeRequest, MediaBuyState } from '../contract/media-buy';
 import { callerOf } from './app';
 import { snakeCased } from './snake-case';
 import {

@@ -5,8 +5,8 @@
  */
 import type { OperationView } from '../client/orchestrator-client';
 import { pendingActivityHttpView } from '../client/pending-activity';
-import type { OperationResource, OperationState } from '../workflows/definitions';
-import type { ReconciliationReport } from '../workflows/reconciliation';
+import type { OperationResource, OperationState } from '../contract/operation';
+import type { ReconciliationReport } from '../contract/reconciliation';
 
 function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
   return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;

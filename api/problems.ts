@@ -24,7 +24,7 @@ import {
   OperationRejectedError,
   OperationRequestError,
   SellerNotFoundError,
-} from '../client/orchestrator-client';
+} from '../client/operation-errors';
 import { SellerUnknownError } from '../client/seller-capabilities-client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import { JsonBodyError } from './body';

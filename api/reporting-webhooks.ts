@@ -16,7 +16,7 @@ import {
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { SA_SELLER, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
-import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../workflows/media-buy-definitions';
+import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../contract/media-buy';
 import { JsonBodyError, parseJsonStrict } from './body';
 import type { WebhookAuthenticator, WebhookRequest, WebhookVerification } from './webhook-verification';
 import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, notAccepted, unavailable } from './webhooks';

@@ -12,7 +12,7 @@ import {
   interactionPolicySchema,
   retryPolicySchema,
 } from '../protocol/requests';
-import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign-state';
+import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign/machine';
 import { formatZodIssues } from '../config/zod-format';
 import { Problem } from './problems';
 

@@ -15,7 +15,7 @@ import {
   type WebhookRefusal,
   webhookReceivedSignal,
   webhookRefusedSignal,
-} from '../workflows/definitions';
+} from '../contract/operation';
 import { JsonBodyError, parseJsonStrict } from './body';
 import { Problem, sendProblem } from './problems';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';

@@ -17,8 +17,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { idempotencyKeyFor } from '../activities/idempotency';
-import { pollOffsets, planWait } from '../workflows/cadence';
-import { pollNowSignal } from '../workflows/definitions';
+import { pollOffsets, planWait } from '../workflows/operation/cadence';
+import { pollNowSignal } from '../contract/operation';
 import { mapConcurrent, sleep, waitFor } from './async';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';
 import type { BenchmarkResult } from './report';

@@ -9,8 +9,8 @@
  * and run at the same time, on two workers that differ only in ADCP_PUBLIC_BASE_URL.
  */
 import { randomUUID } from 'node:crypto';
-import type { OperationState } from '../workflows/definitions';
-import { FIRST_POLL_MS, pollOffsets, planWait } from '../workflows/cadence';
+import type { OperationState } from '../contract/operation';
+import { FIRST_POLL_MS, pollOffsets, planWait } from '../workflows/operation/cadence';
 import { describeTypes, historiesOf } from './history';
 import type { BenchmarkResult } from './report';
 import { sellerKeepsMediaBuysSubmitted, startMediaBuy } from './operations';

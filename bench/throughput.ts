@@ -15,7 +15,7 @@ import http from 'node:http';
 import { type WebhookEvent, parseWebhookPayload } from '../protocol';
 import { createWebhookAuthenticator } from '../api/webhook-verification';
 import { type SignedWebhook, asWebhookRequest, signWebhookRequest } from '../test/fixtures/webhook-signing';
-import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
+import { type WebhookDelivery, webhookReceivedSignal } from '../contract/operation';
 import { temporal } from '@temporalio/proto';
 import { type CpuTimes, cpuSince, cpuTimes, describeCpuPer } from './cpu';
 import { type Phase, timedPhase, totalOf } from './phases';

@@ -17,9 +17,9 @@ import {
   OperationNotFoundError,
   OperationRejectedError,
   OperationRequestError,
-  OrchestratorClient,
   SellerNotFoundError,
-} from '../client/orchestrator-client';
+} from '../client/operation-errors';
+import { OrchestratorClient } from '../client/orchestrator-client';
 import { ENCRYPTED_ENCODING, PayloadDecryptionError } from '../client/encryption-codec';
 import { dataConverter } from '../client/payload-codec';
 import { type PendingActivityView, pendingActivityView } from '../client/pending-activity';

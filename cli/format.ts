@@ -3,7 +3,7 @@ import type { OperationView } from '../client/orchestrator-client';
 import type { OperationListRow } from '../client/operation-list';
 import { failureOf } from '../api/operation-view';
 import type { PendingActivityView } from '../client/pending-activity';
-import type { OperationState } from '../workflows/definitions';
+import type { OperationState } from '../contract/operation';
 
 /** `2026-11-30 09:41:12Z`: one width, sortable, no locale surprises. */
 export function time(iso: string | undefined | null): string {

@@ -21,7 +21,7 @@ import { SA_CAMPAIGN, SA_PRINCIPAL, SA_TENANT } from '../config/search-attribute
 import { CALLER_KEY_PATTERN } from '../protocol';
 import type { RankingPreferences } from '../protocol/catalogue';
 import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
-import type { adcpCampaign } from '../workflows/campaign';
+import type { adcpCampaign } from '../workflows/campaign/workflow';
 import {
   type AllocationPolicy,
   CAMPAIGN_ID_PATTERN,
@@ -42,9 +42,9 @@ import {
   changeCampaignUpdate,
   selectProductsUpdate,
   setCampaignCreativesUpdate,
-} from '../workflows/campaign-definitions';
-import { validateCreativeList } from '../workflows/campaign-state';
-import type { adcpDiscovery } from '../workflows/discovery';
+} from '../contract/campaign';
+import { validateCreativeList } from '../workflows/campaign/machine';
+import type { adcpDiscovery } from '../workflows/discovery/workflow';
 import {
   DISCOVERY_ID_PATTERN,
   DISCOVERY_WORKFLOW_TYPE,
@@ -52,9 +52,9 @@ import {
   type DiscoveryState,
   discoveryStateQuery,
   discoveryWorkflowId,
-} from '../workflows/discovery-definitions';
-import type { CampaignGovernance } from '../workflows/governance-definitions';
-import { type MediaBuyState, mediaBuyStateQuery } from '../workflows/media-buy-definitions';
+} from '../contract/discovery';
+import type { CampaignGovernance } from '../contract/governance';
+import { type MediaBuyState, mediaBuyStateQuery } from '../contract/media-buy';
 import type { SellerCapabilitiesClient } from './seller-capabilities-client';
 
 export interface CampaignClientOptions {
@@ -166,7 +166,7 @@ const RESERVED_BUY_PARAMS = [
   'end_time',
   'idempotency_key',
   'push_notification_config',
-  // A buy by proposal gets them from the selection (workflows/campaign-proposal-rules.ts).
+  // A buy by proposal gets them from the selection (workflows/campaign/proposal-rules.ts).
   'proposal_id',
   'total_budget',
 ];

@@ -8,10 +8,13 @@ export {
   IdempotencyConflictError,
   OperationEndedError,
   OperationNotFoundError,
+  OperationParamsError,
   OperationRejectedError,
   OperationRequestError,
-  OrchestratorClient,
   SellerNotFoundError,
+} from './operation-errors';
+export {
+  OrchestratorClient,
   requestFingerprint,
   stateFromClosure,
   type OperationView,
@@ -53,5 +56,5 @@ export {
   payloadCodecs,
   type PayloadKeys,
 } from './encryption-codec';
-export type { ReconciliationReport } from '../workflows/reconciliation';
+export type { ReconciliationReport } from '../contract/reconciliation';
 export * from './types';

@@ -23,8 +23,8 @@ import {
   type GovernanceDecisionRequest,
   type GovernanceSettings,
   decideGovernanceUpdate,
-} from '../workflows/governance-definitions';
-import type { adcpMediaBuy } from '../workflows/media-buy';
+} from '../contract/governance';
+import type { adcpMediaBuy } from '../workflows/media-buy/workflow';
 import {
   type ChangeAnswer,
   type ChangeRequest,
@@ -39,8 +39,8 @@ import {
   mediaBuyStateQuery,
   mediaBuyWorkflowId,
   refreshMediaBuySignal,
-} from '../workflows/media-buy-definitions';
-import { checkChangeShape } from '../workflows/media-buy-state';
+} from '../contract/media-buy';
+import { checkChangeShape } from '../workflows/media-buy/machine';
 
 export interface MediaBuyClientOptions {
   client: Client;

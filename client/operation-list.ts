@@ -16,8 +16,8 @@ import { SA_SELLER, SA_INPUT_REASON, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT }
 import { formatZodIssues } from '../config/zod-format';
 import { TASK_NAME_PATTERN, TASK_STATUSES } from '../protocol';
 import { TENANT_PATTERN, TENANT_RULE } from '../protocol/tenancy';
-import { OPERATION_STATE_MEMO, OPERATION_WORKFLOW_TYPE, type OperationState } from '../workflows/definitions';
-import { OperationRequestError } from './orchestrator-client';
+import { OPERATION_STATE_MEMO, OPERATION_WORKFLOW_TYPE, type OperationState } from '../contract/operation';
+import { OperationRequestError } from './operation-errors';
 
 /** The statuses an operation can have: the AdCP task statuses plus the orchestrator's own `pending`. */
 export const OPERATION_STATUSES = ['pending', ...TASK_STATUSES] as const;

@@ -33,19 +33,28 @@ import {
   type OperationInput,
   type OperationState,
   type ProvidedInput,
-  CURRENT_OPERATION_REVISION,
   OPERATION_STATE_MEMO,
   cancelOperationUpdate,
   operationStateFromFailure,
   credentialsRefreshedUpdate,
   provideInputUpdate,
   statusQuery,
-} from '../workflows/definitions';
+} from '../contract/operation';
+import {
+  IdempotencyConflictError,
+  OperationEndedError,
+  OperationNotFoundError,
+  OperationParamsError,
+  OperationRejectedError,
+  OperationRequestError,
+  SellerNotFoundError,
+} from './operation-errors';
 import type { OperationList, OperationListFilters } from './operation-list';
 import { type PendingActivityView, pendingActivityView } from './pending-activity';
 import { isTemporalUnavailable, isWorkflowClosedRefusal } from './temporal-errors';
-import type { adcpOperation } from '../workflows/operation';
-import type { ReconciliationReport, reconcileSeller } from '../workflows/reconciliation';
+import type { adcpOperation } from '../workflows/operation/workflow';
+import type { ReconciliationReport } from '../contract/reconciliation';
+import type { reconcileSeller } from '../workflows/reconciliation/workflow';
 
 export interface StartOperationRequest {
   sellerId: string;
@@ -101,67 +110,6 @@ const RESERVED_PARAMS_HINT: Record<(typeof RESERVED_PARAMS)[number], string> = {
   context_id:
     "params.context_id is set by the orchestrator: it resumes the seller's task with the context_id the seller returned. Remove it; to answer a question from the seller use POST /v1/operations/:id/input (client.provideInput).",
 };
-
-export class OperationRequestError extends Error {
-  override readonly name = 'OperationRequestError';
-  constructor(
-    readonly field: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/**
- * The params break a rule no seller should be asked to judge (protocol/requests.ts checkMediaBuyParams: a flight that
- * ends before it starts, a negative budget): refused before any workflow starts (HTTP 422 INVALID_PARAMS).
- */
-export class OperationParamsError extends OperationRequestError {}
-
-export class OperationNotFoundError extends Error {
-  override readonly name = 'OperationNotFoundError';
-  constructor(readonly operationId: string) {
-    super(`No operation ${operationId}.`);
-  }
-}
-
-/** No seller with that id is configured (agents.json). */
-export class SellerNotFoundError extends Error {
-  override readonly name = 'SellerNotFoundError';
-  constructor(readonly sellerId: string) {
-    super(`No seller "${sellerId}" is configured; the sellers are listed in agents.json (ADCP_AGENTS_FILE).`);
-  }
-}
-
-export class IdempotencyConflictError extends Error {
-  override readonly name = 'IdempotencyConflictError';
-  constructor(readonly operationId: string) {
-    super(
-      `Operation ${operationId} exists with a different request. An idempotency key names one request; use a new key for a new one.`,
-    );
-  }
-}
-
-/** The workflow refused a request (its validator said why), e.g. input for an operation that asked for none. */
-export class OperationRejectedError extends Error {
-  override readonly name: string = 'OperationRejectedError';
-}
-
-/** The operation has ended, so it takes no more requests (also when it ended while the request was on its way). */
-export class OperationEndedError extends OperationRejectedError {
-  override readonly name = 'OperationEndedError';
-  constructor(
-    readonly operationId: string,
-    /** How the workflow execution closed (COMPLETED, TERMINATED, ...). */
-    readonly execution: string,
-    /** The operation's final AdCP status, when known. */
-    readonly status: string | undefined,
-  ) {
-    super(
-      `Operation ${operationId} has ended${status ? ` ${status}` : ''} (${execution}); it takes no more requests. Read it with GET /v1/operations/${operationId}.`,
-    );
-  }
-}
 
 export interface OrchestratorClientOptions {
   client: Client;
@@ -369,8 +317,6 @@ export class OrchestratorClient {
       task: request.task,
       params: request.params,
       requestFingerprint: fingerprint,
-      // The workflow code this operation is started for: it takes the lean path without a patch marker.
-      revision: CURRENT_OPERATION_REVISION,
       ...(budgetMs !== undefined ? { budgetMs } : {}),
       ...(interaction ? { interaction } : {}),
       ...(authDeadlineMs !== undefined ? { authDeadlineMs } : {}),

@@ -10,7 +10,7 @@ import { LRUCache } from 'lru-cache';
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
 import { isKnownTask } from '../protocol/tasks';
-import type { adcpSellerCapabilities } from '../workflows/seller-capabilities';
+import type { adcpSellerCapabilities } from '../workflows/seller-capabilities/workflow';
 import {
   SELLER_CAPABILITIES_MEMO,
   SELLER_CAPABILITIES_WORKFLOW_TYPE,
@@ -19,7 +19,7 @@ import {
   capabilitiesChangedSignal,
   sellerCapabilitiesQuery,
   sellerCapabilitiesWorkflowId,
-} from '../workflows/seller-capabilities-definitions';
+} from '../contract/seller-capabilities';
 
 export interface SellerCapabilitiesClientOptions {
   client: Client;

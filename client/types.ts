@@ -3,7 +3,7 @@
  * state, their inputs, the signal/query/update definitions (stable names, shared with the workflows), and the request
  * shapes the client validates. Type-only imports of these pull no client code at run time beyond the definitions.
  */
-export * from '../workflows/definitions';
-export * from '../workflows/media-buy-definitions';
+export * from '../contract/operation';
+export * from '../contract/media-buy';
 export * from '../protocol/requests';
 export type * from '../protocol';

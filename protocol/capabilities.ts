@@ -7,7 +7,7 @@
 import { isKnownTask } from './tasks';
 import { asRecord } from './records';
 
-/** The read methods of activities/contract.ts that a tool list can show (the others need a call to learn). */
+/** The read methods of contract/activities.ts that a tool list can show (the others need a call to learn). */
 const READ_TOOLS = ['tasks/get', 'get_task_status', 'get_task', 'list_tasks', 'tasks/list'] as const;
 
 /** Tasks each AdCP protocol domain implies, where the seller's own tool list is not known (A2A, no tools/list). */

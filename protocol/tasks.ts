@@ -79,7 +79,7 @@ export const TASK_CATALOG: Readonly<Record<string, TaskSpec>> = Object.fromEntri
     spec('list_creatives', 'creative', false, false, false, 5 * MINUTE),
     spec('build_creative', 'creative', true, true, false, 24 * HOUR),
     spec('preview_creative', 'creative', false, false, false, 5 * MINUTE),
-    // Creative reads (adcp-protocol.md §8.1: sync). Ran as unknown tasks before they were listed: see CATALOG_ADDITIONS.
+    // Creative reads (adcp-protocol.md §8.1: sync).
     spec('get_creative_delivery', 'creative', false, false, false, 5 * MINUTE),
     spec('get_creative_features', 'creative', false, false, false, 5 * MINUTE),
     spec('get_signals', 'signals', false, true, false, HOUR),
@@ -109,19 +109,9 @@ export function taskSpec(name: string): TaskSpec {
 }
 
 /** How a task the catalog does not list runs (see taskSpec). */
-export function unknownTaskSpec(name: string): TaskSpec {
+function unknownTaskSpec(name: string): TaskSpec {
   return spec(name, 'media-buy', true, true, false, 24 * HOUR);
 }
-
-/**
- * Tasks listed after operations of them could have run as unknown tasks (mutating, async: a planned call as an
- * activity), with the patch id that separates the two: a run recorded before the listing replays as it ran, so the
- * operation workflow asks `patched(id)` for these tasks before it uses their catalog spec.
- */
-export const CATALOG_ADDITIONS: Readonly<Record<string, string>> = {
-  get_creative_delivery: 'catalog-creative-reads-v1',
-  get_creative_features: 'catalog-creative-reads-v1',
-};
 
 export function isKnownTask(name: string): boolean {
   return name in TASK_CATALOG;

@@ -1,12 +1,14 @@
 /**
- * `npm run record-histories`: runs representative operations against a fresh Temporal dev server and the scripted
- * seller and writes their event histories to test/histories/. The replay test runs today's workflow code over them,
- * so a change that running operations would replay differently fails CI (then: `patched()` or a new workflow type).
- * Record again only on purpose, when a history format change is intended, and commit the files.
+ * `npm run record-histories`: records every committed history the replay tests run today's workflow code over, so a
+ * change that running workflows would replay differently fails CI. Operations, a reconciliation and a seller's
+ * capabilities run here against a fresh Temporal dev server and the scripted seller (test/histories/); the media buy
+ * and the campaigns are recorded by the integration tests that drive them, run here with their recording switch
+ * (test/fixtures/media-buy-seller/histories/, test/fixtures/campaign-sellers/histories/). Record again only on
+ * purpose (a new baseline, a new scenario), and commit the files.
  */
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
 import { freePort, startDevServer } from './lib/dev-server';
@@ -14,37 +16,49 @@ import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { createMediaBuyParams, getProductsParams } from '../test/harness/demo-requests';
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
-import { type WebhookDelivery, webhookReceivedSignal } from '../workflows/definitions';
+import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
+import { type WebhookDelivery, webhookReceivedSignal } from '../contract/operation';
 
-const OUT = path.resolve(__dirname, '..', 'test', 'histories');
-/**
- * Histories are named by the workflow code that wrote them: `v1-*` predate the convergence rewrite (they replay on
- * workflows/legacy/), `v2-*` were started without an input revision (the path `patched()` chose), `v3-*` are today's
- * (OperationInput.revision 3: no patch marker, reads planned in their call, looks on the activity's own cadence), `v4-*`
- * revision 4 (a webhook that leaves the status as it is does not end the looks). All must keep replaying; recording
- * writes only the current generation's files.
- */
-const GENERATION = 'v4';
+const ROOT = path.resolve(__dirname, '..');
+const OUT = path.join(ROOT, 'test', 'histories');
+/** The integration tests that record the histories of the workflows they drive, and the switch that makes them. */
+const HISTORY_DIRS = [
+  'test/histories',
+  'test/fixtures/media-buy-seller/histories',
+  'test/fixtures/campaign-sellers/histories',
+];
+const RECORDING_TESTS = [
+  { file: 'test/integration/media-buy-api.test.ts', env: 'RECORD_MEDIA_BUY_HISTORIES' },
+  { file: 'test/integration/campaign.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
+  { file: 'test/integration/campaign-creatives.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
+] as const;
 
-async function main(): Promise<void> {
+async function recordOperations(): Promise<void> {
+  // The set is replaced as a whole: a scenario dropped from here leaves no stale file behind.
+  for (const file of readdirSync(OUT).filter((name) => name.endsWith('.json'))) rmSync(path.join(OUT, file));
   const server = await startDevServer({ port: await freePort(), headless: true });
   const seller = await startScriptedSeller();
+  const sellers = registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]);
   const stack = await startTestStack({
     address: server.address,
-    sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
+    sellers,
     activities: { env: { FIXTURE_TOKEN: seller.authToken } },
   });
-  const record = async (name: string, operationId: string) => {
-    await stack.orchestrator.result(operationId).catch(() => undefined);
+  const show = (workflowId: string) =>
     // Exactly what operators export with the CLI, and what the replayer reads back.
-    const json = execFileSync(
+    execFileSync(
       resolveTemporalCli(),
-      ['workflow', 'show', '--workflow-id', operationId, '--address', server.address, '--output', 'json'],
+      ['workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json'],
       { encoding: 'utf8' },
     );
-    writeFileSync(path.join(OUT, `${GENERATION}-${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
+  const write = (name: string, json: string) => {
+    writeFileSync(path.join(OUT, `${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
     const history = JSON.parse(json) as { events?: unknown[] };
     console.log(`record-histories: ${name} (${history.events?.length ?? 0} events)`);
+  };
+  const record = async (name: string, operationId: string) => {
+    await stack.orchestrator.result(operationId).catch(() => undefined);
+    write(`operation-${name}`, show(operationId));
   };
   const start = (task = 'create_media_buy') =>
     stack.orchestrator
@@ -85,7 +99,7 @@ async function main(): Promise<void> {
     });
     await record('idempotency-conflict-adopted', await start());
 
-    // A synchronous read (one local activity), and a read that goes async and is completed at a look.
+    // A synchronous read (one local activity), and a read that goes async and is completed at a poll.
     await record('sync-read', await start('get_products'));
     seller.script('get_products', [
       { status: 'submitted' },
@@ -93,8 +107,8 @@ async function main(): Promise<void> {
     ]);
     await record('read-submitted-completed', await start('get_products'));
 
-    // Webhooks during the looks: a repeat of the status and progress reports are applied while the looks go on (revision
-    // 4); a new status ends them; the completion arrives by webhook. Signalled as the gateway would, after verification.
+    // Webhooks during the polls: a repeat of the status and progress reports are applied while the polls go on; a new
+    // status ends them; the completion arrives by webhook. Signalled as the gateway would, after verification.
     seller.script('get_products', [
       { status: 'submitted' },
       { status: 'completed', afterMs: 600_000, payload: { products: [] } },
@@ -113,7 +127,7 @@ async function main(): Promise<void> {
     await push('2', { status: 'working', taskId, progress: { percentage: 30 } });
     await push('3', { status: 'working', taskId, progress: { percentage: 60 } });
     await push('4', { status: 'completed', taskId, result: { products: [] } });
-    await record('webhooks-during-looks', pushed);
+    await record('webhooks-during-polls', pushed);
 
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
     const canceled = await start();
@@ -122,12 +136,65 @@ async function main(): Promise<void> {
     );
     await stack.orchestrator.cancel(canceled, { requestedBy: 'recorder', reason: 'replay fixture' });
     await record('canceled-while-submitted', canceled);
+
+    // A reconciliation of the seller while one operation waits in submitted: it is told to poll now.
+    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
+    const waiting = await start();
+    await eventually(async () => (await stack.orchestrator.status(waiting)).state?.taskId);
+    const reconciliationId = `reconciliation:fixture:${randomUUID()}`;
+    await (
+      await stack.client.workflow.start('reconcileSeller', {
+        workflowId: reconciliationId,
+        taskQueue: stack.taskQueue,
+        args: [{ sellerId: 'fixture', requestedBy: 'recorder' }],
+      })
+    ).result();
+    write('reconciliation-poll-now', show(reconciliationId));
+    await stack.orchestrator.cancel(waiting, { requestedBy: 'recorder', reason: 'replay fixture' });
+
+    // The seller's capabilities workflow after its first refresh (it runs for ever; the history so far replays).
+    const capabilities = new SellerCapabilitiesClient({ client: stack.client, taskQueue: stack.taskQueue, sellers });
+    await capabilities.ensure('fixture');
+    await capabilities.refreshed('fixture', 1);
+    const capabilitiesId = capabilities.workflowId('fixture');
+    write('seller-capabilities-refreshed', show(capabilitiesId));
+    await stack.client.workflow.getHandle(capabilitiesId).terminate('recorded');
   } finally {
     await stack.close();
     await seller.close();
     await closeMCPConnections().catch(() => undefined);
     await server.stop();
   }
+}
+
+/** One test file at a time (the machine's cores are shared), each with its recording switch on. */
+function recordByTests(): void {
+  for (const test of RECORDING_TESTS) {
+    console.log(`record-histories: ${test.file} with ${test.env}=1`);
+    execFileSync(path.join(ROOT, 'node_modules', '.bin', 'jest'), [test.file, '--runInBand'], {
+      cwd: ROOT,
+      stdio: 'inherit',
+      env: { ...process.env, [test.env]: '1' },
+    });
+  }
+}
+
+/** Stack traces name the files of the clone that recorded them: keep them relative to the repository. */
+function withoutClonePaths(): void {
+  for (const dir of HISTORY_DIRS) {
+    for (const name of readdirSync(path.join(ROOT, dir)).filter((file) => file.endsWith('.json'))) {
+      const file = path.join(ROOT, dir, name);
+      const text = readFileSync(file, 'utf8');
+      const relative = text.split(`${ROOT}${path.sep}`).join('');
+      if (relative !== text) writeFileSync(file, relative);
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  await recordOperations();
+  recordByTests();
+  withoutClonePaths();
 }
 
 main().catch((error) => {

@@ -1,11 +1,11 @@
 /**
- * One Temporal Schedule per configured seller runs its reconciliation (workflows/reconciliation.ts) at a fixed
+ * One Temporal Schedule per configured seller runs its reconciliation (workflows/reconciliation/workflow.ts) at a fixed
  * interval. Idempotent: every worker may call it at start; an existing schedule is updated to the current interval.
  * Overlapping runs are skipped, and a run missed while the cluster was down is not made up.
  */
 import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import type { SellerRegistry } from '../config/sellers';
-import type { reconcileSeller } from '../workflows/reconciliation';
+import type { reconcileSeller } from '../workflows/reconciliation/workflow';
 
 export const RECONCILIATION_WORKFLOW_TYPE = 'reconcileSeller';
 

@@ -1,8 +1,10 @@
 /** Workflow entry points registered with the worker (the bundle is built from this file). */
-export { adcpOperation } from './operation';
-export { reconcileSeller } from './reconciliation';
-export { adcpMediaBuy } from './media-buy';
-export { adcpSellerCapabilities } from './seller-capabilities';
-export { adcpDiscovery } from './discovery';
-export { adcpCampaign } from './campaign';
-export { adcpNotification } from './notification';
+export { adcpOperation } from './operation/workflow';
+export { reconcileSeller } from './reconciliation/workflow';
+export { adcpMediaBuy } from './media-buy/workflow';
+export { adcpSellerCapabilities } from './seller-capabilities/workflow';
+export { adcpDiscovery } from './discovery/workflow';
+export { adcpCampaign } from './campaign/workflow';
+export { adcpNotification } from './notification/workflow';
+// Each workflow's versioning behaviour, PINNED or AUTO_UPGRADE (workflows/versioning.ts).
+import './versioning';

@@ -11,7 +11,7 @@
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { LRUCache } from 'lru-cache';
 import { SA_TENANT } from '../../config/search-attributes';
-import { OPERATION_STATE_MEMO } from '../../workflows/definitions';
+import { OPERATION_STATE_MEMO } from '../../contract/operation';
 import type { ResourceKind } from './access-control';
 import type { TenantOf } from './middleware';
 

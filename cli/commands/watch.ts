@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { operationView } from '../../api/operation-view';
 import type { OperationView, OrchestratorClient } from '../../client/orchestrator-client';
 import { type PendingActivityView, pendingActivityHttpView } from '../../client/pending-activity';
-import type { Transition } from '../../workflows/definitions';
+import type { Transition } from '../../contract/operation';
 import {
   EXIT,
   type GlobalOptions,

@@ -25,7 +25,7 @@ import { dataConverter } from '../../client/payload-codec';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import type { ManagedProcess } from '../../scripts/lib/processes';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import { type Fault, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from './demo-requests';
 import { startWorkerProcess, writeAgentsFile } from './worker-process';

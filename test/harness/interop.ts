@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { OrchestratorClient } from '../../client/orchestrator-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 
 /** Runs one AdCP task as an orchestrator operation (a fresh idempotency key) and waits for its end. */
 export async function runOperation(

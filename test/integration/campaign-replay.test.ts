@@ -1,9 +1,10 @@
 /**
- * Determinism of the discovery and campaign workflows: today's code replays the committed histories of a real
- * campaign (test/fixtures/campaign-sellers/histories/, recorded by campaign.test.ts with RECORD_CAMPAIGN_HISTORIES=1:
- * a discovery with a slow and a failing seller, a selection, the approval, three buys of which one rejected, and a
- * cancel fanned out to every buy). A change that running campaigns would replay differently fails here; ship it
- * behind `patched()` instead.
+ * Determinism of the discovery and campaign workflows: today's code replays the committed histories of real
+ * campaigns (test/fixtures/campaign-sellers/histories/, recorded with RECORD_CAMPAIGN_HISTORIES=1, which
+ * `npm run record-histories` sets: by campaign.test.ts, a discovery with a slow and a failing seller, a selection,
+ * the approval, three buys of which one rejected, and a cancel fanned out to every buy; by campaign-creatives.test.ts,
+ * a library synced to the buys, polls, an Update and continue-as-new). A change that running campaigns would replay
+ * differently fails here; ship it behind `patched()` instead.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

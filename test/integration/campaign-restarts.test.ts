@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { CampaignClient } from '../../client/campaign-client';
 import { dataConverter } from '../../client/payload-codec';
 import type { ManagedProcess } from '../../scripts/lib/processes';
-import type { CampaignState } from '../../workflows/campaign-definitions';
+import type { CampaignState } from '../../contract/campaign';
 import { type CampaignSellers, startCampaignSellers } from '../fixtures/campaign-sellers';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { eventually, testAddress } from '../harness/temporal';

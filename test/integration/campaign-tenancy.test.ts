@@ -31,8 +31,8 @@ import { MediaBuyClient, MediaBuyNotFoundError } from '../../client/media-buy-cl
 import { SA_PRINCIPAL, SA_TENANT } from '../../config/search-attributes';
 import type { CallerIdentity } from '../../protocol/tenancy';
 import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
-import type { CampaignState } from '../../workflows/campaign-definitions';
-import { type MediaBuyState, mediaBuyStateQuery } from '../../workflows/media-buy-definitions';
+import type { CampaignState } from '../../contract/campaign';
+import { type MediaBuyState, mediaBuyStateQuery } from '../../contract/media-buy';
 import { type CampaignSellers, startCampaignSellers } from '../fixtures/campaign-sellers';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 

@@ -19,8 +19,8 @@ import { createDiscoveryRouter } from '../../api/discoveries';
 import { CampaignClient, CampaignRefusedError } from '../../client/campaign-client';
 import { SellerCapabilitiesClient } from '../../client/seller-capabilities-client';
 import { DEMO_ACCOUNT, DEMO_BRAND } from '../../scripts/lib/demo-seller';
-import type { CampaignState } from '../../workflows/campaign-definitions';
-import { mediaBuyStateQuery } from '../../workflows/media-buy-definitions';
+import type { CampaignState } from '../../contract/campaign';
+import { mediaBuyStateQuery } from '../../contract/media-buy';
 import { type CampaignSellers, startCampaignSellers } from '../fixtures/campaign-sellers';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import {

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { freePort, startDevServer, type DevServer } from '../../scripts/lib/dev-server';
-import { webhookReceivedSignal } from '../../workflows/definitions';
+import { webhookReceivedSignal } from '../../contract/operation';
 import { type ScriptStep, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';

@@ -16,7 +16,7 @@ import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import type { SellerConfig } from '../../config/sellers';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import {
   type ScriptStep,
   type ScriptedSeller,

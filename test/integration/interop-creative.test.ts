@@ -25,7 +25,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createGateway } from '../../api/app';
 import { SellerCapabilitiesClient, taskSupportCheck } from '../../client/seller-capabilities-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import {
   EXAMPLE_SELLER_TOKEN,
   EXAMPLE_SELLER_TOKEN_ENV,

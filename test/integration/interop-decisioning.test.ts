@@ -15,7 +15,7 @@
  * is counted where the buy is made, after the framework's idempotency replay.
  *
  * Two orchestrator defects these sellers exposed, fixed in product code (each test fails without its fix): a cancel
- * the seller answers "completed" with the buy still live was recorded as applied (workflows/media-buy.ts:
+ * the seller answers "completed" with the buy still live was recorded as applied (workflows/media-buy/workflow.ts:
  * CANCEL_NOT_APPLIED), and a task the seller lost in a restart made MCP's own tasks/get fail every poll as a bad
  * request (activities/seller-client.ts: TASK_NOT_FOUND, "cannot see the task now").
  */
@@ -30,7 +30,7 @@ import { freePort } from '../../scripts/lib/dev-server';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { MediaBuyClient } from '../../client/media-buy-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import {
   type DecisioningSellerName,
   EXAMPLE_SELLER_TOKEN,

@@ -8,7 +8,7 @@
  * printed at the end of the file, so a seller that loses a tool shows up in the output, not as a silent pass.
  */
 import { randomUUID } from 'node:crypto';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import {
   EXAMPLE_SELLER_TOKEN,
   EXAMPLE_SELLER_TOKEN_ENV,

@@ -4,7 +4,7 @@
  * through a real Temporal dev server and worker. The upstream is the ground truth for "activated once".
  */
 import { randomUUID } from 'node:crypto';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import {
   EXAMPLE_SELLER_TOKEN,
   EXAMPLE_SELLER_TOKEN_ENV,

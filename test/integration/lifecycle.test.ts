@@ -4,8 +4,8 @@
  * progress visible through the status query.
  */
 import { randomUUID } from 'node:crypto';
-import { OperationRequestError } from '../../client/orchestrator-client';
-import { provideInputUpdate } from '../../workflows/definitions';
+import { OperationRequestError } from '../../client/operation-errors';
+import { provideInputUpdate } from '../../contract/operation';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';

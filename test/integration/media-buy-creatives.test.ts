@@ -9,7 +9,7 @@ import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-
 import { registry } from '../harness/temporal';
 import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
 import { MediaBuyClient } from '../../client/media-buy-client';
-import { mediaBuyStateQuery } from '../../workflows/media-buy-definitions';
+import { mediaBuyStateQuery } from '../../contract/media-buy';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -14,7 +14,7 @@ import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-
 import { registry } from '../harness/temporal';
 import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
 import { parseReportingWebhook } from '../../protocol/media-buy';
-import type { adcpMediaBuy } from '../../workflows/media-buy';
+import type { adcpMediaBuy } from '../../workflows/media-buy/workflow';
 import {
   MEDIA_BUY_WORKFLOW_TYPE,
   type MediaBuyInput,
@@ -24,7 +24,7 @@ import {
   mediaBuyStateQuery,
   mediaBuyWorkflowId,
   reportReceivedSignal,
-} from '../../workflows/media-buy-definitions';
+} from '../../contract/media-buy';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

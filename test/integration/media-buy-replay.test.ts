@@ -1,8 +1,9 @@
 /**
  * Determinism of the media-buy workflow: today's code replays the committed histories of real buys
- * (test/fixtures/media-buy-seller/histories/, recorded by media-buy-api.test.ts with RECORD_MEDIA_BUY_HISTORIES=1:
- * create, creatives, a signed report, the storyboard's changes and refusals, the final report and the settle). A
- * change that running buys would replay differently fails here; ship it behind `patched()` instead.
+ * (test/fixtures/media-buy-seller/histories/, recorded by media-buy-api.test.ts with RECORD_MEDIA_BUY_HISTORIES=1,
+ * which `npm run record-histories` sets: create, creatives, a signed report, the storyboard's changes and refusals,
+ * the final report and the settle). A change that running buys would replay differently fails here; ship it behind
+ * `patched()` instead.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -17,7 +17,7 @@ import { createGateway } from '../../api/app';
 import { SellerRegistry } from '../../config/sellers';
 import { generateNotificationJwk, notificationKeyFromJwk } from '../../config/notification-key';
 import type { CallerIdentity } from '../../protocol/tenancy';
-import type { BuyerNotification } from '../../workflows/notification';
+import type { BuyerNotification } from '../../contract/notification';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, startTestStack } from '../harness/temporal';

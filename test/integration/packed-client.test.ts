@@ -55,8 +55,8 @@ test('the tarball carries the client, its declarations and the message and state
     'dist/client/operation-list.js',
     'dist/client/payload-codec.js',
     'dist/client/encryption-codec.js',
-    'dist/workflows/definitions.d.ts',
-    'dist/workflows/media-buy-definitions.d.ts',
+    'dist/contract/operation.d.ts',
+    'dist/contract/media-buy.d.ts',
     'dist/protocol/requests.d.ts',
     'cli/bin.js',
     'dist/cli/main.js',
@@ -68,11 +68,10 @@ test('the tarball carries the client, its declarations and the message and state
       /^(workers|activities|api|workflows|protocol|config|client|scripts|test|bench)\//.test(file) ||
       // The CLI ships (the package's bin), with the one API module it renders operations with.
       (/^dist\/(workers|api|scripts|test|bench)\//.test(file) && !/^dist\/api\/operation-view\./.test(file)) ||
-      // The activity contract's declarations describe state fields; no activity code ships.
-      (/^dist\/activities\//.test(file) && file !== 'dist/activities/contract.d.ts') ||
-      // Workflow implementations stay in the worker; only definitions and the pure media-buy state logic ship.
-      /^dist\/workflows\/(operation|media-buy|reconciliation|operation-state|cadence|index)\.js$/.test(file) ||
-      /^dist\/workflows\/legacy\//.test(file) ||
+      // No activity code ships (the contract's declarations describe state fields, in dist/contract/).
+      /^dist\/activities\//.test(file) ||
+      // Workflow implementations stay in the worker; only the pure media-buy state logic ships with the contract.
+      (/^dist\/workflows\//.test(file) && !/^dist\/workflows\/media-buy\/machine\./.test(file)) ||
       /workflow-bundle/.test(file),
   );
   expect(leaked).toEqual([]);

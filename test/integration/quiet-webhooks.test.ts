@@ -1,10 +1,8 @@
 /**
- * Revision 4 polls, cheaper per webhook (issue #15 B2): a webhook that only repeats the status the polls wait on is
- * applied by the signal handler, without waking the wait (workflows/operation.ts appliesWithoutWaking). What must
- * hold: every such webhook is applied; the polls go on (no cancel, no new activity); one patch marker per run says
- * the run applies them so; a new status still ends the polls; the history replays. Histories recorded before the
- * patch replay on the old path (test/histories/v4-webhooks-during-looks.json in replay.test.ts).
- * Real dev server, the scripted seller over MCP.
+ * Polls that stay cheap per webhook: a webhook that only repeats the status the polls wait on is applied by the
+ * signal handler, without waking the wait (workflows/operation/workflow.ts appliesWithoutWaking). What must hold:
+ * every such webhook is applied; the polls go on (no cancel, no new activity, no patch marker); a new status still
+ * ends the polls; the history replays. Real dev server, the scripted seller over MCP.
  */
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
@@ -12,8 +10,7 @@ import { Worker } from '@temporalio/worker';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { getProductsParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack, workflowBundle } from '../harness/temporal';
-import { type OperationState, type WebhookDelivery, webhookReceivedSignal } from '../../workflows/definitions';
-import { QUIET_WEBHOOKS_IN_HANDLER_PATCH } from '../../workflows/operation';
+import { type OperationState, type WebhookDelivery, webhookReceivedSignal } from '../../contract/operation';
 
 let seller: ScriptedSeller;
 let stack: TestStack;
@@ -59,7 +56,7 @@ async function push(workflowId: string, key: string, snapshot: WebhookDelivery['
   });
 }
 
-test('repeats of the status waited on are applied without ending the polls, behind one patch marker; the history replays', async () => {
+test('repeats of the status waited on are applied without ending the polls; the history replays', async () => {
   seller.script('get_products', [
     { status: 'submitted' },
     { status: 'completed', afterMs: 600_000, payload: { products: [] } },
@@ -72,7 +69,6 @@ test('repeats of the status waited on are applied without ending the polls, behi
   });
   const taskId = await eventually(async () => (await stack.orchestrator.status(operationId)).state?.taskId);
   await eventually(async () => (awaitActivities(await historyOf(operationId)).length === 1 ? true : undefined));
-  expect(patchIds(await historyOf(operationId))).toEqual([]); // no marker until a quiet webhook is applied so
 
   await push(operationId, '1', { status: 'submitted', taskId, message: 'queued behind other requests' });
   await push(operationId, '2', { status: 'submitted', progress: { percentage: 10 } });
@@ -80,11 +76,11 @@ test('repeats of the status waited on are applied without ending the polls, behi
   expect(third).toMatchObject({ status: 'submitted', message: 'still queued', webhooksApplied: 3 });
   expect(third.progress?.percentage).toBe(10);
   let events = await historyOf(operationId);
-  expect(patchIds(events)).toEqual([QUIET_WEBHOOKS_IN_HANDLER_PATCH]);
+  expect(patchIds(events)).toEqual([]);
   expect(awaitActivities(events)).toHaveLength(1);
   expect(cancelRequests(events)).toHaveLength(0);
 
-  // A new status ends the polls; repeats of it are then applied the same way (no second marker).
+  // A new status ends the polls; repeats of it are then applied the same way.
   await push(operationId, '4', { status: 'working', taskId, progress: { percentage: 40 } });
   await eventually(async () => (awaitActivities(await historyOf(operationId)).length === 2 ? true : undefined));
   const working = await push(operationId, '5', { status: 'working', taskId, progress: { percentage: 70 } });
@@ -103,7 +99,7 @@ test('repeats of the status waited on are applied without ending the polls, behi
   expect(done.webhooksApplied).toBe(6);
 
   events = await historyOf(operationId);
-  expect(patchIds(events)).toEqual([QUIET_WEBHOOKS_IN_HANDLER_PATCH]);
+  expect(patchIds(events)).toEqual([]);
   // One cancel when the status moved to working, one when it completed: none for the quiet ones.
   expect(cancelRequests(events)).toHaveLength(2);
   expect(awaitActivities(events)).toHaveLength(2);

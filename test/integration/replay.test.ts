@@ -1,7 +1,7 @@
 /**
- * Determinism: today's workflow code replays the committed histories of real operations (test/histories/, recorded
- * by `npm run record-histories` against the scripted seller). A change that running operations would replay
- * differently fails here; ship it behind `patched()` or as a new workflow type instead.
+ * Determinism: today's workflow code replays the committed histories of real operations, a reconciliation and a
+ * seller's capabilities (test/histories/, recorded by `npm run record-histories` against the scripted seller). A
+ * change that would make them replay differently fails here.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -11,11 +11,9 @@ import { workflowBundle } from '../harness/temporal';
 const dir = path.resolve(__dirname, '..', 'histories');
 const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
-test('there are committed histories of every workflow generation to replay (v1: before the convergence rewrite; v3, v4: input revisions 3 and 4)', () => {
-  expect(files.filter((file) => file.startsWith('v1-')).length).toBeGreaterThanOrEqual(4);
-  expect(files.filter((file) => file.startsWith('v2-')).length).toBeGreaterThanOrEqual(4);
-  expect(files.filter((file) => file.startsWith('v3-')).length).toBeGreaterThanOrEqual(6);
-  expect(files.filter((file) => file.startsWith('v4-')).length).toBeGreaterThanOrEqual(7);
+test('there are committed histories of operations, a reconciliation and a seller capabilities workflow', () => {
+  expect(files.filter((file) => file.startsWith('operation-')).length).toBeGreaterThanOrEqual(7);
+  expect(files).toEqual(expect.arrayContaining(['reconciliation-poll-now.json', 'seller-capabilities-refreshed.json']));
 });
 
 test.each(files)('replays %s', async (file) => {

@@ -8,10 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { type SellerClient, createSdkSellerClient } from '../../activities/seller-client';
 import { SellerCapabilitiesClient } from '../../client/seller-capabilities-client';
-import {
-  SELLER_CAPABILITIES_MEMO,
-  sellerCapabilitiesWorkflowId,
-} from '../../workflows/seller-capabilities-definitions';
+import { SELLER_CAPABILITIES_MEMO, sellerCapabilitiesWorkflowId } from '../../contract/seller-capabilities';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';

@@ -26,7 +26,8 @@ import {
 import { createTenantResolvers } from '../../api/auth/tenant-of';
 import { WorkflowFailedError } from '@temporalio/client';
 import { MediaBuyClient, MediaBuyNotFoundError } from '../../client/media-buy-client';
-import { OperationNotFoundError, OrchestratorClient } from '../../client/orchestrator-client';
+import { OperationNotFoundError } from '../../client/operation-errors';
+import { OrchestratorClient } from '../../client/orchestrator-client';
 import { SellerRegistry } from '../../config/sellers';
 import { SA_PRINCIPAL, SA_TENANT } from '../../config/search-attributes';
 import type { CallerIdentity } from '../../protocol/tenancy';

@@ -27,7 +27,7 @@ import {
   payloadCodecs,
 } from '../../client/encryption-codec';
 import { OrchestratorClient } from '../../client/orchestrator-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import { type DevServer, freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';

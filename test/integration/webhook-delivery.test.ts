@@ -21,7 +21,7 @@ import { createWebhookRouter } from '../../api/webhooks';
 import { type SellerRegistry, sellerSchema } from '../../config/sellers';
 import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import type { OrchestratorClient } from '../../client/orchestrator-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import { type ScriptStep, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import {
   type SignedWebhook,

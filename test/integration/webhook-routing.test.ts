@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { WebhookRefusalCounter, createWebhookRouter } from '../../api/webhooks';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { type SignedWebhook, mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
 import { createMediaBuyParams } from '../harness/demo-requests';

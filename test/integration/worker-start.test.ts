@@ -10,7 +10,7 @@ import { OrchestratorClient } from '../../client/orchestrator-client';
 import { dataConverter } from '../../client/payload-codec';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import type { ManagedProcess } from '../../scripts/lib/processes';
-import { sellerCapabilitiesWorkflowId } from '../../workflows/seller-capabilities-definitions';
+import { sellerCapabilitiesWorkflowId } from '../../contract/seller-capabilities';
 import { getProductsParams } from '../harness/demo-requests';
 import { demoSellerConfig, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';

@@ -1,5 +1,5 @@
 /**
- * Revision 3 of the operation workflow (issue 15, B1/B3/B4): a read is planned inside its one `sendCall`, and the
+ * How the operation's activities keep their own cadence: a read is planned inside its one `sendCall`, and the
  * polls of a wait keep their cadence themselves (`awaitTaskMoveOnCadence`): the first attempt only asks to be retried
  * at the first poll, and each unchanged poll names the delay of the next one, so the retry policy's own short
  * interval only ever applies to an attempt lost with its worker. A fake SellerClient, Temporal's
@@ -10,7 +10,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
 import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
-import { pollOffsets, planWait } from '../../workflows/cadence';
+import { pollOffsets, planWait } from '../../workflows/operation/cadence';
 
 const sellerRegistry = new SellerRegistry(
   [{ id: 'seller', url: 'http://seller.test/mcp', protocol: 'mcp' } as unknown as SellerConfig],
@@ -64,7 +64,7 @@ const planInput = {
   params: { brief: 'video in Paris' },
 };
 
-describe('sendCall planned in the call (reads of revision 3)', () => {
+describe('sendCall planned in the call (reads)', () => {
   test('plans and sends a read in one activity and says which timeouts it was planned with', async () => {
     const { seller, calls } = fakeSeller({});
     const activities = createActivities({ sellers: sellerRegistry, seller, callTimeoutMs: 42_000, env: {} });
@@ -175,15 +175,5 @@ describe('awaitTaskMoveOnCadence', () => {
     const again = await failureOf(run(failing.awaitTaskMoveOnCadence, [pollInput], { attempt: 3 }));
     expect(again.type).toBe('TaskPollFailed');
     expect(again.nextRetryDelay).toBe(plan.initialIntervalMs * 2);
-  });
-
-  test('without a cadence (operations before revision 3) awaitTaskMove leaves the delay to the retry policy', async () => {
-    const fake = fakeSeller({});
-    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
-    const { cadence: _cadence, ...legacy } = pollInput;
-    const failure = await failureOf(run(activities.awaitTaskMove, [legacy], { attempt: 1 }));
-    expect(failure.type).toBe('TaskUnchanged');
-    expect(failure.nextRetryDelay).toBeUndefined();
-    expect(failure.details?.[0]).toMatchObject({ polls: 1 });
   });
 });

@@ -1,7 +1,7 @@
 /**
- * The call activities of the contract (#9 items 3 and 11): planCall decides the bytes once (no secrets), sendCall
+ * The call activities of the contract: planCall decides the bytes once (no secrets), sendCall
  * sends exactly them, IDEMPOTENCY_IN_FLIGHT retries the same key as late as the seller asked, the call timeout is
- * hard, and readTask / awaitTaskMove treat an unreadable task as "no news". A fake SellerClient, Temporal's
+ * hard, and readTask / awaitTaskMoveOnCadence treat an unreadable task as "no news". A fake SellerClient, Temporal's
  * MockActivityEnvironment for the activity context.
  */
 import { once } from 'node:events';
@@ -206,11 +206,14 @@ describe('reads', () => {
     expect(outcome).toMatchObject({ readMethod: 'none', unreadable: { code: 'TASK_UNREADABLE' } });
   });
 
-  test('awaitTaskMove counts an unreadable task as no change: a benign failure carrying the poll count', async () => {
+  test('awaitTaskMoveOnCadence counts an unreadable task as no change: a benign failure carrying the poll count', async () => {
     const { seller } = fakeSeller(async () => ({ snapshot: { status: 'completed' }, callError: false }));
     const activities = createActivities({ sellers: sellerRegistry, seller, env: {} });
+    const since = { status: 'submitted', progress: null };
+    // No wait before the first poll: attempt n is poll n.
+    const cadence = { firstPollAfterMs: 0, initialIntervalMs: 2_000, maxIntervalMs: 60_000 };
     const failure = await failureOf(
-      run(activities.awaitTaskMove, [{ ...readInput, since: { status: 'submitted', progress: null } }], { attempt: 4 }),
+      run(activities.awaitTaskMoveOnCadence, [{ ...readInput, since, cadence }], { attempt: 4 }),
     );
     expect(failure.type).toBe('TaskUnchanged');
     expect(failure.category).toBe('BENIGN');

@@ -8,8 +8,8 @@ import {
   policySelection,
   validateCampaignChange,
   validateSelection,
-} from '../../workflows/campaign-state';
-import type { CampaignBuy } from '../../workflows/campaign-definitions';
+} from '../../workflows/campaign/machine';
+import type { CampaignBuy } from '../../contract/campaign';
 
 describe('capabilities', () => {
   const answer = {

@@ -1,21 +1,20 @@
 /**
- * The campaign's pure rules for its creative library and its view of the buys (workflows/campaign-state.ts): library
+ * The campaign's pure rules for its creative library and its view of the buys (workflows/campaign/machine.ts): library
  * validation and merging, format coverage, creative-to-package assignments, the linear spend plan, pacing, the sum
  * across sellers, and the digest of a buy's state.
  */
-import type { CampaignCreative, SelectionLine } from '../../workflows/campaign-definitions';
+import { type CampaignCreative, type SelectionLine, digestOf } from '../../contract/campaign';
 import {
   assignmentsFor,
   coverageFor,
-  digestOf,
   mergeLibrary,
   pacingOf,
   plannedSpend,
   productKey,
   sumDelivery,
   validateCreatives,
-} from '../../workflows/campaign-state';
-import type { MediaBuyState } from '../../workflows/media-buy-definitions';
+} from '../../workflows/campaign/machine';
+import type { MediaBuyState } from '../../contract/media-buy';
 
 const creative = (id: string, format: string): CampaignCreative => ({
   creative_id: id,

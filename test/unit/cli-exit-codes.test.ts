@@ -10,7 +10,7 @@ import {
   OperationRejectedError,
   OperationRequestError,
   SellerNotFoundError,
-} from '../../client/orchestrator-client';
+} from '../../client/operation-errors';
 import { OperationListFilterError } from '../../client/operation-list';
 import { ConfigError } from '../../config/sellers';
 import { CliError, EXIT, exitFor } from '../../cli/context';

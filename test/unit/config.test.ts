@@ -54,8 +54,8 @@ describe('inline webhook-signing keys are checked at start (issue #9 item 9)', (
     ).toThrow(/agents\[0\]\.webhooks\.jwks\.keys\[0\]\.adcp_use: must be "webhook-signing"/);
   });
 
-  test('the inline JWKS example in the README passes validation', () => {
-    const readme = readFileSync(path.join(__dirname, '../../README.md'), 'utf8');
+  test('the inline JWKS example in docs/webhooks.md passes validation', () => {
+    const readme = readFileSync(path.join(__dirname, '../../docs/webhooks.md'), 'utf8');
     const line = readme
       .split('\n')
       .find((candidate) => candidate.startsWith('"webhooks": { "scheme": "rfc9421", "jwks":'));

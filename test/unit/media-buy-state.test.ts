@@ -13,7 +13,7 @@ import {
   parseDeliveryPull,
   parseReportingWebhook,
 } from '../../protocol/media-buy';
-import type { ChangeRequest, MediaBuyLifecycle, MediaBuyState } from '../../workflows/media-buy-definitions';
+import type { ChangeRequest, MediaBuyLifecycle, MediaBuyState } from '../../contract/media-buy';
 import {
   LIFECYCLE_EDGES,
   MAX_FILL_ATTEMPTS,
@@ -25,7 +25,7 @@ import {
   statusAfterChange,
   updateParamsFor,
   validateChange,
-} from '../../workflows/media-buy-state';
+} from '../../workflows/media-buy/machine';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -3,8 +3,8 @@
  * and the README promise, with package IDs, metric names and what the seller wrote kept as they are.
  */
 import { mediaBuyView } from '../../api/media-buys';
-import type { MediaBuyState } from '../../workflows/media-buy-definitions';
-import { newMediaBuyState } from '../../workflows/media-buy-state';
+import type { MediaBuyState } from '../../contract/media-buy';
+import { newMediaBuyState } from '../../workflows/media-buy/machine';
 
 function buy(): MediaBuyState {
   const state = newMediaBuyState({

@@ -3,8 +3,8 @@
  * reconciliation, cancel) feeds one truth. The last block drives it with thousands of seeded random interleavings.
  */
 import type { AdcpError, TaskSnapshot, TaskStatus } from '../../protocol';
-import type { OperationState, WebhookDelivery } from '../../workflows/definitions';
-import { OperationMachine, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation-state';
+import type { OperationState, WebhookDelivery } from '../../contract/operation';
+import { OperationMachine, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/machine';
 
 const OPERATION = 'adcp-create_media_buy-k1';
 

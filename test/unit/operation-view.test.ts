@@ -1,7 +1,7 @@
 /** The operation as HTTP callers see it (api/app.ts operationView): snake_case throughout, and honest about staleness. */
 import { operationView, reconciliationReportView } from '../../api/app';
 import type { OperationView } from '../../client/orchestrator-client';
-import type { OperationState } from '../../workflows/definitions';
+import type { OperationState } from '../../contract/operation';
 
 const state: OperationState = {
   operationId: 'adcp-create_media_buy-po-1',
@@ -112,12 +112,16 @@ test('the reconciliation report is snake_case', () => {
     unattributed: [{ taskId: 't2', taskType: 'create_media_buy', status: 'submitted' }],
     missingFromSeller: ['adcp-x-2'],
     pollRequested: 2,
+    openMediaBuys: 1,
+    mediaBuyRefreshRequested: 1,
   });
   expect(body).toMatchObject({
     agent_id: 'seller',
     open_operations: 2,
     adopted: [{ operation_id: 'adcp-x-1', task_id: 't1' }],
     missing_from_seller: ['adcp-x-2'],
+    open_media_buys: 1,
+    media_buy_refresh_requested: 1,
   });
   expect(keysOf(body).filter((key) => /[A-Z]/.test(key))).toEqual([]);
 });

@@ -6,7 +6,7 @@
 import { WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import { Problem, problemBody, toProblem } from '../../api/problems';
 import { JsonBodyError } from '../../api/body';
-import { OperationEndedError, OperationNotFoundError } from '../../client/orchestrator-client';
+import { OperationEndedError, OperationNotFoundError } from '../../client/operation-errors';
 import { isTemporalUnavailable } from '../../client/temporal-errors';
 
 /** A gRPC error as grpc-js makes them (what isGrpcServiceError recognises). */

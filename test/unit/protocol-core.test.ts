@@ -11,7 +11,7 @@ import {
   taskSpec,
   ProtocolViolation,
 } from '../../protocol';
-import { pollOffsets, planWait } from '../../workflows/cadence';
+import { pollOffsets, planWait } from '../../workflows/operation/cadence';
 
 describe('status', () => {
   test.each(TASK_STATUSES.map((s) => [s]))('%s is its own normal form', (status) => {

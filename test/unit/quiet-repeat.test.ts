@@ -1,12 +1,12 @@
 /**
- * isQuietRepeat (workflows/operation-state.ts): the webhooks a revision 4 operation applies in its signal handler while
+ * isQuietRepeat (workflows/operation/machine.ts): the webhooks a revision 4 operation applies in its signal handler while
  * the polls of a wait run, without waking the wait. The promise it makes: applying such a webhook changes nothing a
  * wait, the search attributes or the memo depend on, so it issues no command wherever it is applied. Checked here on
  * the named cases and on thousands of seeded random webhooks against the state machine itself.
  */
 import type { TaskSnapshot, TaskStatus } from '../../protocol';
-import type { OperationState, OperationStatus, WebhookDelivery } from '../../workflows/definitions';
-import { OperationMachine, isQuietRepeat } from '../../workflows/operation-state';
+import type { OperationState, OperationStatus, WebhookDelivery } from '../../contract/operation';
+import { OperationMachine, isQuietRepeat } from '../../workflows/operation/machine';
 
 const OPERATION = 'adcp-create_media_buy-k1';
 const TASK = 't1';

@@ -2,7 +2,7 @@
  * How a seller's task is read (#9 items 6 and 7), with a fake SellerClient: which method is tried, in which order,
  * what is remembered, and that a missing method or a task the seller cannot see is `unreadable`, never a failed task.
  */
-import type { ReadMethod } from '../../activities/contract';
+import type { ReadMethod } from '../../contract/activities';
 import { SellerDescriptionCache, SellerRefusedReadForNow, readTaskWithStrategy } from '../../activities/read-strategy';
 import {
   type SellerAnswer,

@@ -4,7 +4,7 @@
  * and a stale store falls back to probing. Pure parts and the read strategy with a fake SellerClient; the same
  * against a real seller and a real Temporal server is test/integration/stored-capabilities.test.ts.
  */
-import type { ReadMethod } from '../../activities/contract';
+import type { ReadMethod } from '../../contract/activities';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from '../../activities/capabilities';
 import { SellerDescriptionCache, readTaskWithStrategy } from '../../activities/read-strategy';
 import type { SellerAnswer, SellerClient, TaskCallRequest, TaskReadRequest } from '../../activities/seller-client';

@@ -1,5 +1,5 @@
 /**
- * The workflow's update validators check answers without zod (workflows/validators.ts) to keep every parked
+ * The workflow's update validators check answers without zod (contract/validators.ts) to keep every parked
  * operation small; here they are held to exactly the rules the API and the typed client apply with zod.
  */
 import {
@@ -15,7 +15,7 @@ import {
   credentialsRefreshProblem,
   principalProblem,
   providedInputProblem,
-} from '../../workflows/validators';
+} from '../../contract/validators';
 
 const answers: unknown[] = [
   undefined,

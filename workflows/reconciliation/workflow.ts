@@ -1,0 +1,135 @@
+/**
+ * Reconciliation of one seller (adcp-protocol.md §1.7), run by a Temporal Schedule and on demand: compare the
+ * seller's open tasks with the open operations, hand a lost task back to the operation whose call created it (found
+ * by that call's idempotency key), report what cannot be attributed, make every open operation poll now, and make
+ * every media buy followed at that seller read get_media_buys now (refreshMediaBuy).
+ * It changes nothing at the seller: it only reads there, and only signals operations here.
+ */
+import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
+import type { OperationActivities } from '../../activities';
+import type { OpenOperation, ReconciliationActivities } from '../../activities/reconciliation';
+import type { ReconciliationInput, ReconciliationReport } from '../../contract/reconciliation';
+
+const reading = proxyActivities<ReconciliationActivities>({
+  startToCloseTimeout: '5m',
+  heartbeatTimeout: '60s',
+  retry: { initialInterval: '2s', maximumInterval: '30s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
+});
+
+const finding = proxyActivities<OperationActivities>({
+  startToCloseTimeout: '60s',
+  heartbeatTimeout: '20s',
+  retry: {
+    initialInterval: '1s',
+    maximumInterval: '10s',
+    maximumAttempts: 2,
+    nonRetryableErrorTypes: ['ConfigError', 'ProtocolViolation'],
+  },
+});
+
+export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
+  const requestedBy = `reconciliation (${input.requestedBy})`;
+  const open = await reading.listOpenOperations({ sellerId: input.sellerId });
+  let seller: Awaited<ReturnType<typeof reading.listSellerTasks>>;
+  let sellerError: string | undefined;
+  try {
+    seller = await reading.listSellerTasks({ sellerId: input.sellerId });
+  } catch (failure) {
+    // An unreachable seller is a finding, not a failed reconciliation: the operations still poll now.
+    sellerError = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
+    seller = { supported: false, tasks: [], truncated: false };
+  }
+
+  const trackedTaskIds = new Set(open.flatMap((operation) => (operation.taskId ? [operation.taskId] : [])));
+  const sellerTaskIds = new Set(seller.tasks.map((task) => task.taskId));
+  const untracked = new Map(
+    seller.tasks.filter((task) => !trackedTaskIds.has(task.taskId)).map((task) => [task.taskId, task]),
+  );
+
+  // Operations that never learned their task ID (the call's answer was lost): ask the seller by the call's key.
+  const adopted: ReconciliationReport['adopted'] = [];
+  if (seller.supported) {
+    const lost = open.filter(
+      (operation): operation is OpenOperation & { task: string } => !operation.taskId && !!operation.task,
+    );
+    for (const operation of lost) {
+      try {
+        const found = await finding.findLostTask({
+          operationId: operation.operationId,
+          sellerId: input.sellerId,
+          task: operation.task,
+          step: 'call',
+        });
+        const taskId = found.snapshot?.taskId;
+        if (taskId && !trackedTaskIds.has(taskId)) {
+          adopted.push({ operationId: operation.operationId, taskId });
+          trackedTaskIds.add(taskId);
+          untracked.delete(taskId);
+        }
+      } catch (failure) {
+        log.warn('Reconciliation could not look up a lost task', {
+          operationId: operation.operationId,
+          error: String(failure),
+        });
+      }
+    }
+  }
+
+  const adoptedIds = new Set(adopted.map((entry) => entry.operationId));
+  const signals = [
+    ...adopted.map((entry) => ({
+      operationId: entry.operationId,
+      kind: 'adoptTask' as const,
+      taskId: entry.taskId,
+      requestedBy,
+    })),
+    ...open
+      .filter((operation) => !adoptedIds.has(operation.operationId))
+      .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
+  ];
+  // Media buys at this seller read get_media_buys now: a status changed at the seller without a webhook converges.
+  const buys = await reading.listOpenMediaBuys({ sellerId: input.sellerId });
+  const refreshes = buys.map((buy) => ({
+    operationId: buy.workflowId,
+    kind: 'refreshMediaBuy' as const,
+    requestedBy,
+  }));
+  const all = [...signals, ...refreshes];
+  const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
+
+  const report: ReconciliationReport = {
+    sellerId: input.sellerId,
+    requestedBy: input.requestedBy,
+    at: new Date(Date.now()).toISOString(),
+    openOperations: open.length,
+    sellerListsTasks: seller.supported,
+    ...(sellerError ? { sellerError } : {}),
+    sellerOpenTasks: seller.tasks.length,
+    sellerListTruncated: seller.truncated,
+    adopted,
+    unattributed: [...untracked.values()].map((task) => ({
+      taskId: task.taskId,
+      status: task.status,
+      ...(task.taskType ? { taskType: task.taskType } : {}),
+    })),
+    missingFromSeller: seller.supported
+      ? open
+          .filter((operation) => operation.taskId && !sellerTaskIds.has(operation.taskId))
+          .map((operation) => operation.operationId)
+      : [],
+    pollRequested: signals.filter((signal) => signal.kind === 'pollNow' && !sent.skipped.includes(signal.operationId))
+      .length,
+    openMediaBuys: buys.length,
+    mediaBuyRefreshRequested: refreshes.filter((signal) => !sent.skipped.includes(signal.operationId)).length,
+  };
+  log.info('Seller reconciled', {
+    sellerId: report.sellerId,
+    openOperations: report.openOperations,
+    sellerOpenTasks: report.sellerOpenTasks,
+    adopted: report.adopted.length,
+    unattributed: report.unattributed.length,
+    missingFromSeller: report.missingFromSeller.length,
+    mediaBuyRefreshRequested: report.mediaBuyRefreshRequested,
+  });
+  return report;
+}
