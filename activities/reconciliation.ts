@@ -13,6 +13,7 @@ import {
   SA_STATUS,
   SA_TASK,
   SA_TASK_ID,
+  SA_TENANT,
 } from '../config/search-attributes';
 import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../contract/operation';
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
@@ -39,6 +40,11 @@ export interface SellerTaskList {
   tasks: SellerTaskSummary[];
   /** More pages existed than were read. */
   truncated: boolean;
+  /**
+   * For one tenant's run: the list was read with the seller's own credential, shared by every tenant (no per-tenant
+   * credentials in agents.json), so it holds other tenants' tasks too.
+   */
+  shared?: boolean;
 }
 
 /** A media buy's workflow that is still following its buy at the seller. */
@@ -59,9 +65,24 @@ const MAX_TASK_PAGES = 50;
 /** What reconciliation asks the seller for: tasks that are not finished. */
 export const OPEN_SELLER_STATUSES = ['submitted', 'working', 'input-required', 'auth-required'];
 
+/** Which tenant's workflows a run reaches (ReconciliationInput): every tenant's when `tenant` is absent. */
+export interface ReconciliationScope {
+  sellerId: string;
+  tenant?: string;
+  alsoUntenanted?: boolean;
+}
+
 /** Visibility queries quote values; agent ids are validated by the config schema, but escape anyway. */
 function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** The visibility clause of a scope: the seller, and the tenant when the run is one tenant's. */
+function scopeClause(scope: ReconciliationScope): string {
+  const seller = `${SA_SELLER.name} = ${quoted(scope.sellerId)}`;
+  if (scope.tenant === undefined) return seller;
+  const tenant = `${SA_TENANT.name} = ${quoted(scope.tenant)}`;
+  return `${seller} AND ${scope.alsoUntenanted ? `(${tenant} OR ${SA_TENANT.name} IS NULL)` : tenant}`;
 }
 
 export function createReconciliationActivities(deps: ReconciliationDependencies) {
@@ -70,8 +91,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
 
   return {
-    async listOpenOperations(input: { sellerId: string }): Promise<OpenOperation[]> {
-      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
+    async listOpenOperations(input: ReconciliationScope): Promise<OpenOperation[]> {
+      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${scopeClause(input)}`;
       const open: OpenOperation[] = [];
       for await (const execution of deps.client.workflow.list({ query })) {
         const attributes = execution.typedSearchAttributes;
@@ -88,8 +109,8 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
     },
 
     /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
-    async listOpenMediaBuys(input: { sellerId: string }): Promise<OpenMediaBuy[]> {
-      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
+    async listOpenMediaBuys(input: ReconciliationScope): Promise<OpenMediaBuy[]> {
+      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${scopeClause(input)}`;
       const open: OpenMediaBuy[] = [];
       for await (const execution of deps.client.workflow.list({ query })) {
         const attributes = execution.typedSearchAttributes;
@@ -105,12 +126,14 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
     },
 
     /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */
-    async listSellerTasks(input: { sellerId: string }): Promise<SellerTaskList> {
+    async listSellerTasks(input: ReconciliationScope): Promise<SellerTaskList> {
       let agent;
       let token: string | undefined;
+      // One tenant's run reads the seller's tasks with that tenant's own credential, where it has one.
+      const shared = input.tenant !== undefined && !deps.sellers.multiTenant ? { shared: true } : {};
       try {
         agent = deps.sellers.get(input.sellerId);
-        token = deps.sellers.token(input.sellerId, env);
+        token = deps.sellers.token(input.sellerId, env, input.tenant);
       } catch (error) {
         throw new ConfigError((error as Error).message);
       }
@@ -139,9 +162,9 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         tasks.push(...answer.tasks);
         context.heartbeat(page);
         cursor = answer.nextCursor;
-        if (!cursor) return { supported: true, tasks, truncated: false };
+        if (!cursor) return { supported: true, tasks, truncated: false, ...shared };
       }
-      return { supported: true, tasks, truncated: true };
+      return { supported: true, tasks, truncated: true, ...shared };
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

@@ -285,7 +285,11 @@ export function createGateway(options: GatewayOptions): express.Express {
 
   api.post('/v1/sellers/:sellerId/reconcile', async (req, res) => {
     const body = parseRequest(reconcileSchema, req.body);
-    res.json(reconciliationReportView(await orchestrator.reconcile(String(req.params.sellerId), body.requested_by)));
+    res.json(
+      reconciliationReportView(
+        await orchestrator.reconcile(String(req.params.sellerId), body.requested_by, callerOf(req)),
+      ),
+    );
   });
 
   app.use(api);
