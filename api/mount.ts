@@ -25,6 +25,7 @@ import {
   type AuthEvent,
   type Authentication,
   DEVELOPMENT_TENANT,
+  ROLES,
   type DevelopmentKey,
   assertSafeBind,
   authenticationFromConfig,
@@ -204,6 +205,17 @@ export function mountGateway(options: MountOptions): MountedGateway {
     authentication,
     corsOrigins: runtime.codecCorsOrigins,
     namespaces: [namespace],
+    // On the development key (loopback only) the dev server's Web UI, which sends no credentials, is the developer.
+    ...(developmentKey
+      ? {
+          webUiPrincipal: {
+            id: developmentKey.principal,
+            tenant: developmentKey.tenant,
+            roles: new Set(ROLES),
+            via: { kind: 'api-key' as const, keyId: 'web-ui' },
+          },
+        }
+      : {}),
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
   });
   const split = runtime.webhookListener !== undefined;

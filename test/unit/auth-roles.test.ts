@@ -121,7 +121,7 @@ const OWN = 'adcp-create_media_buy-acme-1';
 const OTHER = 'adcp-create_media_buy-globex-1';
 const ROUTES: { method: string; path: string; allowed: Role[] }[] = [
   { method: 'POST', path: '/v1/operations', allowed: ['buyer'] },
-  { method: 'GET', path: `/v1/operations/${OWN}`, allowed: ['reader', 'buyer', 'approver', 'operator'] },
+  { method: 'GET', path: `/v1/operations/${OWN}`, allowed: ['reader', 'buyer', 'approver', 'operator', 'admin'] },
   { method: 'POST', path: `/v1/operations/${OWN}/input`, allowed: ['approver'] },
   { method: 'POST', path: `/v1/operations/${OWN}/cancel`, allowed: ['operator'] },
   { method: 'POST', path: `/v1/operations/${OWN}/credentials-refreshed`, allowed: ['operator'] },
