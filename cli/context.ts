@@ -2,13 +2,12 @@
  * What every CLI command shares: the connection to Temporal (the same environment variables as the worker), the
  * seller list, the output mode, and the mapping from errors to exit codes.
  */
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { InvalidArgumentError } from 'commander';
-import { type SellerRegistry, ConfigError, agentsFilePath, loadSellers } from '../config/sellers';
+import { type SellerRegistry, ConfigError, loadSellers, resolveSellersFile } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
 import {
@@ -67,10 +66,7 @@ export interface GlobalOptions {
 
 /** The seller list the worker uses: ADCP_AGENTS_FILE, else agents.json, else agents.example.json (as `npm start`). */
 export function agentsFile(env: NodeJS.ProcessEnv = process.env): string {
-  const configured = agentsFilePath(env);
-  if (env.ADCP_AGENTS_FILE || existsSync(configured)) return configured;
-  const example = path.resolve(__dirname, '..', 'agents.example.json');
-  return existsSync(example) ? example : configured;
+  return resolveSellersFile(env).file;
 }
 
 export function loadConfiguredSellers(env: NodeJS.ProcessEnv = process.env): SellerRegistry {
