@@ -1,0 +1,32 @@
+/**
+ * One read of a seller's task inside an attempt: the read strategy (activities/read-strategy.ts), with a seller's
+ * "not now" (RATE_LIMITED ...) turned into a retry as late as it asked. Shared by the polls and the lost-task lookup.
+ */
+import type { ReadTaskOutcome } from '../contract/activities';
+import { sellerTransientFailure } from './failures';
+import {
+  type ReadRequest,
+  type SellerDescriptionCache,
+  SellerRefusedReadForNow,
+  readTaskWithStrategy,
+} from './read-strategy';
+import type { CallContext, SellerClient } from './seller-client';
+
+export interface TaskReaderDependencies {
+  seller: SellerClient;
+  descriptions: SellerDescriptionCache;
+  random: () => number;
+}
+
+export type TaskReader = (context: CallContext, request: ReadRequest) => Promise<ReadTaskOutcome>;
+
+export function createTaskReader(deps: TaskReaderDependencies): TaskReader {
+  return async function readWithRetryAfter(context, request) {
+    try {
+      return await readTaskWithStrategy(deps.seller, context, request, deps.descriptions);
+    } catch (error) {
+      if (!(error instanceof SellerRefusedReadForNow)) throw error;
+      throw sellerTransientFailure(error.error, deps.random);
+    }
+  };
+}
