@@ -14,6 +14,7 @@ import {
   SA_STATUS,
   SA_TASK,
   SA_TASK_ID,
+  SA_TENANT,
 } from '../config/search-attributes';
 import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../contract/operation';
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
@@ -33,6 +34,8 @@ export interface OpenOperation {
   task?: string;
   taskId?: string;
   status?: string;
+  /** The operation's tenant (AdcpTenant): a lookup of its lost task uses the tenant's own seller credential. */
+  tenant?: string;
 }
 
 export interface SellerTaskList {
@@ -96,6 +99,7 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
           ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
           ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
           ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
+          ...(attributes.get(SA_TENANT) ? { tenant: attributes.get(SA_TENANT) } : {}),
         }),
       );
     },
