@@ -6,21 +6,12 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type {
   AwaitTaskMoveOnCadenceInput,
   AwaitTaskMoveOutcome,
-  CallTimeouts,
   ReadTaskInput,
   ReadTaskOutcome,
 } from '../contract/activities';
-import type { EnsureStorable } from './answer-size';
-import type { GuardedCall } from './seller-call';
-import type { TaskReader } from './task-reader';
+import type { TaskReadDependencies } from './task-reader';
 
-export interface PollActivityDependencies {
-  guarded: GuardedCall;
-  readWithRetryAfter: TaskReader;
-  ensureStorable: EnsureStorable;
-  /** The worker's own, for an input that carries none. */
-  timeouts: CallTimeouts;
-}
+export type PollActivityDependencies = TaskReadDependencies;
 
 export function createPollActivities(deps: PollActivityDependencies) {
   const { guarded, readWithRetryAfter, ensureStorable } = deps;

@@ -3,30 +3,23 @@
  * seller by its idempotency key (§1.7), and `cancelAtSeller` tells the seller what it can be told of a cancel.
  */
 import type {
-  CallTimeouts,
   CancelAtSellerInput,
   CancelAtSellerOutcome,
   FindLostTaskInput,
   FindLostTaskOutcome,
 } from '../contract/activities';
 import { type TaskSnapshot, describeError } from '../protocol';
-import type { EnsureStorable } from './answer-size';
 import { sellerTransientFailure } from './failures';
 import { buyerRefFor, idempotencyKeyFor } from './idempotency';
 import type { SellerDescriptionCache } from './read-strategy';
-import type { GuardedCall } from './seller-call';
 import { type CallContext, type SellerClient, type TaskListPage, isUnknownToolError } from './seller-client';
-import type { TaskReader } from './task-reader';
+import type { TaskReadDependencies } from './task-reader';
 
-export interface RecoveryActivityDependencies {
+/** `timeouts`: the worker's own, for an input that carries none (reconciliation has no call plan). */
+export interface RecoveryActivityDependencies extends TaskReadDependencies {
   seller: SellerClient;
   /** The sellers' tool lists: which list tool to use, whether update_media_buy exists. */
   descriptions: SellerDescriptionCache;
-  guarded: GuardedCall;
-  readWithRetryAfter: TaskReader;
-  ensureStorable: EnsureStorable;
-  /** The worker's own, for an input that carries none (reconciliation has no call plan). */
-  timeouts: CallTimeouts;
   random: () => number;
 }
 

@@ -36,12 +36,7 @@ export type GuardedCall = <T>(
 ) => Promise<T>;
 
 export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
-  return async function guarded<T>(
-    sellerId: string,
-    timeoutMs: number,
-    work: (context: CallContext) => Promise<T>,
-    tenant?: string,
-  ): Promise<T> {
+  return async (sellerId, timeoutMs, work, tenant) => {
     const context = Context.current();
     const { agent, token } = sellerAccess(deps.sellers, sellerId, deps.env, tenant);
     const breaker = deps.breakers.for(sellerId);
