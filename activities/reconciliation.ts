@@ -1,10 +1,11 @@
 /**
  * Reconciliation's I/O (adcp-protocol.md §1.7): which operations and media buys are open for a seller (Temporal
  * visibility, through the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the
- * signals that make operations adopt a lost task or poll the seller now, and media buys read get_media_buys now. The decisions are the reconciliation workflow's.
+ * signals that make operations adopt a lost task or poll the seller now, and media buys read get_media_buys now.
+ * The decisions are the reconciliation workflow's.
  */
 import { Context } from '@temporalio/activity';
-import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { type Client, type WorkflowExecutionInfo, WorkflowNotFoundError } from '@temporalio/client';
 import { type SellerRegistry, ConfigError } from '../config/sellers';
 import {
   SA_SELLER,
@@ -33,6 +34,8 @@ export interface OpenOperation {
   task?: string;
   taskId?: string;
   status?: string;
+  /** The operation's tenant (AdcpTenant): a lookup of its lost task uses the tenant's own seller credential. */
+  tenant?: string;
 }
 
 export interface SellerTaskList {
@@ -72,7 +75,7 @@ export interface ReconciliationScope {
   alsoUntenanted?: boolean;
 }
 
-/** Visibility queries quote values; agent ids are validated by the config schema, but escape anyway. */
+/** Visibility queries quote values; seller ids are validated by the config schema, but escape anyway. */
 function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
@@ -90,39 +93,40 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
 
+  /** The running workflows of `workflowType` in the scope (visibility: AdcpAgent, AdcpTenant), at most MAX_OPEN_OPERATIONS. */
+  async function listRunning<T>(
+    workflowType: string,
+    scope: ReconciliationScope,
+    row: (execution: WorkflowExecutionInfo) => T,
+  ): Promise<T[]> {
+    const query = `WorkflowType = ${quoted(workflowType)} AND ExecutionStatus = 'Running' AND ${scopeClause(scope)}`;
+    const open: T[] = [];
+    for await (const execution of deps.client.workflow.list({ query })) {
+      open.push(row(execution));
+      if (open.length % 500 === 0) Context.current().heartbeat(open.length);
+      if (open.length >= MAX_OPEN_OPERATIONS) break;
+    }
+    return open;
+  }
+
   return {
     async listOpenOperations(input: ReconciliationScope): Promise<OpenOperation[]> {
-      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${scopeClause(input)}`;
-      const open: OpenOperation[] = [];
-      for await (const execution of deps.client.workflow.list({ query })) {
-        const attributes = execution.typedSearchAttributes;
-        open.push({
-          operationId: execution.workflowId,
-          ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
-          ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
-          ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
-        });
-        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
-        if (open.length >= MAX_OPEN_OPERATIONS) break;
-      }
-      return open;
+      return listRunning(OPERATION_WORKFLOW_TYPE, input, ({ workflowId, typedSearchAttributes: attributes }) => ({
+        operationId: workflowId,
+        ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
+        ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
+        ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
+        ...(attributes.get(SA_TENANT) ? { tenant: attributes.get(SA_TENANT) } : {}),
+      }));
     },
 
     /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
     async listOpenMediaBuys(input: ReconciliationScope): Promise<OpenMediaBuy[]> {
-      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${scopeClause(input)}`;
-      const open: OpenMediaBuy[] = [];
-      for await (const execution of deps.client.workflow.list({ query })) {
-        const attributes = execution.typedSearchAttributes;
-        open.push({
-          workflowId: execution.workflowId,
-          ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
-          ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
-        });
-        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
-        if (open.length >= MAX_OPEN_OPERATIONS) break;
-      }
-      return open;
+      return listRunning(MEDIA_BUY_WORKFLOW_TYPE, input, ({ workflowId, typedSearchAttributes: attributes }) => ({
+        workflowId,
+        ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
+        ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
+      }));
     },
 
     /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */
