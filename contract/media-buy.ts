@@ -74,6 +74,11 @@ export interface MediaBuyInput {
    * every change that raises budget, report_plan_outcome once the seller answered. Absent: no governance calls.
    */
   governance?: GovernanceSettings;
+  /**
+   * Continue-as-new once the run's history has this many events (default 3,000, well before Temporal's 4,096-event
+   * suggestion; the server's suggestion is followed too). Tests lower it to cross a run boundary in seconds.
+   */
+  historyEventLimit?: number;
   /** Set only by continue-as-new. */
   carried?: MediaBuyCarried;
 }
@@ -96,6 +101,62 @@ export interface ChangeRequest {
 }
 
 export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'failed' | 'refused';
+
+export type ChangeRefusal = {
+  ok: false;
+  code: 'INVALID_STATE' | 'NOT_CANCELLABLE' | 'ACTION_NOT_ALLOWED' | 'INVALID_REQUEST';
+  message: string;
+};
+export type ChangeVerdict = { ok: true } | ChangeRefusal;
+
+export const CHANGE_KINDS: readonly ChangeKind[] = ['pause', 'resume', 'budget', 'dates', 'packages', 'cancel'];
+
+function isIsoTime(value: unknown): value is string {
+  return typeof value === 'string' && !Number.isNaN(Date.parse(value));
+}
+
+/**
+ * The shape of a change alone (no state): what the typed client checks before it sends one, and the workflow's
+ * validator checks first.
+ */
+export function checkChangeShape(request: ChangeRequest | undefined): ChangeVerdict {
+  const refuse = (message: string): ChangeRefusal => ({ ok: false, code: 'INVALID_REQUEST', message });
+  if (!request || typeof request !== 'object') return refuse('A change is an object with kind and requestedBy.');
+  if (!CHANGE_KINDS.includes(request.kind)) {
+    return refuse(`kind must be one of ${CHANGE_KINDS.join(', ')}; got "${String(request.kind)}".`);
+  }
+  if (
+    typeof request.requestedBy !== 'string' ||
+    request.requestedBy.trim() === '' ||
+    request.requestedBy.length > 200
+  ) {
+    return refuse('requestedBy must say who asks for the change (1-200 characters).');
+  }
+  if (request.kind === 'budget') {
+    const budgets = request.budgets;
+    if (!budgets || typeof budgets !== 'object' || Object.keys(budgets).length === 0)
+      return refuse('budgets must map package ids to new budgets.');
+    for (const [packageId, amount] of Object.entries(budgets)) {
+      if (typeof amount !== 'number' || !Number.isFinite(amount) || amount <= 0)
+        return refuse(`budgets.${packageId} must be a positive number.`);
+    }
+  }
+  if (request.kind === 'dates') {
+    if (request.startTime === undefined && request.endTime === undefined)
+      return refuse('dates needs startTime, endTime or both.');
+    if (request.startTime !== undefined && !isIsoTime(request.startTime))
+      return refuse('startTime must be an ISO 8601 time.');
+    if (request.endTime !== undefined && !isIsoTime(request.endTime))
+      return refuse('endTime must be an ISO 8601 time.');
+    if (request.startTime && request.endTime && Date.parse(request.startTime) >= Date.parse(request.endTime)) {
+      return refuse('startTime must be before endTime.');
+    }
+  }
+  if (request.kind === 'packages' && (!Array.isArray(request.packages) || request.packages.length === 0)) {
+    return refuse('packages must list the package changes (update_media_buy packages[] entries).');
+  }
+  return { ok: true };
+}
 
 export interface ChangeRecord {
   sequence: number;

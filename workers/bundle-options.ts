@@ -45,6 +45,9 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
   '../workflows/operation/machine',
   '../workflows/media-buy/machine',
+  '../workflows/media-buy/lifecycle',
+  '../workflows/media-buy/changes',
+  '../workflows/media-buy/delivery',
   '../workflows/campaign/machine',
   '../workflows/campaign/proposals',
   '../workflows/campaign/proposal-rules',
