@@ -100,7 +100,13 @@ export interface ChangeRequest {
   packages?: Record<string, unknown>[];
 }
 
-export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'failed' | 'refused';
+/**
+ * `applied`: a description of the buy after the change (a get_media_buys read, or where no read shows the buy the
+ * seller's answer) shows it. `sent`: the seller answered success and nothing could show the change yet (no read, or
+ * the change waits for the seller's approval). `failed`: the seller refused it, or answered success and its buy shows
+ * otherwise (`<KIND>_NOT_APPLIED`). `refused`: not sent (the buy's status, the seller's actions, governance).
+ */
+export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'sent' | 'failed' | 'refused';
 
 export type ChangeRefusal = {
   ok: false;
@@ -173,6 +179,10 @@ export interface ChangeRecord {
   taskStatus?: string;
   error?: AdcpError | { code: string; message: string };
   finishedAt?: string;
+  /** What showed the change made: a read of the buy after it, or (no read could show the buy) the seller's answer. */
+  verifiedBy?: 'read' | 'answer';
+  /** Why a change is `sent` rather than `applied`, or what the seller's buy showed instead. */
+  note?: string;
   /** The update's ID (idempotency: a repeated ID answers this record). */
   updateId?: string;
   statusAfter?: MediaBuyLifecycle;
@@ -288,8 +298,11 @@ export interface ReportingState {
   /** An adjustment arrived for a period already folded away: the end-of-flight pull settles it. */
   sealedAdjustments: number;
   finalReport?: { at: string; sequenceNumber?: number };
+  /** get_media_buy_delivery requests made: windowed fills and the lifetime pull at the settle. */
   pulls: number;
   latePulls: number;
+  /** Package ids delivery named that the buy does not have (each raised as an anomaly once; bounded). */
+  unknownPackages?: string[];
   reconciliation?: Reconciliation;
 }
 
@@ -356,6 +369,8 @@ export interface MediaBuyCarried {
   /** Update IDs already answered, with the change sequence they made (bounded). */
   answeredUpdates: [string, number][];
   alertsFired: string[];
+  /** Changes answered `sent` that a later read may still confirm, with what they asked for. */
+  unconfirmedChanges?: [number, ChangeRequest][];
 }
 
 export interface ChangeAnswer {

@@ -56,7 +56,12 @@ class World {
   /** What the seller applied of each change it said it made. */
   applied: string[] = [];
 
-  constructor(readonly clock: { now: number }) {}
+  constructor(
+    readonly clock: { now: number },
+    /** Sellers as they are met: one answers a pause with success and does not pause, one answers tersely (3.0's
+     * affected_packages, no status), one offers no get_media_buys. */
+    readonly behaviour: { ignoresPause: boolean; terse: boolean; noReads: boolean },
+  ) {}
 
   paused(atMs: number): boolean {
     return this.pauses.some((pause) => pause.from <= atMs && (pause.to === undefined || atMs < pause.to));
@@ -65,8 +70,8 @@ class World {
   status(atMs = this.clock.now): MediaBuyLifecycle {
     if (this.canceledAtMs !== undefined && atMs >= this.canceledAtMs) return 'canceled';
     if (atMs >= this.endMs) return 'completed';
-    if (this.creativesAtMs === undefined || atMs < this.creativesAtMs) return 'pending_creatives';
     if (this.paused(atMs)) return 'paused';
+    if (this.creativesAtMs === undefined || atMs < this.creativesAtMs) return 'pending_creatives';
     if (atMs < FLIGHT_START) return 'pending_start';
     return 'active';
   }
@@ -122,20 +127,31 @@ class World {
   /** update_media_buy at the seller: applied, or refused as the storyboard wants. */
   update(
     request: ChangeRequest,
-  ): { errors: { code: string; message: string }[] } | { described: Record<string, unknown> } {
+  ): { errors: { code: string; message: string }[] } | { described: Record<string, unknown>; made: boolean } {
     const now = this.clock.now;
     const status = this.status();
     if (isTerminal(status)) return { errors: [{ code: 'INVALID_STATE', message: `the buy is ${status}` }] };
     if (request.kind === 'resume' && status !== 'paused')
       return { errors: [{ code: 'INVALID_STATE', message: 'not paused' }] };
-    if (request.kind === 'pause') this.pauses.push({ from: now });
+    const made = !(request.kind === 'pause' && this.behaviour.ignoresPause);
+    if (request.kind === 'pause' && made) this.pauses.push({ from: now });
     if (request.kind === 'resume') this.pauses.find((pause) => pause.to === undefined)!.to = now;
     if (request.kind === 'cancel') this.canceledAtMs = now;
     if (request.kind === 'budget') Object.assign(this.budgets, request.budgets);
     if (request.kind === 'dates' && request.endTime) this.endMs = Date.parse(request.endTime);
     this.revision += 1;
-    this.applied.push(request.kind);
-    return { described: this.describe() };
+    if (made) this.applied.push(request.kind);
+    if (this.behaviour.terse)
+      return {
+        made,
+        described: {
+          media_buy_id: MEDIA_BUY_ID,
+          revision: this.revision,
+          implementation_date: iso(now),
+          affected_packages: PACKAGES.map((packageId) => ({ package_id: packageId })),
+        },
+      };
+    return { made, described: this.describe() };
   }
 
   periodNumbers(startMs: number): Record<string, number> {
@@ -157,6 +173,7 @@ function operation(status: OperationState['status'], fields: Partial<OperationSt
 }
 
 interface Run {
+  seed: number;
   random: () => number;
   clock: { now: number };
   world: World;
@@ -167,12 +184,14 @@ interface Run {
   accepted: Map<number, { updateId?: string; answer?: ChangeAnswer }>;
   attachments: Map<number, { repeated: boolean; answer?: ChangeAnswer }>;
   stepsRun: MediaBuyStep['kind'][];
+  /** Whether the seller made each change it answered success for. */
+  made: Map<number, boolean>;
   lastChangeSequence: number;
   reportsSent: number;
 }
 
-function fail(run: Run, seed: number, message: string): never {
-  throw new Error(`seed ${seed}: ${message}\n  trail: ${run.trail.slice(-40).join(' → ')}`);
+function fail(run: Run, message: string): never {
+  throw new Error(`seed ${run.seed}: ${message}\n  trail: ${run.trail.slice(-40).join(' → ')}`);
 }
 
 const failure = (code: string): { error: { code: string; message: string } } => ({
@@ -193,7 +212,7 @@ function runStep(run: Run, step: MediaBuyStep): void {
         world.made = true;
         world.revision = 1;
         const params = machine.createParams();
-        if (!params.reporting_webhook) fail(run, 0, 'the create registers no reporting webhook');
+        if (!params.reporting_webhook) fail(run, 'the create registers no reporting webhook');
         machine.applyCreate(operation('completed', { result: world.describe() }));
       }
       return;
@@ -202,7 +221,7 @@ function runStep(run: Run, step: MediaBuyStep): void {
       const begun = machine.beginChange(step.sequence);
       if (!begun) return;
       if (step.sequence <= run.lastChangeSequence)
-        fail(run, 0, `change ${step.sequence} ran after ${run.lastChangeSequence}`);
+        fail(run, `change ${step.sequence} ran after ${run.lastChangeSequence}`);
       run.lastChangeSequence = step.sequence;
       const roll = random();
       if (roll < 0.07) {
@@ -217,7 +236,27 @@ function runStep(run: Run, step: MediaBuyStep): void {
         );
         return;
       }
-      machine.applyChangeOutcome(step.sequence, operation('completed', { result: answer.described }));
+      run.made.set(step.sequence, answer.made);
+      const verify = machine.applyChangeOutcome(step.sequence, operation('completed', { result: answer.described }));
+      if (!verify) fail(run, `change ${step.sequence} answered success and is not verified by a read`);
+      const read = random();
+      machine.verifyChange(
+        step.sequence,
+        world.behaviour.noReads || read < 0.1
+          ? failure('UNSUPPORTED_FEATURE')
+          : read < 0.13
+            ? { note: 'not listed' }
+            : { snapshot: world.snapshot() },
+      );
+      const answered = machine.changeAnswer(step.sequence)!;
+      if (answered.outcome === 'applied' && !answer.made)
+        fail(run, `an ignored ${begun.request.kind} answered applied`);
+      if (answered.error?.code.endsWith('_NOT_APPLIED') && answer.made)
+        fail(run, `a ${begun.request.kind} the seller made answered ${answered.error.code}`);
+      if (answered.outcome === 'sent' && !world.behaviour.terse)
+        fail(run, `a ${begun.request.kind} answered in full ended sent`);
+      if (answered.outcome === 'sent' && !world.behaviour.noReads && read >= 0.13)
+        fail(run, `a ${begun.request.kind} a read could show ended sent`);
       return;
     }
     case 'attach': {
@@ -238,7 +277,7 @@ function runStep(run: Run, step: MediaBuyStep): void {
       return;
     }
     case 'read': {
-      if (step.request.mediaBuyId !== MEDIA_BUY_ID) fail(run, 0, `read of ${step.request.mediaBuyId}`);
+      if (step.request.mediaBuyId !== MEDIA_BUY_ID) fail(run, `read of ${step.request.mediaBuyId}`);
       const roll = random();
       // A confused seller: an answer from a replica that lags (an older revision), or one with no revision at all.
       const hostile: MediaBuySnapshot | undefined =
@@ -255,13 +294,13 @@ function runStep(run: Run, step: MediaBuyStep): void {
       machine.applyRead(outcome);
       if (hostile) return;
       if ('snapshot' in outcome && outcome.snapshot && !terminalBefore && machine.state.status !== world.status())
-        fail(run, 0, `a read of ${world.status()} left the buy ${machine.state.status}`);
+        fail(run, `a read of ${world.status()} left the buy ${machine.state.status}`);
       return;
     }
     case 'pull': {
       const from = Date.parse(`${step.request.startDate}T00:00:00Z`);
       const to = Date.parse(`${step.request.endDate}T00:00:00Z`);
-      if (!(from < to)) fail(run, 0, `pull window ${step.request.startDate}..${step.request.endDate}`);
+      if (!(from < to)) fail(run, `pull window ${step.request.startDate}..${step.request.endDate}`);
       if (random() < 0.15) {
         machine.applyWindowPull(step, failure('SERVICE_UNAVAILABLE'));
         return;
@@ -350,12 +389,12 @@ function externalEvent(run: Run): void {
     const wasTerminal = machine.terminal;
     const verdict = machine.checkChange(request, updateId);
     run.trail.push(`change ${request.kind}${repeat ? ' (repeat)' : ''} ${verdict.ok ? 'accepted' : verdict.code}`);
-    if (wasTerminal && verdict.ok && !repeat) fail(run, 0, `a ${machine.state.status} buy accepted ${request.kind}`);
+    if (wasTerminal && verdict.ok && !repeat) fail(run, `a ${machine.state.status} buy accepted ${request.kind}`);
     if (!verdict.ok) return;
     const before = run.accepted.size;
     const sequence = machine.acceptChange(request, updateId);
     if (repeat && updateId && run.accepted.has(sequence) && run.accepted.size !== before)
-      fail(run, 0, 'a repeated update ID made a second change');
+      fail(run, 'a repeated update ID made a second change');
     if (!run.accepted.has(sequence)) run.accepted.set(sequence, { updateId });
     return;
   }
@@ -395,34 +434,34 @@ function externalEvent(run: Run): void {
   run.trail.push(`+${Math.round(jump / 60_000)}min`);
 }
 
-function checkInvariants(run: Run, seed: number): void {
+function checkInvariants(run: Run): void {
   const { machine } = run;
   const state = machine.state;
   // A terminal status is never left, and reached at most once.
   const moves = state.statusHistory;
   const terminalMoves = moves.filter((move) => isTerminal(move.to));
-  if (terminalMoves.length > 1)
-    fail(run, seed, `two terminal moves: ${terminalMoves.map((move) => move.to).join(', ')}`);
+  if (terminalMoves.length > 1) fail(run, `two terminal moves: ${terminalMoves.map((move) => move.to).join(', ')}`);
   if (terminalMoves.length === 1 && state.status !== terminalMoves[0]!.to)
-    fail(run, seed, `left ${terminalMoves[0]!.to} for ${state.status}`);
+    fail(run, `left ${terminalMoves[0]!.to} for ${state.status}`);
   // Nothing for another buy is applied, and the buy is the one the seller made.
-  if (state.mediaBuyId !== undefined && state.mediaBuyId !== MEDIA_BUY_ID)
-    fail(run, seed, `follows ${state.mediaBuyId}`);
+  if (state.mediaBuyId !== undefined && state.mediaBuyId !== MEDIA_BUY_ID) fail(run, `follows ${state.mediaBuyId}`);
   // Every answer is final and never changes once given.
   for (const [sequence, seen] of run.accepted) {
     const answer = machine.changeAnswer(sequence);
     if (!answer) continue;
     if (answer.outcome === 'queued' || answer.outcome === 'running')
-      fail(run, seed, `change ${sequence} answered ${answer.outcome}`);
+      fail(run, `change ${sequence} answered ${answer.outcome}`);
+    // A change sent and not confirmed may be confirmed by a later read; nothing else moves.
+    if (seen.answer?.outcome === 'sent' && answer.outcome === 'applied') seen.answer = answer;
     if (seen.answer && seen.answer.outcome !== answer.outcome)
-      fail(run, seed, `change ${sequence} answer moved from ${seen.answer.outcome} to ${answer.outcome}`);
+      fail(run, `change ${sequence} answer moved from ${seen.answer.outcome} to ${answer.outcome}`);
     seen.answer ??= answer;
   }
   // An attachment's answer lives in the run that ran it (the update handler returns before continue-as-new).
   for (const [sequence, seen] of run.attachments) seen.answer ??= machine.attachmentAnswer(sequence, seen.repeated);
   // Bounded state, whatever happens.
   if (state.anomalies.length > 50 || state.changes.length > 50 || state.statusHistory.length > 50)
-    fail(run, seed, 'unbounded lists');
+    fail(run, 'unbounded lists');
   // Delivery: totals are the sum of the periods counted, each counted once with the seller's numbers (until the
   // reconciliation, after which the seller's lifetime numbers are the record).
   const reporting = state.reporting;
@@ -435,7 +474,6 @@ function checkInvariants(run: Run, seed: number): void {
     if ((reporting.totals.impressions ?? 0) !== expected)
       fail(
         run,
-        seed,
         `totals ${reporting.totals.impressions} ≠ ${expected} over ${Object.keys(reporting.periods).length} periods`,
       );
   }
@@ -445,7 +483,11 @@ function checkInvariants(run: Run, seed: number): void {
 function drive(seed: number): Run {
   const random = mulberry32(seed);
   const clock = { now: START };
-  const world = new World(clock);
+  const world = new World(clock, {
+    ignoresPause: seed % 5 === 1,
+    terse: seed % 3 === 2,
+    noReads: seed % 7 === 3,
+  });
   const input: MediaBuyInput = {
     buyKey: `k${seed}`,
     sellerId: 'seller',
@@ -458,6 +500,7 @@ function drive(seed: number): Run {
   };
   const hooks = { now: () => clock.now };
   const run: Run = {
+    seed,
     random,
     clock,
     world,
@@ -467,6 +510,7 @@ function drive(seed: number): Run {
     accepted: new Map(),
     attachments: new Map(),
     stepsRun: [],
+    made: new Map(),
     lastChangeSequence: 0,
     reportsSent: 0,
   };
@@ -485,19 +529,19 @@ function drive(seed: number): Run {
       if (step.kind === 'done') break;
       if (step.kind === 'wait') {
         if (step.untilMs !== undefined && step.untilMs <= clock.now && !run.machine.hasWork())
-          fail(run, seed, `waits for a time already passed (${iso(step.untilMs)})`);
+          fail(run, `waits for a time already passed (${iso(step.untilMs)})`);
         if (!run.machine.hasWork()) clock.now = Math.max(clock.now, step.untilMs ?? clock.now + HOUR);
       } else if (step.kind === 'continue-as-new') {
         if (!run.machine.hasWork()) {
           const carried = JSON.parse(JSON.stringify(run.machine.carry()));
           run.machine = MediaBuyMachine.start({ ...input, carried }, { workflowId: 'x', nowMs: clock.now }, hooks);
-          if (run.machine.state.run < 2) fail(run, seed, 'a continued run kept its run number');
+          if (run.machine.state.run < 2) fail(run, 'a continued run kept its run number');
         }
       } else {
         runStep(run, step);
       }
     }
-    checkInvariants(run, seed);
+    checkInvariants(run);
   }
   return run;
 }
@@ -542,7 +586,7 @@ describe('media-buy machine: randomized interleavings', () => {
         const answer = run.machine.changeAnswer(sequence);
         if (!answer) throw new Error(`seed ${seed}: change ${sequence} has no answer`);
       }
-      checkInvariants(run, seed);
+      checkInvariants(run);
       for (const [sequence, attachment] of run.attachments) {
         if (!attachment.answer) throw new Error(`seed ${seed}: attachment ${sequence} has no answer`);
       }

@@ -131,3 +131,65 @@ test('changes sent together run one at a time in the order accepted; an update I
     ['paused'],
   ]);
 });
+
+describe('every change is verified by what the seller’s buy shows', () => {
+  test('a pause the seller answers and does not make ends PAUSE_NOT_APPLIED; the buy stays as the seller has it', async () => {
+    stack.seller.behaviour = { ignores: ['paused'], updateAnswer: 'affected-packages' };
+    const { handle, mediaBuyId } = await liveBuy();
+    const answer = await change(handle, { kind: 'pause' });
+    expect(answer).toMatchObject({
+      outcome: 'failed',
+      status: 'pending_creatives',
+      error: { code: 'PAUSE_NOT_APPLIED' },
+    });
+    expect(answer.error?.message).toContain('a read of the buy (get_media_buys) shows status: pending_creatives');
+    const state = await handle.query(mediaBuyStateQuery);
+    expect(state.status).toBe('pending_creatives');
+    expect(state.changes[0]).toMatchObject({ outcome: 'failed', verifiedBy: 'read' });
+    expect(stack.seller.updates().filter((update) => update.media_buy_id === mediaBuyId)).toHaveLength(1);
+  });
+
+  test('a packages change answered with package ids only: the view takes the budgets from the read after it', async () => {
+    stack.seller.behaviour = { updateAnswer: 'affected-packages' };
+    const { handle, packageIds } = await liveBuy([1_000, 2_000]);
+    const [first, second] = packageIds as [string, string];
+    // The seller lowers nothing it was not asked to; the second package keeps its budget.
+    const answer = await change(handle, { kind: 'packages', packages: [{ package_id: first, budget: 1_234 }] });
+    expect(answer).toMatchObject({ outcome: 'applied' });
+    const state = await handle.query(mediaBuyStateQuery);
+    expect(state.packages[first]).toMatchObject({ budget: 1_234, creativeIds: [] });
+    expect(state.packages[second]).toMatchObject({ budget: 2_000 });
+    expect(state.changes[0]).toMatchObject({ verifiedBy: 'read' });
+  });
+
+  test('a seller with no get_media_buys: an answer that describes the buy shows the change, a terse one leaves it sent', async () => {
+    stack.seller.behaviour = { noReads: true };
+    const described = await liveBuy();
+    expect(await change(described.handle, { kind: 'pause' })).toMatchObject({ outcome: 'applied', status: 'paused' });
+    expect((await described.handle.query(mediaBuyStateQuery)).changes[0]).toMatchObject({ verifiedBy: 'answer' });
+
+    stack.seller.behaviour = { noReads: true, updateAnswer: 'affected-packages' };
+    const terse = await liveBuy();
+    const answer = await change(terse.handle, { kind: 'pause' });
+    // Sent, not confirmed: the buy's status is not implied from the request.
+    expect(answer).toMatchObject({ outcome: 'sent', status: 'pending_creatives' });
+    const state = await terse.handle.query(mediaBuyStateQuery);
+    expect(state.changes[0]).toMatchObject({ outcome: 'sent' });
+    expect(state.changes[0]!.note).toContain('nothing shows the pause yet');
+    // Nothing is queued behind a sent change: the next one runs.
+    expect(await change(terse.handle, { kind: 'cancel' })).toMatchObject({ outcome: 'sent' });
+  });
+
+  test('a 3.0 seller’s coarse actions (update_budget, update_dates) let budget and dates changes through', async () => {
+    stack.seller.behaviour = { actions: 'coarse-3.0' };
+    const { handle, packageIds } = await liveBuy();
+    const state = await handle.query(mediaBuyStateQuery);
+    expect(state.availableActions).toEqual(expect.arrayContaining(['update_budget', 'update_dates']));
+    expect(await change(handle, { kind: 'budget', budgets: { [packageIds[0]!]: 4_000 } })).toMatchObject({
+      outcome: 'applied',
+    });
+    const endTime = new Date(Date.parse(state.endTime!) + 7 * DAY).toISOString();
+    expect(await change(handle, { kind: 'dates', endTime })).toMatchObject({ outcome: 'applied' });
+    expect((await handle.query(mediaBuyStateQuery)).endTime).toBe(endTime);
+  });
+});

@@ -23,6 +23,7 @@ const DAY = 24 * HOUR;
 const MAX_ADJUSTMENTS = 50;
 const MAX_MISSING_SEQUENCES = 200;
 const MAX_UNFILLED = 100;
+const MAX_UNKNOWN_PACKAGES = 20;
 /** A skipped sequence number older than this many reports is given up on (its period is handled by the fill). */
 const SEQUENCE_WINDOW = 256;
 /** Pulls that could not fill a period before it is given up on (and flagged). */
@@ -330,6 +331,7 @@ export class DeliveryLedger {
     }
     const key = iso(startMs);
     const numbers = numbersOf(period);
+    this.checkPackages(numbers, 'report');
     const effect = this.placePeriod(key, period.end, numbers, 'report', type, period.isFinal, period.measurementWindow);
     if (effect !== 'duplicate' && effect !== 'ignored') reporting.reportsApplied += 1;
     if (type === 'final') this.noteMissingThrough(Date.parse(period.end), receivedAtMs);
@@ -467,6 +469,7 @@ export class DeliveryLedger {
   applyPull(pull: DeliveryPull, wanted: string[]): { filled: number; stillMissing: number } {
     const reporting = this.reporting;
     reporting.pulls += 1;
+    for (const window of pull.windows) this.checkPackages(window.byPackage, 'pull');
     const windows = new Map(pull.windows.map((window) => [iso(Date.parse(window.start)), window]));
     let filled = 0;
     for (const key of wanted) {
@@ -517,8 +520,26 @@ export class DeliveryLedger {
     return folded;
   }
 
+  /**
+   * Delivery by a package id the buy does not have is the seller's numbers for something else (another buy's
+   * package, a renamed one): counted as the seller sent it, and raised once per id.
+   */
+  private checkPackages(byPackage: Record<string, MetricTotals>, source: MediaBuyEventSource): void {
+    const known = this.state.packages;
+    if (Object.keys(known).length === 0) return;
+    for (const packageId of Object.keys(byPackage)) {
+      if (packageId === '*' || known[packageId] || this.reporting.unknownPackages?.includes(packageId)) continue;
+      pushBounded((this.reporting.unknownPackages ??= []), packageId, MAX_UNKNOWN_PACKAGES);
+      this.anomaly(
+        source,
+        `delivery for package ${packageId}, which this buy does not have (its packages: ${Object.keys(known).join(', ')})`,
+      );
+    }
+  }
+
   /** Compares our totals with the seller's lifetime numbers (thresholds of the reporting page); the seller's win. */
   reconcile(pull: DeliveryPull): void {
+    this.checkPackages(pull.byPackage, 'pull');
     const ours = { ...this.reporting.totals };
     const seller = Object.keys(pull.totals).length > 0 ? pull.totals : sumPackages(pull.byPackage);
     if (this.reporting.reportsReceived === 0 && this.reporting.periodsCounted === 0) {

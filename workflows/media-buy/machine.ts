@@ -14,7 +14,6 @@ import {
   type DeliveryPull,
   type MediaBuySnapshot,
   type ReportingNotification,
-  TERMINAL_MEDIA_BUY_STATUSES,
   mediaBuySnapshotFrom,
 } from '../../protocol/media-buy';
 import type { OperationState } from '../../contract/operation';
@@ -34,7 +33,14 @@ import type {
   ReportDelivery,
   ReportingFrequency,
 } from '../../contract/media-buy';
-import { statusAfterChange, updateParamsFor, validateChange } from './changes';
+import {
+  type ChangeEvidence,
+  changeEvidence,
+  notAppliedCode,
+  statusAfterChange,
+  updateParamsFor,
+  validateChange,
+} from './changes';
 import {
   DeliveryLedger,
   type ReportEffect,
@@ -233,6 +239,13 @@ export class MediaBuyMachine {
   /** Pulls decided and not yet made (a fill of several windows is several requests). */
   private readonly pullQueue: Extract<MediaBuyStep, { kind: 'pull' }>[] = [];
   private settling: { rounds: number; lifetimePulled: boolean } | undefined;
+  /** Changes answered `sent` that a later read may still confirm (bounded by the changes kept on record). */
+  private readonly unconfirmed: Map<number, ChangeRequest>;
+  /** What the seller's answer said about a change whose verifying read is in flight. */
+  private readonly verifying = new Map<
+    number,
+    { answer: ChangeEvidence; answeredStatus?: string; pendingApproval: boolean }
+  >();
 
   /** A buy's first run, or a run continued from `input.carried`. */
   static start(
@@ -276,6 +289,7 @@ export class MediaBuyMachine {
     this.changeSequence = carried?.changeSequence ?? 0;
     this.answeredUpdates = new Map(carried?.answeredUpdates ?? []);
     this.alertsFired = new Set(carried?.alertsFired ?? []);
+    this.unconfirmed = new Map(carried?.unconfirmedChanges ?? []);
     this.delivery = new DeliveryLedger(state, {
       now: () => hooks.now(),
       anomaly: (source, note) => this.anomaly(source, note),
@@ -331,12 +345,12 @@ export class MediaBuyMachine {
     return true;
   }
 
-  /** What a seller answer or read says about the buy. Older revisions never overwrite newer ones. */
-  applySnapshot(snapshot: MediaBuySnapshot, source: MediaBuyEventSource): void {
+  /** What a seller answer or read says about the buy. Older revisions never overwrite newer ones (false then). */
+  applySnapshot(snapshot: MediaBuySnapshot, source: MediaBuyEventSource): boolean {
     const state = this.state;
     if (snapshot.revision !== undefined && state.revision !== undefined && snapshot.revision < state.revision) {
       this.anomaly(source, `stale answer ignored (revision ${snapshot.revision} < ${state.revision})`);
-      return;
+      return false;
     }
     if (snapshot.mediaBuyId && !state.mediaBuyId) state.mediaBuyId = snapshot.mediaBuyId;
     if (snapshot.revision !== undefined) state.revision = snapshot.revision;
@@ -352,7 +366,7 @@ export class MediaBuyMachine {
       if (pkg.budget !== undefined) known.budget = pkg.budget;
       if (pkg.paused !== undefined) known.paused = pkg.paused;
       if (pkg.creativeDeadline) known.creativeDeadline = pkg.creativeDeadline;
-      if (pkg.creativeIds) known.creativeIds = [...new Set([...known.creativeIds, ...pkg.creativeIds])];
+      if (pkg.creativeIds) this.replaceCreatives(known, pkg.creativeIds);
       for (const approval of pkg.creativeApprovals ?? []) {
         const creative = state.creatives[approval.creativeId];
         if (creative) creative.status = approval.status;
@@ -362,15 +376,21 @@ export class MediaBuyMachine {
     if (snapshot.status) this.observeStatus(snapshot.status, source);
     else if (snapshot.rawStatus) this.anomaly(source, `unknown media-buy status "${snapshot.rawStatus}" ignored`);
     this.touch();
+    return true;
   }
 
-  /** After a change the seller applied: its answer, or (when the answer names no status) the status the change implies. */
-  applyChangeAnswer(kind: ChangeRequest['kind'], snapshot: MediaBuySnapshot): void {
-    this.applySnapshot(snapshot, 'change');
-    if (!snapshot.status) {
-      const implied = statusAfterChange(kind, this.state.status);
-      if (implied !== this.state.status) this.observeStatus(implied, 'change', `implied by the applied ${kind}`);
+  /** A package's creatives as the seller lists them; the creatives' records follow (which packages they run on). */
+  private replaceCreatives(pkg: MediaBuyState['packages'][string], creativeIds: string[]): void {
+    for (const creativeId of pkg.creativeIds) {
+      const creative = this.state.creatives[creativeId];
+      if (creative && !creativeIds.includes(creativeId))
+        creative.packageIds = creative.packageIds.filter((id) => id !== pkg.packageId);
     }
+    for (const creativeId of creativeIds) {
+      const creative = this.state.creatives[creativeId];
+      if (creative && !creative.packageIds.includes(pkg.packageId)) creative.packageIds.push(pkg.packageId);
+    }
+    pkg.creativeIds = [...creativeIds];
   }
 
   fail(reason: string, message: string, error?: AdcpError): void {
@@ -585,6 +605,7 @@ export class MediaBuyMachine {
       changeSequence: this.changeSequence,
       answeredUpdates: [...this.answeredUpdates],
       alertsFired: [...this.alertsFired],
+      unconfirmedChanges: [...this.unconfirmed],
     };
   }
 
@@ -912,27 +933,28 @@ export class MediaBuyMachine {
     };
   }
 
-  /** The change's update_media_buy operation ended: what the seller answered decides the change's outcome. */
-  applyChangeOutcome(sequence: number, outcome: OperationOutcome): void {
+  /**
+   * The change's update_media_buy operation ended. A refusal ends the change; a success is applied to the view as the
+   * seller answered it, and the buy is read to verify it: the returned request (undefined when the change ended).
+   */
+  applyChangeOutcome(sequence: number, outcome: OperationOutcome): ReadRequest | undefined {
     const { record, request } = this.queuedChange(sequence);
     if (failed(outcome)) {
       this.finishChange(sequence, 'failed', outcome.error);
-      return;
+      return undefined;
     }
     const operation = outcome.operation;
     record.taskStatus = operation.status;
     // A 3.0 seller answers a cancel with the buy's `status: "canceled"` at the root, where the task status lives
     // (3.1 moved it to media_buy_status): the operation reads it as its task canceled. Not canceled by anyone here
-    // and without errors, it is the buy that was canceled; a read confirms it.
+    // and without errors, it is the buy that was canceled.
     const canceledBuy =
       request.kind === 'cancel' &&
       operation.status === 'canceled' &&
       !operation.cancellation &&
       !operation.errors?.length;
-    if (canceledBuy) {
+    if (canceledBuy)
       this.anomaly('change', `${record.operationId} ended "canceled": read as the 3.0 root status of the canceled buy`);
-      this.refreshRequested = true;
-    }
     if (operation.status !== 'completed' && !canceledBuy) {
       // The seller's error whole (recovery, field, suggestion, details): the buyer needs them to correct the change.
       this.finishChange(
@@ -943,42 +965,122 @@ export class MediaBuyMachine {
           message: operation.failure?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
         },
       );
-      return;
+      return undefined;
     }
     const answered = mediaBuySnapshotFrom(operation.result);
-    this.applyChangeAnswer(request.kind, answered);
-    // A cancel the seller "completed" while answering the buy as still live (e.g. @adcp/sdk's decisioning examples,
-    // whose update_media_buy handles only `paused` and echoes the status): the buy was not canceled. Recording it as
-    // applied would tell the buyer a live, spending buy is over. ('completed' is left alone: in 3.1 the root status
-    // of an answer may be the task's.)
-    const liveAfterCancel =
-      request.kind === 'cancel' &&
-      !canceledBuy &&
-      answered.status !== undefined &&
-      !TERMINAL_MEDIA_BUY_STATUSES.has(answered.status);
-    if (liveAfterCancel) {
-      const message = `${record.operationId} completed, but the seller answered the buy as "${answered.status}", not "canceled": the cancel did not take effect. The buy is still ${answered.status} at the seller; ask the seller to cancel it, or cancel again.`;
-      this.anomaly('change', message);
-      this.finishChange(sequence, 'failed', { code: 'CANCEL_NOT_APPLIED', message });
-      return;
+    // The answer's other fields are the view at once; its status waits for the read (a canceled status is terminal,
+    // and a read right after must be able to say the buy is still live).
+    const { status: answeredStatus, rawStatus: _raw, ...rest } = answered;
+    const current = this.applySnapshot(rest, 'change');
+    this.verifying.set(sequence, {
+      answer: canceledBuy
+        ? { evidence: 'shown' }
+        : current
+          ? changeEvidence(request, answered)
+          : { evidence: 'unknown' },
+      ...(canceledBuy ? { answeredStatus: 'canceled' } : answeredStatus && current ? { answeredStatus } : {}),
+      pendingApproval: answered.pendingApproval === true,
+    });
+    const read = this.readRequest()!;
+    this.state.reads += 1;
+    this.state.lastReadAt = iso(this.hooks.now());
+    return read;
+  }
+
+  /**
+   * The read after a change came back. The read is the judge where it shows the buy: `applied` when it shows the
+   * change; when it shows otherwise, `<KIND>_NOT_APPLIED` if the seller's answer did not say the change was made, or
+   * `sent` (not confirmed) if it did. Where no read shows the buy, the seller's answer decides the same way; `sent`
+   * when nothing tells, or when the change waits for the seller's approval.
+   */
+  verifyChange(sequence: number, outcome: ReadOutcome): void {
+    const { record, request } = this.queuedChange(sequence);
+    const answered = this.verifying.get(sequence)!;
+    this.verifying.delete(sequence);
+    let why: string;
+    let read: ChangeEvidence = { evidence: 'unknown' };
+    if (failed(outcome)) {
+      why = `get_media_buys failed (${outcome.error.code}: ${outcome.error.message})`;
+    } else if (!outcome.snapshot) {
+      why = outcome.note ?? `get_media_buys did not return ${this.state.mediaBuyId}`;
+    } else if (!this.applySnapshot(outcome.snapshot, 'read')) {
+      why = `the read of the buy is older than its answer (revision ${outcome.snapshot.revision})`;
+    } else {
+      read = changeEvidence(request, outcome.snapshot);
+      why = 'the read of the buy carries none of the changed fields';
     }
-    if (request.kind === 'budget') {
-      for (const [packageId, budget] of Object.entries(request.budgets ?? {})) {
-        const pkg = this.state.packages[packageId];
-        if (pkg && answered.packages?.find((entry) => entry.packageId === packageId)?.budget === undefined)
-          pkg.budget = budget;
+    const byRead = read.evidence !== 'unknown';
+    // Without a read that speaks, the answer's own status is the seller's word on the buy.
+    if (!byRead && answered.answeredStatus) this.observeStatus(answered.answeredStatus as MediaBuyLifecycle, 'change');
+    const evidence = byRead ? read : answered.answer;
+    const finish = (outcome: 'applied' | 'sent', note?: string) => {
+      if (outcome === 'applied') record.verifiedBy = byRead ? 'read' : 'answer';
+      if (note) record.note = note;
+      if (outcome === 'sent') this.unconfirmed.set(sequence, request);
+      this.finishChange(sequence, outcome);
+    };
+    if (evidence.evidence === 'shown') return finish('applied');
+    if (answered.pendingApproval)
+      return finish(
+        'sent',
+        `the seller accepted the ${request.kind} pending its approval (implementation_date null); later reads confirm it`,
+      );
+    if (evidence.evidence === 'unknown')
+      return finish('sent', `the seller answered success, and nothing shows the ${request.kind} yet: ${why}`);
+    if (byRead && answered.answer.evidence === 'shown') {
+      const note = `the seller answered the ${request.kind} as made, and a read of the buy right after shows ${evidence.differences.join('; ')}: not confirmed; the view follows the read, later reads confirm it`;
+      this.anomaly('change', `${record.operationId}: ${note}`);
+      return finish('sent', note);
+    }
+    const message = this.notAppliedMessage(record, request, evidence.differences, byRead, answered.answeredStatus);
+    this.anomaly('change', message);
+    record.verifiedBy = byRead ? 'read' : 'answer';
+    this.finishChange(sequence, 'failed', { code: notAppliedCode(request.kind), message });
+  }
+
+  /** A later read that shows a change still `sent` confirms it (applied, by read). */
+  private confirmSentChanges(snapshot: MediaBuySnapshot): void {
+    for (const [sequence, request] of this.unconfirmed) {
+      const record = this.state.changes.find((change) => change.sequence === sequence);
+      if (!record || record.outcome !== 'sent') {
+        this.unconfirmed.delete(sequence);
+        continue;
       }
+      if (changeEvidence(request, snapshot).evidence !== 'shown') continue;
+      this.unconfirmed.delete(sequence);
+      record.outcome = 'applied';
+      record.verifiedBy = 'read';
+      record.note = `confirmed by a read at ${iso(this.hooks.now())} (${record.note ?? 'sent'})`;
+      const answer = this.finished.get(sequence);
+      if (answer) this.finished.set(sequence, { ...answer, outcome: 'applied' });
     }
-    if (request.kind === 'dates') {
-      if (request.startTime) this.state.startTime = request.startTime;
-      if (request.endTime) this.state.endTime = request.endTime;
+  }
+
+  private notAppliedMessage(
+    record: ChangeRecord,
+    request: ChangeRequest,
+    differences: string[],
+    byRead: boolean,
+    answeredStatus: string | undefined,
+  ): string {
+    const status = this.state.status;
+    if (request.kind === 'cancel') {
+      const seen = byRead
+        ? `the seller's buy reads "${status}"`
+        : `the seller answered the buy as "${answeredStatus ?? status}"`;
+      return `${record.operationId} completed, but ${seen}, not "canceled": the cancel did not take effect. The buy is still ${status} at the seller; ask the seller to cancel it, or cancel again.`;
     }
-    this.finishChange(sequence, 'applied');
+    const seen = byRead ? 'a read of the buy (get_media_buys) shows' : "the seller's answer shows";
+    return `${record.operationId} completed, but ${seen} ${differences.join('; ')}: the ${request.kind} change did not take effect at the seller. The view shows the buy as the seller has it; send the change again, or ask the seller.`;
   }
 
   private finishChange(sequence: number, outcome: ChangeRecord['outcome'], error?: ChangeRecord['error']): void {
     const index = this.changeQueue.findIndex((entry) => entry.record.sequence === sequence);
-    const [{ record }] = this.changeQueue.splice(index, 1);
+    const [{ record, request }] = this.changeQueue.splice(index, 1);
+    // A later change of the same field supersedes an earlier one still unconfirmed: a read cannot tell them apart.
+    const family = (kind: ChangeRequest['kind']) => (kind === 'resume' ? 'pause' : kind);
+    for (const [earlier, other] of this.unconfirmed)
+      if (earlier < sequence && family(other.kind) === family(request.kind)) this.unconfirmed.delete(earlier);
     record.outcome = outcome;
     record.finishedAt = iso(this.hooks.now());
     record.statusAfter = this.state.status;
@@ -1166,8 +1268,11 @@ export class MediaBuyMachine {
       );
       return;
     }
-    if (outcome.snapshot) this.applySnapshot(outcome.snapshot, 'read');
-    else this.anomaly('read', outcome.note ?? `get_media_buys did not return ${this.state.mediaBuyId}`);
+    if (!outcome.snapshot) {
+      this.anomaly('read', outcome.note ?? `get_media_buys did not return ${this.state.mediaBuyId}`);
+      return;
+    }
+    if (this.applySnapshot(outcome.snapshot, 'read')) this.confirmSentChanges(outcome.snapshot);
   }
 
   /** A windowed pull for missing periods came back: it fills what it can; a failure counts as an empty pull. */
@@ -1185,6 +1290,7 @@ export class MediaBuyMachine {
 
   /** The lifetime pull at the settle: the reconciliation with the seller's numbers. */
   applyLifetimePull(outcome: PullOutcome): void {
+    this.state.reporting.pulls += 1;
     if (failed(outcome)) {
       this.anomaly(
         'pull',

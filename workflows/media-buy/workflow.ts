@@ -294,7 +294,8 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     const outcome = await operation('update_media_buy', begun.callerKey, params);
     const report = governance && state.governance && check && machine.changeOutcomeReport(sequence, check, outcome);
     if (report) await reportPlanOutcome(governance, state.governance!, report);
-    machine.applyChangeOutcome(sequence, outcome);
+    const verify = machine.applyChangeOutcome(sequence, outcome);
+    if (verify) machine.verifyChange(sequence, await outcomeOf<ReadOutcome>(() => reads.readMediaBuy(verify)));
   }
 
   async function attach(sequence: number): Promise<void> {
