@@ -41,7 +41,7 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/reconciliation/workflow',
   '../workflows/notification/workflow',
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
-  '../workflows/operation/machine',
+  '../workflows/operation/observations',
   '../workflows/media-buy/machine',
   '../workflows/campaign/machine',
   '../workflows/campaign/proposals',

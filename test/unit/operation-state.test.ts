@@ -4,7 +4,7 @@
  */
 import type { AdcpError, TaskSnapshot, TaskStatus } from '../../protocol';
 import type { OperationState, WebhookDelivery } from '../../contract/operation';
-import { OperationMachine, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/machine';
+import { Observations, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/observations';
 
 const OPERATION = 'adcp-create_media_buy-k1';
 
@@ -27,8 +27,8 @@ function freshState(task = 'create_media_buy'): OperationState {
   };
 }
 
-function machineFor(task = 'create_media_buy', clock = { now: 1_000 }): OperationMachine {
-  return new OperationMachine(freshState(task), {
+function machineFor(task = 'create_media_buy', clock = { now: 1_000 }): Observations {
+  return new Observations(freshState(task), {
     task,
     deadlineMs: 86_400_000,
     interactionDeadlineMs: 3_600_000,
@@ -176,7 +176,7 @@ describe('operation state machine: convergence rules', () => {
 
   it('a cancel accepted before the result ends canceled, keeping the buy the call in flight made', () => {
     const machine = machineFor();
-    machine.requestCancel({ requestedBy: 'ops', reason: 'pulled' });
+    machine.beginCancel({ requestedBy: 'ops', reason: 'pulled' });
     machine.applyCallAnswer({ status: 'completed', result: BUY });
     expect(machine.terminal).toBe(false);
     expect(machine.state.resource).toEqual({ mediaBuyId: 'mb_1' });
@@ -228,10 +228,7 @@ interface World {
 }
 
 /** One random event from the routes an operation's results take, true to the world or hostile to it. */
-function randomEvent(
-  random: () => number,
-  world: World,
-): { apply: (machine: OperationMachine) => void; label: string } {
+function randomEvent(random: () => number, world: World): { apply: (machine: Observations) => void; label: string } {
   const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
   const truth = (): TaskSnapshot =>
     random() < 0.5
@@ -275,7 +272,7 @@ function randomEvent(
   if (roll < 0.9)
     return {
       label: 'cancel requested',
-      apply: (machine) => machine.requestCancel({ requestedBy: 'ops', reason: 'r' }),
+      apply: (machine) => machine.beginCancel({ requestedBy: 'ops', reason: 'r' }),
     };
   if (roll < 0.95)
     return {

@@ -1,7 +1,7 @@
 /**
  * One AdCP operation = one workflow run (continued-as-new when history grows). It makes the call, then follows the
  * task through every status until a terminal one. Every route a result can take — the call's answer, verified
- * webhooks (signals), polls, reconciliation, cancel — feeds one state machine (./machine.ts), also while a call
+ * webhooks (signals), polls, reconciliation, cancel — feeds one state machine (./observations.ts), also while a call
  * is in flight. Handlers only record facts; this loop acts.
  */
 import {
@@ -57,7 +57,7 @@ import {
   NOTIFICATION_WORKFLOW_TYPE,
   type NotificationEvent,
 } from '../../contract/notification';
-import { OperationMachine, isQuietRepeat, iso } from './machine';
+import { Observations, isQuietRepeat, iso } from './observations';
 import {
   actorProblem,
   cancelRequestProblem,
@@ -333,7 +333,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     trail.push({ at: iso(Date.now()), ...entry });
     if (trail.length > MAX_AUDIT_ENTRIES) trail.shift();
   }
-  const machine = new OperationMachine(
+  const machine = new Observations(
     state,
     {
       task: input.task,
@@ -514,7 +514,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
     (request) => {
       if (!cancelRequest) {
         cancelRequest = request;
-        machine.requestCancel(request);
+        machine.beginCancel(request);
         if (request.principal !== undefined)
           audit({ action: 'cancel_requested', principal: request.principal, note: request.requestedBy });
       }
@@ -678,7 +678,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       if (!isCancellation(failure)) throw failure;
       // The workflow is being canceled: the call still answers, and what it made is recorded before the cancel.
       temporalCancel = failure;
-      machine.requestCancel(cancelRequest ?? TEMPORAL_CANCEL);
+      machine.beginCancel(cancelRequest ?? TEMPORAL_CANCEL);
     }
     const settle = async (): Promise<void> => {
       try {
@@ -1139,7 +1139,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
 
   if (cancelRequest || temporalCancelled) {
     const request = cancelRequest ?? TEMPORAL_CANCEL;
-    machine.requestCancel(request);
+    machine.beginCancel(request);
     await CancellationScope.nonCancellable(() => cancelAtSeller(request));
   } else if (!machine.terminal && workflowInfo().continueAsNewSuggested) {
     await condition(allHandlersFinished);

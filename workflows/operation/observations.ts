@@ -1,8 +1,7 @@
 /**
- * The operation's state machine: one truth that every route a result can take feeds — the call's answer, webhooks,
- * reads (polls), reconciliation, adoption and cancel. Deterministic and free of Temporal and I/O, so it runs in the
- * workflow and in millisecond unit tests alike. The workflow decides when to call and wait; this decides what an
- * observation means.
+ * What an observation means: the rules every route a result can take feeds — the call's answer, webhooks, reads
+ * (polls), reconciliation, adoption and cancel — applied to one operation state. Deterministic and free of Temporal
+ * and I/O, so it runs in the workflow and in millisecond unit tests alike.
  *
  * The rules (AdCP async identity and convergence; 3.1 webhooks page):
  * - Observations are applied whenever they arrive, also while a call is in flight.
@@ -72,7 +71,7 @@ const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[
 /** The result field without which a completed task has not delivered what the buyer asked for. */
 const REQUIRED_RESULT_FIELD: Readonly<Record<string, string>> = { create_media_buy: 'media_buy_id' };
 
-export interface MachineOptions {
+export interface ObservationOptions {
   task: string;
   /** The request's params: a completed result is judged against them (sync_creatives answers per creative sent). */
   params?: Record<string, unknown>;
@@ -174,8 +173,8 @@ export function unwrapNestedEnvelope(snapshot: TaskSnapshot): { snapshot: TaskSn
   return { snapshot: unwrapped, note: `seller said completed around a ${inner} task ${innerTaskId}: read as ${inner}` };
 }
 
-export class OperationMachine {
-  /** Webhooks held until the operation's task is bound; the workflow carries them across continue-as-new. */
+export class Observations {
+  /** Webhooks held until the operation's task is bound; carried across continue-as-new. */
   readonly held: WebhookDelivery[];
   /**
    * A cancel accepted before any final result: the buyer decided first, so the operation ends canceled. What the
@@ -185,7 +184,7 @@ export class OperationMachine {
 
   constructor(
     readonly state: OperationState,
-    private readonly options: MachineOptions,
+    private readonly options: ObservationOptions,
     held: WebhookDelivery[] = [],
   ) {
     this.held = held;
@@ -220,7 +219,7 @@ export class OperationMachine {
   }
 
   /** A cancel was accepted (before any final result): from now on final results are recorded, not settled. */
-  requestCancel(request: CancelRequest): void {
+  beginCancel(request: CancelRequest): void {
     if (this.terminal || this.cancelPending) return;
     this.cancelPending = request;
     this.record(`cancel requested by ${request.requestedBy}: ${request.reason}`);
