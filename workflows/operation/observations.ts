@@ -1,7 +1,8 @@
 /**
  * What an observation means: the rules every route a result can take feeds — the call's answer, webhooks, reads
  * (polls), reconciliation, adoption and cancel — applied to one operation state. Deterministic and free of Temporal
- * and I/O, so it runs in the workflow and in millisecond unit tests alike.
+ * and I/O. The operation machine (./machine.ts) owns an instance and decides when to call, read and wait; this
+ * decides what each answer, webhook and read changes.
  *
  * The rules (AdCP async identity and convergence; 3.1 webhooks page):
  * - Observations are applied whenever they arrive, also while a call is in flight.
@@ -127,7 +128,7 @@ function text(value: unknown): string | undefined {
  * A webhook that repeats `statusWaitedOn` for this operation's bound task, and whose application can change nothing a
  * wait or the published search attributes and memo depend on: no new status, no final or provisional result, no
  * question, no media buy, no refusal and no holding. Applying it changes only the record (message, progress, counts)
- * and issues no workflow command, so the workflow may apply it without waking the loop that waits (workflow.ts).
+ * and issues no workflow command, so the machine may apply it as it arrives, without waking the step that waits.
  */
 export function isQuietRepeat(
   state: OperationState,
@@ -261,6 +262,10 @@ export class Observations {
    * bound yet (unless its 3.1 operation_id binds it to this operation); applied otherwise.
    */
   receiveWebhook(delivery: WebhookDelivery): Verdict {
+    return this.take(delivery, true);
+  }
+
+  private take(delivery: WebhookDelivery, mayHold: boolean): Verdict {
     const snapshot = delivery.snapshot;
     if (delivery.operationId !== undefined && delivery.operationId !== this.state.operationId) {
       return this.refuse(
@@ -277,7 +282,7 @@ export class Observations {
       );
     }
     const boundByOperationId = delivery.operationId === this.state.operationId;
-    if (!this.state.taskId && !boundByOperationId && !this.terminal) {
+    if (mayHold && !this.state.taskId && !boundByOperationId && !this.terminal) {
       if (this.held.length >= MAX_HELD) this.held.shift();
       this.held.push(delivery);
       this.state.heldWebhooks = this.held.length;
@@ -319,7 +324,8 @@ export class Observations {
     this.note('webhook', `applied ${this.held.length} held webhook(s) without confirmation: ${why}`);
     const taskId = this.heldTaskId();
     if (taskId && !this.state.taskId && !this.terminal) this.state.taskId = taskId;
-    this.drainHeld();
+    // Applied, not held again: with no task to bind them they would be held for ever.
+    this.drainHeld(false);
   }
 
   /** Applies held webhooks that belong to the bound task and refuses the rest. */
@@ -329,10 +335,10 @@ export class Observations {
     this.drainHeld();
   }
 
-  private drainHeld(): void {
+  private drainHeld(mayHold = true): void {
     const deliveries = this.held.splice(0, this.held.length);
     this.state.heldWebhooks = 0;
-    for (const delivery of deliveries) this.receiveWebhook(delivery);
+    for (const delivery of deliveries) this.take(delivery, mayHold);
   }
 
   private refuse(delivery: WebhookDelivery, reason: WebhookRefusal, note: string): Verdict {
