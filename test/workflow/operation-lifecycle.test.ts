@@ -7,6 +7,7 @@
  * still running (temporalio/sdk-java#1138): tests that end so, notifications among them, get a server of their own.
  */
 import type { temporal } from '@temporalio/proto';
+import type { TaskSnapshot } from '../../protocol';
 import { credentialsRefreshedUpdate, provideInputUpdate, webhookReceivedSignal } from '../../contract/operation';
 import { type WorkflowStack, startWorkflowStack, until } from './harness';
 import {
@@ -22,6 +23,7 @@ import {
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
 const BUY = { media_buy_id: 'mb_1', status: 'pending_creatives' };
+const HOUR = 3_600_000;
 let stack: WorkflowStack;
 let seller = new StandInSeller();
 
@@ -67,7 +69,10 @@ test('submitted, then polls on the cadence in one activity until the task comple
     since: { status: 'submitted' },
     cadence: { maxIntervalMs: 60_000 },
   });
-  expect(scheduled(await historyOf(handle.workflowId), 'awaitTaskMoveOnCadence')).toHaveLength(1);
+  const events = await historyOf(handle.workflowId);
+  expect(scheduled(events, 'awaitTaskMoveOnCadence')).toHaveLength(1);
+  // The wait before the first poll is the activity's retry delay, not a durable timer.
+  expect(events.filter((event) => event.timerStartedEventAttributes)).toHaveLength(0);
 });
 
 test('a final webhook that beats the call answer is held, then applied once the answer binds the task', async () => {
@@ -90,37 +95,40 @@ test('a final webhook that beats the call answer is held, then applied once the 
   expect(seller.polls).toHaveLength(0);
 });
 
-test('webhooks during the polls: a repeat is applied without ending them, a new status ends them', async () => {
+test('webhooks during the polls: repeats and progress go on, a new status ends them, so does the final one', async () => {
   const handle = await startOperation(stack);
+  const cancels = (events: HistoryEvent[]) =>
+    events.filter((event) => event.activityTaskCancelRequestedEventAttributes);
+  const push = async (key: number, snapshot: TaskSnapshot) => {
+    await handle.signal(webhookReceivedSignal, { eventKey: `e${key}`, snapshot, receivedAt });
+    return stateWhen(handle, (state) => state.webhooksApplied === key);
+  };
   await until(async () =>
     scheduled(await historyOf(handle.workflowId), 'awaitTaskMoveOnCadence').length === 1 ? true : undefined,
   );
-  await handle.signal(webhookReceivedSignal, {
-    eventKey: 'e1',
-    snapshot: { status: 'submitted', taskId: 't1', message: 'queued' },
-    receivedAt,
-  });
-  await stateWhen(handle, (state) => state.webhooksApplied === 1 && state.message === 'queued');
+  await push(1, { status: 'submitted', taskId: 't1', message: 'queued' });
+  const progressed = await push(2, { status: 'submitted', taskId: 't1', progress: { percentage: 20 } });
+  expect(progressed).toMatchObject({ status: 'submitted', message: 'queued', progress: { percentage: 20 } });
   let events = await historyOf(handle.workflowId);
   expect(scheduled(events, 'awaitTaskMoveOnCadence')).toHaveLength(1);
-  expect(events.filter((event) => event.activityTaskCancelRequestedEventAttributes)).toHaveLength(0);
+  expect(cancels(events)).toHaveLength(0);
 
-  seller.task = { status: 'working', taskId: 't1' };
-  await handle.signal(webhookReceivedSignal, {
-    eventKey: 'e2',
-    snapshot: { status: 'working', taskId: 't1' },
-    receivedAt,
-  });
+  seller.task = { status: 'working', taskId: 't1', progress: { percentage: 40 } };
+  await push(3, seller.task);
   await until(async () =>
     scheduled(await historyOf(handle.workflowId), 'awaitTaskMoveOnCadence').length === 2 ? true : undefined,
   );
-  seller.moves = [{ atPoll: seller.polls.length + 1, to: { status: 'completed', taskId: 't1', result: BUY } }];
+  await push(4, { status: 'working', taskId: 't1', progress: { percentage: 70 } });
+  await push(5, { status: 'completed', taskId: 't1', result: BUY });
   const state = await settled(handle);
-  expect(state).toMatchObject({ status: 'completed', webhooksApplied: 2 });
+  expect(state).toMatchObject({ status: 'completed', result: BUY, webhooksApplied: 5 });
   events = await historyOf(handle.workflowId);
-  expect(events.filter((event) => event.activityTaskCancelRequestedEventAttributes)).toHaveLength(1);
-  // The second wait polls on the working cadence.
-  expect(scheduled(events, 'awaitTaskMoveOnCadence').length).toBeGreaterThanOrEqual(2);
+  // One cancel when the status moved to working, one when it completed: none for the webhooks between.
+  expect(cancels(events)).toHaveLength(2);
+  expect(scheduled(events, 'awaitTaskMoveOnCadence')).toHaveLength(2);
+  expect(seller.polls.every((poll) => poll.since.status === 'submitted' || poll.cadence.maxIntervalMs === 5_000)).toBe(
+    true,
+  );
 });
 
 test('a key the seller refused: reconciliation finds no task from it, then one new key', async () => {
@@ -156,12 +164,12 @@ test('a lost answer with reconciliation that finds the task: it is adopted, not 
 });
 
 test('no terminal status within the budget: one last poll at the deadline, then timed_out', async () => {
-  const handle = await startOperation(stack, { budgetMs: 3_600_000 });
+  const handle = await startOperation(stack, { budgetMs: HOUR });
   const state = await settled(handle);
   expect(state.failure).toMatchObject({ reason: 'timed_out' });
   expect(state.failure?.message).toContain('last status submitted');
   expect(seller.reads).toHaveLength(1);
-  expect(Date.parse(state.updatedAt) - Date.parse(state.startedAt)).toBeGreaterThanOrEqual(3_600_000);
+  expect(Date.parse(state.updatedAt) - Date.parse(state.startedAt)).toBeGreaterThanOrEqual(HOUR);
 });
 
 test('auth-required waits for refreshed credentials, then reads the task; without them, auth_timed_out', async () => {
@@ -175,8 +183,11 @@ test('auth-required waits for refreshed credentials, then reads the task; withou
 
   seller = new StandInSeller();
   seller.answer = () => seller.hold({ status: 'auth-required', taskId: 't1' });
-  const abandoned = await startOperation(stack, { authDeadlineMs: 3_600_000 });
-  expect((await settled(abandoned)).failure?.reason).toBe('auth_timed_out');
+  const abandoned = await settled(await startOperation(stack, { authDeadlineMs: 2 * HOUR }));
+  expect(abandoned.failure?.reason).toBe('auth_timed_out');
+  const tookMs = Date.parse(abandoned.updatedAt) - Date.parse(abandoned.startedAt);
+  expect(tookMs).toBeGreaterThanOrEqual(2 * HOUR);
+  expect(tookMs).toBeLessThan(2 * HOUR + 60_000);
 });
 
 test('input-required: the question waits for an answer, which resumes the task on its own call step', async () => {
@@ -213,12 +224,37 @@ test('input-required: the question waits for an answer, which resumes the task o
   ]);
 });
 
-test('input-required with no answer fails input_timed_out at its deadline', async () => {
-  seller.answer = () => seller.hold({ status: 'input-required', taskId: 't1' });
-  const handle = await startOperation(stack, { interaction: { deadlineMs: 2 * 3_600_000 } });
+test('input-required with no answer fails input_timed_out at its deadline, without a poll', async () => {
+  seller.answer = () =>
+    seller.hold({
+      status: 'input-required',
+      taskId: 't1',
+      message: 'Sign-off needed',
+      result: { reason: 'APPROVAL_REQUIRED' },
+    });
+  const handle = await startOperation(stack, { interaction: { deadlineMs: 4 * HOUR } });
   const state = await settled(handle);
   expect(state.failure?.reason).toBe('input_timed_out');
-  expect(Date.parse(state.updatedAt) - Date.parse(state.startedAt)).toBeGreaterThanOrEqual(2 * 3_600_000);
+  expect(state.failure?.message).toContain('APPROVAL_REQUIRED');
+  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
+  expect(tookMs).toBeGreaterThanOrEqual(4 * HOUR);
+  expect(tookMs).toBeLessThan(4 * HOUR + 60_000);
+  expect(state.pollCount).toBe(0); // nobody polls a question
+  expect(seller.polls).toHaveLength(0);
+});
+
+test('a seller that asks more often than the round limit ends the operation with input_rounds_exhausted', async () => {
+  seller.answer = (_input, step) =>
+    seller.hold({ status: 'input-required', taskId: 't1', message: `${step}: lower the budget` });
+  const handle = await startOperation(stack, { interaction: { maxRounds: 2 } });
+  for (const round of [1, 2]) {
+    await stateWhen(handle, (state) => state.inputRequest?.round === round);
+    await handle.executeUpdate(provideInputUpdate, { args: [{ input: { budget: 10_000 - round } }] });
+  }
+  const state = await settled(handle);
+  expect(state.failure).toMatchObject({ reason: 'input_rounds_exhausted' });
+  expect(state.failure?.message).toContain('limit is 2');
+  expect(seller.calls.map((call) => call.step)).toEqual(['call', 'input-1', 'input-2']);
 });
 
 describe('notifications to the buyer (adcpNotification children, which outlive the operation)', () => {
