@@ -466,7 +466,14 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
 }
 
 /** A random answer from the world for the step the machine asked for. */
-function randomResult(random: () => number, driven: Driven, step: Step, world: World, trail: string[]): StepResult {
+function randomResult(
+  random: () => number,
+  driven: Driven,
+  step: Step,
+  world: World,
+  watch: Watch,
+  trail: string[],
+): StepResult {
   const { machine, clock } = driven;
   const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
   const snapshot = (): TaskSnapshot => {
@@ -484,7 +491,6 @@ function randomResult(random: () => number, driven: Driven, step: Step, world: W
   const temporalCancelNow = (): boolean => {
     if (step.shielded || random() > 0.02) return false;
     trail.push('temporal cancel (interrupts)');
-    const watch = watchOf(driven);
     if (!machine.terminal) watch.cancelAsked = true;
     watch.temporalCancelAsked = true;
     return true;
@@ -493,7 +499,7 @@ function randomResult(random: () => number, driven: Driven, step: Step, world: W
     case 'planCall':
       return random() < 0.97 ? { kind: 'planned', plan: planFor(step.input) } : { kind: 'failed', error: error() };
     case 'call': {
-      randomFacts(random, driven, world, watchOf(driven), trail);
+      randomFacts(random, driven, world, watch, trail);
       if (machine.wakes() && machine.woken() && random() < 0.8) return { kind: 'stopped' };
       if (random() < 0.25) return { kind: 'failed', error: error() };
       const answer = random() < 0.6 ? { status: 'submitted' as const, taskId: world.taskId } : snapshot();
@@ -512,7 +518,7 @@ function randomResult(random: () => number, driven: Driven, step: Step, world: W
     }
     case 'pollOnCadence': {
       if (temporalCancelNow()) return { kind: 'interrupted' };
-      randomFacts(random, driven, world, watchOf(driven), trail);
+      randomFacts(random, driven, world, watch, trail);
       if (machine.wakes() && machine.woken()) return { kind: 'stopped' };
       const roll = random();
       if (roll < 0.5) {
@@ -527,7 +533,7 @@ function randomResult(random: () => number, driven: Driven, step: Step, world: W
     }
     case 'wait': {
       if (temporalCancelNow()) return { kind: 'interrupted' };
-      randomFacts(random, driven, world, watchOf(driven), trail);
+      randomFacts(random, driven, world, watch, trail);
       if (machine.wakes()) return { kind: 'woke' };
       clock.now = Math.max(clock.now, step.untilMs);
       return { kind: 'timedOut' };
@@ -549,11 +555,6 @@ function randomResult(random: () => number, driven: Driven, step: Step, world: W
     case 'end':
       throw new Error(`no result for ${step.kind}`);
   }
-}
-
-const watches = new WeakMap<Driven['machine'], Watch>();
-function watchOf(driven: Driven): Watch {
-  return watches.get(driven.machine)!;
 }
 
 /** What must hold of every step the machine asks for. */
@@ -618,7 +619,6 @@ function continueAsNew(random: () => number, driven: Driven, world: World, watch
   const continued = driven.continued();
   if (JSON.stringify(continued.machine.carried()) !== carried) fail(watch, 'continue-as-new lost something');
   continued.history.long = false;
-  watches.set(continued.machine, watch);
   return continued;
 }
 
@@ -674,7 +674,6 @@ describe('operation machine: randomized steps', () => {
         answeredRounds: new Set(),
         pollCount: 0,
       };
-      watches.set(driven.machine, watch);
       let ended = false;
       for (let count = 0; count < 400 && !ended; count += 1) {
         watch.context = `seed ${seed}: ${trail.join(' → ')}`;
@@ -703,7 +702,7 @@ describe('operation machine: randomized steps', () => {
           driven = continueAsNew(random, driven, world, watch, trail);
           continue;
         }
-        driven.machine.resolve(randomResult(random, driven, step, world, trail));
+        driven.machine.resolve(randomResult(random, driven, step, world, watch, trail));
         driven.clock.now += 1 + Math.floor(random() * 5_000);
         checkState(driven, watch);
       }
