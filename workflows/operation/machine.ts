@@ -91,32 +91,34 @@ export type WaitFor = 'seller' | 'input' | 'credentials';
  * What the workflow does next. `shielded` steps run even though the workflow is being canceled (the rest of what a
  * call in flight started, telling the seller, notifying the buyer).
  */
-export type Step = { shielded?: true } & (
-  | { kind: 'planCall'; input: PlanCallInput }
-  /** The call to the seller; a read is a local activity (`local`), a mutation an ordinary one. */
-  | { kind: 'call'; step: string; send: SendCallInput; local: boolean; timeouts: CallTimeouts }
-  | { kind: 'poll'; purpose: PollPurpose; input: ReadTaskInput }
-  /**
-   * The parked wait: the polls of one wait as one activity keeping the cadence planned by ./cadence.ts, within
-   * `budgetMs` (to the deadline, or to the end of the working window), interrupted by what `wakes()` says.
-   */
-  | {
-      kind: 'pollOnCadence';
-      plan: WaitPlan;
-      budgetMs: number;
-      until: 'deadline' | 'working-window';
-      input: AwaitTaskMoveOnCadenceInput;
-    }
-  /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
-  | { kind: 'wait'; for: WaitFor; untilMs: number }
-  | { kind: 'reconcile'; input: FindLostTaskInput & { timeouts: CallTimeouts } }
-  | { kind: 'cancelAtSeller'; input: CancelAtSellerInput }
-  | { kind: 'notify'; notification: BuyerNotification; summary: string }
-  /** Continue as new with `carried()` (after the workflow's handlers have finished). */
-  | { kind: 'continueAsNew' }
-  /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
-  | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
-);
+export type Step = { shielded?: true } &
+  /** Plans a mutation's call. A plan the worker refuses to make (configuration, tenant access) fails the workflow. */
+  (
+    | { kind: 'planCall'; input: PlanCallInput }
+    /** The call to the seller; a read is a local activity (`local`), a mutation an ordinary one. */
+    | { kind: 'call'; step: string; send: SendCallInput; local: boolean; timeouts: CallTimeouts }
+    | { kind: 'poll'; purpose: PollPurpose; input: ReadTaskInput }
+    /**
+     * The parked wait: the polls of one wait as one activity keeping the cadence planned by ./cadence.ts, within
+     * `budgetMs` (to the deadline, or to the end of the working window), interrupted by what `wakes()` says.
+     */
+    | {
+        kind: 'pollOnCadence';
+        plan: WaitPlan;
+        budgetMs: number;
+        until: 'deadline' | 'working-window';
+        input: AwaitTaskMoveOnCadenceInput;
+      }
+    /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
+    | { kind: 'wait'; for: WaitFor; untilMs: number }
+    | { kind: 'reconcile'; input: FindLostTaskInput & { timeouts: CallTimeouts } }
+    | { kind: 'cancelAtSeller'; input: CancelAtSellerInput }
+    | { kind: 'notify'; notification: BuyerNotification; summary: string }
+    /** Continue as new with `carried()` (after the workflow's handlers have finished). */
+    | { kind: 'continueAsNew' }
+    /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
+    | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
+  );
 
 /** What came of a step, handed back with `resolve()`. */
 export type StepResult =
@@ -859,10 +861,9 @@ export class OperationMachine {
     }
     switch (step.kind) {
       case 'planCall':
-        if (result.kind === 'planned') {
-          this.plans.set(step.input.step, result.plan);
-          this.state.timeouts = result.plan.timeouts;
-        } else this.planFailed(result);
+        if (result.kind !== 'planned') this.unexpected('planCall', result);
+        this.plans.set(step.input.step, result.plan);
+        this.state.timeouts = result.plan.timeouts;
         return;
       case 'call':
         return this.afterCall(result);
@@ -886,17 +887,6 @@ export class OperationMachine {
 
   private unexpected(step: string, result: StepResult): never {
     throw new Error(`invariant: result ${result.kind} for a ${step} step`);
-  }
-
-  private planFailed(result: StepResult): void {
-    this.followUp = undefined;
-    this.sendingAnswer = false;
-    if (result.kind !== 'failed') this.unexpected('planCall', result);
-    this.record.fail(
-      'call_failed',
-      `The ${this.state.task} call to ${this.state.sellerId} could not be planned: ${result.error.message}`,
-      result.error,
-    );
   }
 
   private afterCall(result: StepResult): void {

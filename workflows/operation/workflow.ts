@@ -158,7 +158,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   async function execute(step: Exclude<Step, { kind: 'end' }>): Promise<StepResult> {
     switch (step.kind) {
       case 'planCall':
-        return settle(planning.planCall(step.input), (plan) => ({ kind: 'planned', plan }));
+        // Not settled: a refusal to plan is the worker's, not the seller's answer, and fails the workflow.
+        return { kind: 'planned', plan: await planning.planCall(step.input) };
       case 'call':
         return call(step);
       case 'poll':
