@@ -30,7 +30,17 @@ const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
 /** The folders tsconfig.worker.json compiles from (what the worker and the gateway import). */
-const SOURCES = ['workers', 'workflows', 'activities', 'protocol', 'config', 'observability', 'client', 'api'];
+const SOURCES = [
+  'workers',
+  'workflows',
+  'activities',
+  'contract',
+  'protocol',
+  'config',
+  'observability',
+  'client',
+  'api',
+];
 const MODES = ['auto', 'compiled', 'tsx'];
 /** How long a launcher waits for another one's build before building itself. */
 const LOCK_WAIT_MS = 5 * 60_000;
