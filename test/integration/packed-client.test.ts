@@ -76,8 +76,8 @@ test('the tarball carries the client, its declarations and the message and state
       (/^dist\/(workers|api|scripts|test|bench)\//.test(file) && !/^dist\/api\/operation-view\./.test(file)) ||
       // No activity code ships (the contract's declarations describe state fields, in dist/contract/).
       /^dist\/activities\//.test(file) ||
-      // Workflow implementations stay in the worker; only the pure media-buy state logic ships with the contract.
-      (/^dist\/workflows\//.test(file) && !/^dist\/workflows\/media-buy\/machine\./.test(file)) ||
+      // Workflows stay in the worker: what the client shares with them is in dist/contract/.
+      /^dist\/workflows\//.test(file) ||
       /workflow-bundle/.test(file),
   );
   expect(leaked).toEqual([]);
