@@ -51,7 +51,12 @@ export const startOperationSchema = z
 export const reconcileSchema = z.object({ requested_by: actorSchema }).strict();
 
 export const provideInputSchema = z
-  .object({ input: inputAnswerSchema, provided_by: actorSchema.optional(), idempotency_key: keySchema })
+  .object({
+    // The refinement (not empty) as JSON Schema says it, so the generated document states it too.
+    input: inputAnswerSchema.meta({ minProperties: 1 }),
+    provided_by: actorSchema.optional(),
+    idempotency_key: keySchema,
+  })
   .strict();
 
 export const cancelSchema = z.object({ requested_by: actorSchema, reason: z.string().min(1).max(2000) }).strict();

@@ -52,7 +52,7 @@ npx tsx api/auth/hash-key.ts --key "$KEY" --principal schemathesis --tenant sche
 export TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT"
 export ADCP_TASK_QUEUE=schemathesis
 export ADCP_AGENTS_FILE="$PWD/agents.example.json"
-# agents.example.json's demo-life-seller verifies HMAC webhooks with this secret; without it those routes answer 500.
+# agents.example.json's demo-life-seller verifies HMAC webhooks with this secret; without it they answer 401 to all.
 export DEMO_SELLER_WEBHOOK_SECRET="${DEMO_SELLER_WEBHOOK_SECRET:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')}"
 export ADCP_API_KEYS_FILE="$PWD/$OUT/keys.json"
 export ADCP_GATEWAY_HOST=127.0.0.1
