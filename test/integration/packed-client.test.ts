@@ -70,8 +70,10 @@ test('the tarball carries the client, its declarations and the message and state
       (/^dist\/(workers|api|scripts|test|bench)\//.test(file) && !/^dist\/api\/operation-view\./.test(file)) ||
       // No activity code ships (the contract's declarations describe state fields, in dist/contract/).
       /^dist\/activities\//.test(file) ||
-      // Workflow implementations stay in the worker; only the pure media-buy state logic ships with the contract.
-      (/^dist\/workflows\//.test(file) && !/^dist\/workflows\/media-buy\/machine\./.test(file)) ||
+      // Workflow implementations stay in the worker; only the pure media-buy machine (and the pure modules it is made
+      // of) ships with the contract.
+      (/^dist\/workflows\//.test(file) &&
+        !/^dist\/workflows\/media-buy\/(machine|changes|delivery|lifecycle)\./.test(file)) ||
       /workflow-bundle/.test(file),
   );
   expect(leaked).toEqual([]);
