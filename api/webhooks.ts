@@ -16,7 +16,8 @@ import {
   webhookReceivedSignal,
   webhookRefusedSignal,
 } from '../contract/operation';
-import { JsonBodyError, parseJsonStrict } from './hardening';
+import { JsonBodyError, parseJsonStrict } from './body';
+import { Problem, sendProblem } from './problems';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 import type { WebhookAuthenticator } from './webhook-verification';
 
@@ -62,7 +63,7 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || !Number.isNaN(Number(req.headers['content-length']));
 }
 
-/** A webhook answer: `{status, message}` for 2xx, `{error: {code, message}}` otherwise (task and reporting webhooks). */
+/** A webhook answer: `{status, message}` for 2xx, a problem (api/problems.ts) otherwise (task and reporting webhooks). */
 export function answer(
   res: Response,
   status: number,
@@ -70,12 +71,25 @@ export function answer(
   message: string,
   extra: Record<string, unknown> = {},
 ): void {
-  const body = status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } };
+  if (status >= 300) {
+    const field = typeof extra.field === 'string' ? { field: extra.field } : {};
+    sendProblem(res, new Problem(status, code, message, { extra, ...field }));
+    return;
+  }
+  const body = { status: code, message, ...extra };
   // Written directly rather than through res.json(): the same status, Content-Type and body, without the ETag and
   // freshness work express does for every body (meaningless for the answer to a POST).
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   res.end(JSON.stringify(body));
+}
+
+/**
+ * The answer to a webhook that did not verify where the receiver had to look its operation (or buy) up first to know
+ * whose signature to expect: the same whether or not that exists, so it tells an unauthenticated caller nothing.
+ */
+export function notAccepted(res: Response): void {
+  answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.');
 }
 
 const OPERATION_CACHE_SIZE = 10_000;
@@ -167,11 +181,15 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       // An operation's seller never changes: after the first webhook, skip the describe() round trip. Whether it
       // has finished is then learned from the signal (a finished workflow refuses it: answered 200 "ignored").
       /** describe(), or undefined once the seller has been answered 404 (no such operation) or 503. */
+      let verified = false;
       const describeOrAnswer = async () => {
         try {
           return await describe();
         } catch (error) {
-          if (error instanceof WorkflowNotFoundError) answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+          // Before verification, a missing operation is answered as a request that did not verify.
+          if (error instanceof WorkflowNotFoundError)
+            if (verified) answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+            else notAccepted(res);
           else if (isTemporalUnavailable(error)) unavailable(res);
           else throw error;
           return undefined;
@@ -201,7 +219,9 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       if (!agent?.webhooks) {
         log(`webhook rejected for ${operationId}: seller ${sellerId ?? '?'} has no webhook verification configured`);
         publishWebhookVerificationFailure({ webhook: 'task', reason: 'webhooks_not_configured' });
-        answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        if (sellerInPath)
+          answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        else notAccepted(res);
         return;
       }
       const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
@@ -214,10 +234,15 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
       if (!verification.ok) {
         publishWebhookVerificationFailure({ webhook: 'task', reason: verification.reason });
         log(`webhook rejected for ${operationId} from ${agent.id}: ${verification.reason} (${verification.logDetail})`);
+        if (!sellerInPath && verification.status !== 503) {
+          notAccepted(res);
+          return;
+        }
         if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
         answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
         return;
       }
+      verified = true;
       if (sellerInPath) {
         if (operation === undefined && !(await learn())) return;
         // A verified seller learns nothing about another seller's operations.

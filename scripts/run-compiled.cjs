@@ -29,7 +29,10 @@ const {
 const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
-/** The folders tsconfig.worker.json compiles from (what the worker and the gateway import). */
+/**
+ * The folders tsconfig.worker.json compiles from (what the worker and the gateway import; test/unit/run-compiled.test.ts
+ * checks the list). packages/client holds no TypeScript of its own: its build reads these folders too.
+ */
 const SOURCES = [
   'workers',
   'workflows',

@@ -5,6 +5,7 @@
  * budget; an approved campaign makes exactly one buy per chosen seller, the rejected buy does not block the others,
  * cancelling the campaign cancels every buy; the budget guard holds under 20 concurrent budget changes.
  */
+import { createGateway } from '../../api/app';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -74,8 +75,12 @@ beforeAll(async () => {
   // No reporting webhooks here (no base URL): the budget-guard test registers them with fixture sellers. Every seller,
   // the 3.0 example seller included, now gets reporting_webhook.authentication (activities/media-buy.ts).
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: capabilities });
-  app.use(createDiscoveryRouter({ campaigns }));
-  app.use(createCampaignRouter({ campaigns }));
+  app.use(
+    createGateway({
+      orchestrator: stack.orchestrator,
+      campaignRouters: [createDiscoveryRouter({ campaigns }), createCampaignRouter({ campaigns })],
+    }),
+  );
 }, 300_000);
 
 afterAll(async () => {
