@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Schemathesis against api/openapi.yaml on the gateway as it runs (api/main.ts, authentication on), with credentials.
+# Schemathesis against api/openapi.json on the gateway as it runs (api/main.ts, authentication on), with credentials.
 #
 #   scripts/schemathesis.sh [extra schemathesis options, e.g. --max-examples 200]
 #
@@ -87,9 +87,9 @@ setsid npx tsx api/main.ts >"$OUT/gateway.log" 2>&1 &
 PIDS+=($!)
 wait_for "http://127.0.0.1:$GATEWAY_PORT/healthz" 120 '"workers":"polling"'
 
-echo "schemathesis run api/openapi.yaml --url http://127.0.0.1:$GATEWAY_PORT (Authorization: Bearer <key>) ..."
+echo "schemathesis run api/openapi.json --url http://127.0.0.1:$GATEWAY_PORT (Authorization: Bearer <key>) ..."
 set +e
-"$VENV/bin/schemathesis" --config-file scripts/schemathesis.toml run api/openapi.yaml \
+"$VENV/bin/schemathesis" --config-file scripts/schemathesis.toml run api/openapi.json \
   --url "http://127.0.0.1:$GATEWAY_PORT" \
   -H "Authorization: Bearer $KEY" \
   --checks all \
