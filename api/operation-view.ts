@@ -162,10 +162,12 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
   }
   if (state.webhooksRefused !== undefined) body.webhooks_refused = state.webhooksRefused;
   if (state.refusedWebhooks) {
-    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, ...rest }) => ({
+    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, sellerId, ...rest }) => ({
       ...rest,
       ...(taskId ? { task_id: taskId } : {}),
       ...(operationId ? { operation_id: operationId } : {}),
+      // The seller whose signature verified a webhook refused as another seller's (the wire's agent_id).
+      ...(sellerId ? { agent_id: sellerId } : {}),
     }));
   }
   const ended = !view.running;

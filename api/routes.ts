@@ -225,24 +225,22 @@ export const ROUTES: RouteSpec[] = [
     path: '/webhooks/adcp/:sellerId/:operationId',
     summary: 'Seller push notification (MCP webhook payload, or A2A Task / TaskStatusUpdateEvent)',
     description:
-      "Verified with the path seller's configuration (RFC 9421 AdCP webhook profile, legacy HMAC-SHA256, or Bearer) over the raw body before Temporal is asked anything: an unauthenticated request answers 401 whether or not the operation exists. A verified seller posting for an operation that is not its own gets 404. 200 means Temporal has the event.",
+      "Verified with the path seller's configuration (RFC 9421 AdCP webhook profile, legacy HMAC-SHA256, or Bearer) over the raw body before Temporal is asked anything: an unauthenticated request answers 401 whether or not the operation exists. A verified webhook is signalled to the operation's workflow (one Temporal call), which refuses it if it is another seller's, operation's or task's (shown in the operation's refused_webhooks). 200 means Temporal has the event; 404 (after verification) that no operation of this seller has this ID.",
     auth: 'webhook',
     listener: 'webhooks',
     body: z.looseObject({}),
     answers: { 200: { description: 'Recorded, or ignored (the operation has ended)', schema: webhookAnswer } },
-    refusals: { 409: 'WEBHOOK_OPERATION_MISMATCH or WEBHOOK_TASK_MISMATCH: signed, but for another operation or task' },
   },
   {
     method: 'post',
     path: '/webhooks/adcp/:operationId',
     summary: 'Seller push notification at a URL issued before the seller was put in the path',
     description:
-      'The same as `/webhooks/adcp/{sellerId}/{operationId}`, for push URLs handed out by earlier versions: the operation is looked up to learn whose signature to expect, and an unauthenticated request answers the same 401 whether or not it exists.',
+      'The same as `/webhooks/adcp/{sellerId}/{operationId}`, for push URLs handed out by earlier versions: the operation is looked up to learn whose signature to expect (a second Temporal call), and an unauthenticated request answers the same 401 whether or not it exists.',
     auth: 'webhook',
     listener: 'webhooks',
     body: z.looseObject({}),
     answers: { 200: { description: 'Recorded, or ignored (the operation has ended)', schema: webhookAnswer } },
-    refusals: { 409: 'WEBHOOK_OPERATION_MISMATCH or WEBHOOK_TASK_MISMATCH' },
   },
   {
     method: 'post',
