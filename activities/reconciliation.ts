@@ -20,6 +20,8 @@ import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../cont
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
+import { learnTaskRecordAdapter, mapTaskWord } from '../protocol';
+import type { StoredCapabilitiesLookup } from './stored-capabilities';
 
 export interface ReconciliationDependencies {
   sellers: SellerRegistry;
@@ -27,6 +29,8 @@ export interface ReconciliationDependencies {
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
   callTimeoutMs?: number;
+  /** The sellers' stored capabilities: which list tool a seller has. */
+  storedCapabilities?: StoredCapabilitiesLookup;
 }
 
 export interface OpenOperation {
@@ -68,10 +72,33 @@ function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 
+/** A listed task that is still open, in the seller's own words where its list speaks them. */
+function isOpen(task: SellerTaskSummary, row: Record<string, unknown> | undefined): boolean {
+  const status = mapTaskWord(task.status, row ? learnTaskRecordAdapter(row) : 'adcp') ?? 'unknown';
+  // A word no vocabulary knows is not known to be finished: kept, so an operation can still adopt its task.
+  return status === 'unknown' || OPEN_SELLER_STATUSES.includes(status);
+}
+
 export function createReconciliationActivities(deps: ReconciliationDependencies) {
   const seller = deps.seller ?? createSdkSellerClient();
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
+
+  /**
+   * The seller's task-list tools, in the order to try them: the one its stored read methods name (3.1 sellers have
+   * `list_tasks`, not `tasks/list`), else AdCP's then the other name.
+   */
+  async function listToolsOf(sellerId: string): Promise<string[]> {
+    const both = ['tasks/list', 'list_tasks'];
+    let stored: string[] = [];
+    try {
+      stored = (await deps.storedCapabilities?.get(sellerId))?.readMethods ?? [];
+    } catch {
+      stored = [];
+    }
+    const named = both.filter((tool) => stored.includes(tool));
+    return [...named, ...both.filter((tool) => !named.includes(tool))];
+  }
 
   /** The running workflows of `workflowType` at this seller (visibility: AdcpAgent), at most MAX_OPEN_OPERATIONS. */
   async function listRunning<T>(
@@ -128,33 +155,42 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         throw new ConfigError((error as Error).message);
       }
       const context = Context.current();
-      const tasks: SellerTaskSummary[] = [];
-      let cursor: string | undefined;
-      for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
-        const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
-        let answer;
-        try {
-          answer = await seller.listTasks({
-            agent,
-            token,
-            signal: deadline.signal,
-            filters: { statuses: OPEN_SELLER_STATUSES },
-            maxResults: 100,
-            ...(cursor ? { cursor } : {}),
-          });
-        } catch (error) {
-          if (isUnknownToolError(error)) return { supported: false, tasks: [], truncated: false };
-          throw error;
-        } finally {
-          deadline.dispose();
+      for (const tool of await listToolsOf(input.sellerId)) {
+        const tasks: SellerTaskSummary[] = [];
+        let cursor: string | undefined;
+        let supported = true;
+        for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
+          const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
+          let answer;
+          try {
+            answer = await seller.listTasks({
+              agent,
+              token,
+              signal: deadline.signal,
+              tool,
+              filters: { statuses: OPEN_SELLER_STATUSES },
+              maxResults: 100,
+              ...(cursor ? { cursor } : {}),
+            });
+          } catch (error) {
+            if (!isUnknownToolError(error)) throw error;
+            answer = undefined;
+          } finally {
+            deadline.dispose();
+          }
+          if (!answer?.supported) {
+            supported = false;
+            break;
+          }
+          // A seller whose list ignores AdCP's filters (its own list_tasks) lists finished tasks too: keep the open.
+          tasks.push(...answer.tasks.filter((task, index) => isOpen(task, answer.rows?.[index])));
+          context.heartbeat(page);
+          cursor = answer.nextCursor;
+          if (!cursor) return { supported: true, tasks, truncated: false };
         }
-        if (!answer.supported) return { supported: false, tasks: [], truncated: false };
-        tasks.push(...answer.tasks);
-        context.heartbeat(page);
-        cursor = answer.nextCursor;
-        if (!cursor) return { supported: true, tasks, truncated: false };
+        if (supported) return { supported: true, tasks, truncated: true };
       }
-      return { supported: true, tasks, truncated: true };
+      return { supported: false, tasks: [], truncated: false };
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

@@ -7,13 +7,16 @@
  * Every read goes through request shaping (activities/request-shaping.ts). Free of Temporal, so it is tested with a
  * fake SellerClient; the activity wrappers add timeouts, heartbeats and retries.
  */
+import type { ReadResourceInput, ReadResourceOutcome } from '../contract/activities';
 import { type AdcpError, describeError } from '../protocol';
 import { MEDIA_BUY_STATUSES } from '../protocol/media-buy';
-import { type MatchedBy, type SentCreate, listedBuy, matchListedBuy } from '../protocol/resource-match';
+import { type SentCreate, listedBuy, matchListedBuy } from '../protocol/resource-match';
 import { type RequestShaping, type ShapingRecord, withShaping } from '../protocol/request-shaping';
 import { asRecord } from '../protocol/records';
+import { sellerTransientFailure } from './failures';
 import { type ShapingMemory, callShaped } from './request-shaping';
 import { type CallContext, type SellerClient, isUnknownToolError } from './seller-client';
+import type { TaskReadDependencies } from './task-reader';
 
 /** A listing of more pages than this is not read to its end: the outcome says it is incomplete. */
 export const MAX_LISTING_PAGES = 20;
@@ -31,25 +34,7 @@ export interface ResourceRead {
   maxPages?: number;
 }
 
-export interface ResourceReadOutcome {
-  found: boolean;
-  mediaBuyId?: string;
-  /** The buy as the seller lists it now. */
-  row?: Record<string, unknown>;
-  matchedBy?: MatchedBy;
-  /** Buys that fit the same evidence equally (none adopted). */
-  candidates?: string[];
-  /**
-   * Not found, and the seller's answer says so for certain: the buy asked for by id is not there, or the listing was
-   * read in full. False when pages were left unread.
-   */
-  absent?: boolean;
-  /** The read itself failed or was refused: `found: false` then says nothing about the buy. */
-  unreadable?: AdcpError;
-  /** Fields left out of the reads (to record: request shaping). */
-  shaping: ShapingRecord[];
-  note: string;
-}
+export type ResourceReadOutcome = ReadResourceOutcome;
 
 /** The seller refused the read for now (rate limit, overload): the activity retries it as late as asked. */
 export class ResourceReadRefusedForNow extends Error {
@@ -205,3 +190,58 @@ export async function readResource(
     note: `${match.note}${complete ? '' : ` (only the first ${maxPages} pages were read)`}`,
   };
 }
+
+export interface ResourceActivityDependencies extends TaskReadDependencies {
+  seller: SellerClient;
+  /** What this process learned about the fields each seller refuses. */
+  shapingMemory: ShapingMemory;
+  random: () => number;
+}
+
+export function createResourceActivities(deps: ResourceActivityDependencies) {
+  const { guarded, ensureStorable, seller } = deps;
+  return {
+    /**
+     * A read of the buy an operation made or acts on (contract/activities.ts ReadResourceInput): by id, or by the
+     * listing matched against what the create sent. Read-only. What it found is checked against the schemas of the
+     * version the seller declares.
+     */
+    async readResource(input: ReadResourceInput): Promise<ReadResourceOutcome> {
+      return guarded(
+        input.sellerId,
+        (input.timeouts ?? deps.timeouts).readMs,
+        async (context) => {
+          let outcome: ReadResourceOutcome;
+          try {
+            outcome = await readResource(
+              seller,
+              context,
+              {
+                ...(input.mediaBuyId ? { mediaBuyId: input.mediaBuyId } : {}),
+                ...(input.sent ? { sent: input.sent } : {}),
+                ...(input.account !== undefined ? { account: input.account } : {}),
+                ...(input.exclude ? { exclude: input.exclude } : {}),
+                ...(input.requestShaping ? { shaping: input.requestShaping } : {}),
+              },
+              () => new Date().toISOString(),
+              deps.shapingMemory,
+            );
+          } catch (error) {
+            if (!(error instanceof ResourceReadRefusedForNow)) throw error;
+            throw sellerTransientFailure(error.error, deps.random);
+          }
+          if (outcome.row && deps.checkAnswer) {
+            const schemaWarnings = await deps.checkAnswer(input.sellerId, 'get_media_buys', {
+              media_buys: [outcome.row],
+            });
+            if (schemaWarnings.length > 0) outcome = { ...outcome, schemaWarnings };
+          }
+          return ensureStorable(outcome, `The media buys read at ${input.sellerId}`);
+        },
+        input.tenant,
+      );
+    },
+  };
+}
+
+export type ResourceActivities = ReturnType<typeof createResourceActivities>;

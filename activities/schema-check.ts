@@ -296,3 +296,40 @@ function describeError(error: ErrorObject): string {
       return `${at || '/'}: ${error.message ?? error.keyword}`;
   }
 }
+
+/** Checks one seller answer (or final result) against the schemas of the version that seller declares. */
+export type AnswerCheck = (
+  sellerId: string,
+  tool: string,
+  body: unknown,
+  kind?: 'answer' | 'result',
+) => Promise<string[]>;
+
+export interface AnswerCheckDependencies {
+  checker: SchemaChecker;
+  /** The seller's declared version comes from its stored capabilities; without them, 3.0.6. */
+  wireVersionOf: (sellerId: string) => Promise<string | undefined>;
+}
+
+/** The check the activities use: never fails a call (a lookup or schema problem checks nothing). */
+export function createAnswerCheck(deps: AnswerCheckDependencies): AnswerCheck {
+  return async (sellerId, tool, body, kind = 'answer') => {
+    if (body === undefined) return [];
+    try {
+      const version = schemaVersionFor(await deps.wireVersionOf(sellerId));
+      if (!version) return [];
+      return kind === 'result'
+        ? deps.checker.checkResult(version, tool, body)
+        : deps.checker.checkAnswer(version, tool, body);
+    } catch {
+      return [];
+    }
+  };
+}
+
+let shared: SchemaChecker | undefined;
+/** One checker per process: its compiled validators are reused by every activity factory (and test stack). */
+export function sharedSchemaChecker(): SchemaChecker {
+  shared ??= createSchemaChecker();
+  return shared;
+}
