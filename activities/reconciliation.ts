@@ -20,7 +20,9 @@ import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../cont
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
-import { learnTaskRecordAdapter, mapTaskWord } from '../protocol';
+import { ORCHESTRATOR_CONTEXT_KEY, describeError, learnTaskRecordAdapter, mapTaskWord } from '../protocol';
+import { asRecord } from '../protocol/records';
+import { listBuys } from './resource';
 import type { StoredCapabilitiesLookup } from './stored-capabilities';
 
 export interface ReconciliationDependencies {
@@ -54,6 +56,24 @@ export interface OpenMediaBuy {
   workflowId: string;
   mediaBuyId?: string;
   status?: string;
+}
+
+/** One buy the seller lists, as reconciliation compares it with what the orchestrator knows. */
+export interface SellerBuy {
+  mediaBuyId: string;
+  status?: string;
+  /** The operation the buy's echoed context names (the orchestrator puts its operation ID in every create). */
+  operationId?: string;
+  createdAt?: string;
+}
+
+export interface SellerBuyList {
+  /** false when the seller has no get_media_buys, or refused the listing. */
+  supported: boolean;
+  buys: SellerBuy[];
+  /** More pages existed than were read. */
+  truncated: boolean;
+  note?: string;
 }
 
 export type OperationSignal =
@@ -191,6 +211,69 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         if (supported) return { supported: true, tasks, truncated: true };
       }
       return { supported: false, tasks: [], truncated: false };
+    },
+
+    /**
+     * Every buy the seller lists (every status), with the operation its echoed context names: what reconciliation
+     * compares with the buys the orchestrator knows, to find buys no operation knows (orphans).
+     */
+    async listSellerBuys(input: { sellerId: string }): Promise<SellerBuyList> {
+      let agent;
+      let token: string | undefined;
+      try {
+        agent = deps.sellers.get(input.sellerId);
+        token = deps.sellers.token(input.sellerId, env);
+      } catch (error) {
+        throw new ConfigError((error as Error).message);
+      }
+      const context = Context.current();
+      const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
+      try {
+        const listed = await listBuys(
+          seller,
+          { agent, token, signal: deadline.signal },
+          { maxPages: MAX_TASK_PAGES },
+          () => new Date().toISOString(),
+        );
+        if (listed.unreadable)
+          return { supported: false, buys: [], truncated: false, note: describeError(listed.unreadable) };
+        const buys = listed.rows.flatMap((row): SellerBuy[] => {
+          if (typeof row.media_buy_id !== 'string') return [];
+          const marker = asRecord(asRecord(row.context)?.[ORCHESTRATOR_CONTEXT_KEY]);
+          return [
+            {
+              mediaBuyId: row.media_buy_id,
+              ...(typeof row.status === 'string' ? { status: row.status } : {}),
+              ...(typeof marker?.operation_id === 'string' ? { operationId: marker.operation_id } : {}),
+              ...(typeof row.created_at === 'string' ? { createdAt: row.created_at } : {}),
+            },
+          ];
+        });
+        return { supported: true, buys, truncated: !listed.complete };
+      } catch (error) {
+        if (isUnknownToolError(error)) return { supported: false, buys: [], truncated: false };
+        throw error;
+      } finally {
+        deadline.dispose();
+      }
+    },
+
+    /**
+     * Which of these buys a workflow knows (an operation that made it, or the media buy's own workflow, by the
+     * AdcpMediaBuyId search attribute), open or closed.
+     */
+    async knownMediaBuys(input: { mediaBuyIds: string[] }): Promise<string[]> {
+      const known = new Set<string>();
+      for (let index = 0; index < input.mediaBuyIds.length; index += 50) {
+        const batch = input.mediaBuyIds.slice(index, index + 50);
+        const query = `${SA_MEDIA_BUY_ID.name} IN (${batch.map(quoted).join(', ')})`;
+        for await (const execution of deps.client.workflow.list({ query })) {
+          const id = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
+          if (id) known.add(id);
+        }
+        Context.current().heartbeat(index);
+      }
+      return [...known];
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

@@ -99,6 +99,40 @@ async function readPage(
   return { rows, shaping, ...(next ? { next } : {}) };
 }
 
+/** Every buy the seller lists (every status, every page up to `maxPages`), as it lists them. */
+export async function listBuys(
+  seller: SellerClient,
+  context: CallContext,
+  read: Pick<ResourceRead, 'account' | 'shaping' | 'maxPages'>,
+  at: () => string,
+  memory?: ShapingMemory,
+): Promise<{ rows: Record<string, unknown>[]; complete: boolean; unreadable?: AdcpError; shaping: ShapingRecord[] }> {
+  const rows: Record<string, unknown>[] = [];
+  const shaping: ShapingRecord[] = [];
+  let cursor: string | undefined;
+  const maxPages = read.maxPages ?? MAX_LISTING_PAGES;
+  for (let pageIndex = 0; pageIndex < maxPages; pageIndex++) {
+    // Every status: AdCP's default filter (["active"] when no ids are given) would hide a buy pending creatives.
+    const page = await readPage(
+      seller,
+      context,
+      {
+        status_filter: [...MEDIA_BUY_STATUSES],
+        pagination: { max_results: PAGE_SIZE, ...(cursor ? { cursor } : {}) },
+      },
+      { ...read, shaping: withShaping(read.shaping, shaping) },
+      at,
+      memory,
+    );
+    shaping.push(...page.shaping);
+    if (page.unreadable) return { rows, complete: false, unreadable: page.unreadable, shaping };
+    rows.push(...page.rows);
+    cursor = page.next;
+    if (!cursor) return { rows, complete: true, shaping };
+  }
+  return { rows, complete: false, shaping };
+}
+
 /**
  * One resource read: by id when `mediaBuyId` is given, else the listing matched by `sent`. Throws only what a retry
  * may fix (transport failures, a seller's "not now").
@@ -139,39 +173,15 @@ export async function readResource(
   }
   if (!read.sent) throw new Error('readResource needs a mediaBuyId or what the create sent');
 
-  // Every status: AdCP's default filter (["active"] when no ids are given) would hide a buy pending creatives.
-  const rows: Record<string, unknown>[] = [];
-  const shaping: ShapingRecord[] = [];
-  let cursor: string | undefined;
-  let complete = false;
   const maxPages = read.maxPages ?? MAX_LISTING_PAGES;
-  for (let pageIndex = 0; pageIndex < maxPages; pageIndex++) {
-    const page = await readPage(
-      seller,
-      context,
-      {
-        status_filter: [...MEDIA_BUY_STATUSES],
-        pagination: { max_results: PAGE_SIZE, ...(cursor ? { cursor } : {}) },
-      },
-      { ...read, shaping: withShaping(read.shaping, shaping) },
-      at,
-      memory,
-    );
-    shaping.push(...page.shaping);
-    if (page.unreadable)
-      return {
-        found: false,
-        unreadable: page.unreadable,
-        shaping,
-        note: `the media buys at ${context.agent.id} could not be listed: ${describeError(page.unreadable)}`,
-      };
-    rows.push(...page.rows);
-    cursor = page.next;
-    if (!cursor) {
-      complete = true;
-      break;
-    }
-  }
+  const { rows, complete, unreadable, shaping } = await listBuys(seller, context, read, at, memory);
+  if (unreadable)
+    return {
+      found: false,
+      unreadable,
+      shaping,
+      note: `the media buys at ${context.agent.id} could not be listed: ${describeError(unreadable)}`,
+    };
   const match = matchListedBuy(rows, read.sent, new Set(read.exclude ?? []));
   if (match.found)
     return {
