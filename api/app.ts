@@ -127,7 +127,7 @@ const ROUTES: { pattern: RegExp; methods: string[] }[] = [
   { pattern: /^\/\.well-known\/jwks\.json$/, methods: ['GET'] },
   { pattern: /^\/v1\/operations$/, methods: ['GET', 'POST'] },
   { pattern: /^\/v1\/operations\/[^/]+$/, methods: ['GET'] },
-  { pattern: /^\/v1\/operations\/[^/]+\/(input|cancel|credentials-refreshed)$/, methods: ['POST'] },
+  { pattern: /^\/v1\/operations\/[^/]+\/(input|cancel|credentials-refreshed|reconcile)$/, methods: ['POST'] },
   { pattern: /^\/v1\/sellers\/[^/]+\/reconcile$/, methods: ['POST'] },
   { pattern: /^\/webhooks\/adcp\/[^/]+$/, methods: ['POST'] },
   { pattern: /^\/v1\/media-buys$/, methods: ['POST'] },
@@ -357,6 +357,11 @@ export function createGateway(options: GatewayOptions): express.Express {
   api.post('/operations/:id/credentials-refreshed', async (req, res) => {
     const body = parseBody(credentialsSchema, req.body);
     res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by, callerOf(req)));
+  });
+
+  api.post('/operations/:id/reconcile', async (req, res) => {
+    const body = parseBody(reconcileSchema, req.body);
+    res.json(await orchestrator.reconcileOperation(String(req.params.id), body.requested_by, callerOf(req)));
   });
 
   api.post('/sellers/:sellerId/reconcile', async (req, res) => {
