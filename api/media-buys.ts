@@ -209,6 +209,7 @@ export function mediaBuyView(
     creative_alerts: state.creativeAlerts,
     delivery: deliveryView(state),
     anomalies: state.anomalies,
+    ...(state.requestShaping?.length ? { request_shaping: state.requestShaping } : {}),
     anomaly_count: state.anomalyCount,
     failure: state.failure ?? null,
     governance: governanceView(state),
