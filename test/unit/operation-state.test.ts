@@ -179,6 +179,9 @@ describe('operation state machine: convergence rules', () => {
     expect(machine.decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('find-resource');
     expect(machine.decideAfterReconciliation(timeout, 'unsupported', 0).action).toBe('find-resource');
     expect(machineFor('sync_creatives').decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('fail');
+    // A refusal the seller answered says it did not act: nothing to look for.
+    const limited: AdcpError = { code: 'RATE_LIMITED', message: 'x', recovery: 'transient' };
+    expect(machine.decideAfterReconciliation(limited, 'unsupported', 0).action).toBe('fail');
   });
 
   it('a cancel accepted before the result ends canceled, keeping the buy the call in flight made', () => {

@@ -669,8 +669,10 @@ export class Observations {
     const refused = IDEMPOTENCY_REFUSAL_CODES.has(error.code);
     // The seller refused the old key and has no task from it: nothing happened there, so a new key duplicates nothing.
     if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
-    // No task route: a media buy the lost call made is looked for among the seller's buys.
-    if (!refused && makesResource(this.state.task)) return { action: 'find-resource' };
+    // No task route, and the answer was lost on the way (not a refusal the seller answered, such as RATE_LIMITED):
+    // the seller may have made the buy, so it is looked for among the seller's media buys.
+    const lostInTransport = error.code === 'TIMEOUT' || error.code.startsWith('TRANSPORT_');
+    if (!refused && lostInTransport && makesResource(this.state.task)) return { action: 'find-resource' };
     if (refused) {
       return {
         action: 'fail',
