@@ -289,8 +289,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const ended: Record<string, number> = {};
     const notEnded: string[] = [];
     settled.forEach((outcome, index) => {
-      if (outcome.status === 'fulfilled') ended[outcome.value.status] = (ended[outcome.value.status] ?? 0) + 1;
-      else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
+      if (outcome.status === 'fulfilled') {
+        const why = outcome.value.failure ? ` (${outcome.value.failure.reason})` : '';
+        ended[`${outcome.value.status}${why}`] = (ended[`${outcome.value.status}${why}`] ?? 0) + 1;
+      } else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
     });
     const states = new Map<string, OperationState>();
     settled.forEach((outcome, index) => {
