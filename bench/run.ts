@@ -21,6 +21,7 @@ import { type BenchStack, startBenchStack } from './stack';
 import { gatewayThroughput } from './throughput';
 import { longWaitHistory } from './long-wait';
 import { workerKill } from './kill';
+import { schemaCheckCpu } from './schema-check';
 
 const BENCHMARKS: Record<string, (stack: BenchStack) => Promise<BenchmarkResult>> = {
   latency: (stack) => webhookLatency(stack, { perMode: 20, firstChangeMs: 2_500, lastChangeMs: 13_500 }),
@@ -50,6 +51,7 @@ const BENCHMARKS: Record<string, (stack: BenchStack) => Promise<BenchmarkResult>
       ],
     }),
   'long-wait': (stack) => longWaitHistory(stack, { waitHours: 23 }),
+  'schema-check': () => schemaCheckCpu({ iterations: 10_000 }),
   kill: (stack) =>
     workerKill(stack, {
       waiting: Number(process.env.BENCH_KILL_WAITING ?? 300),
@@ -88,6 +90,7 @@ const DESCRIPTIONS: Record<string, string> = {
   memory: 'B5: worker RSS with 1,000 operations parked and polling, peak, per configuration; idle breakdown',
   kill: 'B4: SIGKILL a worker with operations waiting and calls in flight; retry and poll delays, lost/duplicated',
   'long-wait': 'B3: history events of a 23-hour polled create_media_buy (time-skipping server)',
+  'schema-check': 'B6: CPU per seller answer checked against its AdCP version schema (in-process, no stack needed)',
 };
 
 const HELP = `Usage: npm run bench [-- options]
