@@ -105,6 +105,8 @@ export interface CampaignCarried {
   changeSequence: number;
   /** The catalogue's formats of the chosen products, by product key (the rest of the catalogue is not carried). */
   productFormats: [string, string[]][];
+  /** The wait between two polls when the run ended: the next run goes on from it rather than from the first. */
+  pollDelayMs?: number;
 }
 
 export interface SelectionLine {

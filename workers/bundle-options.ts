@@ -46,9 +46,12 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/operation/machine',
   '../workflows/media-buy/machine',
   '../workflows/campaign/machine',
+  '../workflows/campaign/rules',
   '../workflows/campaign/proposals',
   '../workflows/campaign/proposal-rules',
   '../workflows/operation/cadence',
+  '../workflows/governance/machine',
+  '../workflows/discovery/machine',
   // The contract: message definitions (plain objects from defineSignal/defineQuery/defineUpdate), workflow type names,
   // update validators and pure helpers.
   '../contract/operation',
