@@ -47,6 +47,8 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/media-buy/machine',
   '../workflows/campaign/machine',
   '../workflows/campaign/rules',
+  '../workflows/campaign/moves',
+  '../workflows/campaign/allocation',
   '../workflows/campaign/proposals',
   '../workflows/campaign/proposal-rules',
   '../workflows/operation/cadence',

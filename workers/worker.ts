@@ -3,6 +3,7 @@ import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
 import { createCampaignActivities } from '../activities/campaign';
+import { createCampaignAllocationActivities } from '../activities/campaign-allocation';
 import { StoredCapabilitiesCache, createCapabilityActivities } from '../activities/capabilities';
 import { CircuitBreakerRegistry } from '../activities/circuit-breaker';
 import { logCircuitTransition } from '../activities';
@@ -79,6 +80,7 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
         ...(options.activities.env ? { env: options.activities.env } : {}),
       }),
       ...createCampaignActivities({ client: options.client }),
+      ...createCampaignAllocationActivities({ client: options.client }),
       ...createReconciliationActivities({
         sellers: options.activities.sellers,
         client: options.client,

@@ -5,7 +5,27 @@
  * plan (each decrease confirmed before the increase it funds). Amounts are integer cents inside; the plan speaks the
  * campaign's currency in whole cents.
  */
-import { z } from 'zod';
+import {
+  ALLOCATION_MODES,
+  ALLOCATION_SIGNALS,
+  type AllocationEndpoint,
+  type AllocationReason,
+  type AllocationSignal,
+  type BudgetAllocationPolicy,
+  type BudgetAllocationPolicyInput,
+} from '../../contract/campaign';
+
+export {
+  ALLOCATION_MODES,
+  ALLOCATION_SIGNALS,
+  type AllocationEndpoint,
+  type AllocationMode,
+  type AllocationReason,
+  type AllocationReasonCode,
+  type AllocationSignal,
+  type BudgetAllocationPolicy,
+  type BudgetAllocationPolicyInput,
+} from '../../contract/campaign';
 
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
@@ -13,115 +33,20 @@ const DAY_MS = 24 * HOUR_MS;
 
 // ---- the policy -----------------------------------------------------------------------------------------------------
 
-export const ALLOCATION_MODES = ['off', 'propose', 'auto'] as const;
-export type AllocationMode = (typeof ALLOCATION_MODES)[number];
-
-/** What may make the campaign move money: spend against plan, units against plan, a seller down, a buy rejected. */
-export const ALLOCATION_SIGNALS = ['pacing', 'delivery_vs_plan', 'seller_down', 'buy_rejected'] as const;
-export type AllocationSignal = (typeof ALLOCATION_SIGNALS)[number];
-
-const shareSchema = z
-  .number({ error: 'must be a number (a share of the campaign budget)' })
-  .min(0, 'is a share of the campaign budget: at least 0')
-  .max(1, 'is a share of the campaign budget: at most 1');
-
-const sellerBoundsSchema = z.strictObject({ minShare: shareSchema.optional(), maxShare: shareSchema.optional() });
-
-const durationMs = (max: number, what: string) =>
-  z
-    .number({ error: `must be a number of milliseconds (${what})` })
-    .int('must be whole milliseconds')
-    .min(0, 'cannot be negative')
-    .max(max, `is at most ${max / DAY_MS} days`);
-
-export const allocationPolicySchema = z
-  .strictObject({
-    /** off: the campaign never moves money; propose: it plans and waits for a person; auto: it applies its plans. */
-    mode: z.enum(ALLOCATION_MODES, { error: `must be one of ${ALLOCATION_MODES.join(', ')}` }).default('off'),
-    /** propose: how long a plan waits for approval before it lapses (the state it was computed from ages). */
-    approvalTimeoutMs: durationMs(30 * DAY_MS, 'how long a proposal waits for approval')
-      .min(MINUTE_MS, 'must give a person at least a minute')
-      .default(DAY_MS),
-    /** Every seller's share of the campaign budget stays within [minShare, maxShare] unless `sellers` says otherwise. */
-    minShare: shareSchema.default(0),
-    maxShare: shareSchema.default(1),
-    /** Per-seller bounds, by seller id (the campaign's agent_id). */
-    sellers: z.record(z.string().min(1, 'a seller id is not empty'), sellerBoundsSchema).default({}),
-    /** The smallest budget change worth a call to a seller (campaign currency, whole cents). */
-    minMoveAmount: z
-      .number({ error: 'must be an amount in the campaign currency' })
-      .min(0.01, 'must be at least one cent')
-      .max(1e12, 'is at most 1e12')
-      .refine((amount) => Math.abs(amount * 100 - Math.round(amount * 100)) < 1e-6, 'must be whole cents')
-      .default(1),
-    /** A seller's budget moves at most once per this many reporting periods (at least one). */
-    minPeriodsBetweenMoves: z
-      .number({ error: 'must be a whole number of reporting periods' })
-      .int('must be a whole number of reporting periods')
-      .min(1, 'is at least 1: no seller moves twice within one reporting period')
-      .max(366, 'is at most 366')
-      .default(1),
-    /** Nothing moves this long before the flight ends: money moved then cannot be spent and only unsettles billing. */
-    freezeBeforeEndMs: durationMs(366 * DAY_MS, 'the freeze window before the flight ends').default(DAY_MS),
-    signals: z
-      .array(z.enum(ALLOCATION_SIGNALS, { error: `each signal is one of ${ALLOCATION_SIGNALS.join(', ')}` }))
-      .refine((signals) => new Set(signals).size === signals.length, 'lists each signal once')
-      .default([...ALLOCATION_SIGNALS]),
-    /** A buy whose pacing (or delivery against plan) is below this under-delivers; the campaign alert's default. */
-    underDeliveryThreshold: z
-      .number({ error: 'must be a ratio (delivered / planned)' })
-      .gt(0, 'must be above 0')
-      .max(1, 'is at most 1 (on plan)')
-      .default(0.8),
-    /** A buy at or above this (on every signal that counts) delivers and may take more money. */
-    deliveringThreshold: z
-      .number({ error: 'must be a ratio (delivered / planned)' })
-      .gt(0, 'must be above 0')
-      .max(10, 'is at most 10')
-      .default(0.95),
-    /** No delivery judgement before a buy has run this long: early pacing is noise and reports lag. */
-    underDeliveryGraceMs: durationMs(366 * DAY_MS, 'the grace after a buy starts').default(DAY_MS),
-  })
-  .superRefine((policy, context) => {
-    if (policy.minShare > policy.maxShare)
-      context.addIssue({
-        code: 'custom',
-        path: ['minShare'],
-        message: `must not exceed maxShare (${policy.minShare} > ${policy.maxShare})`,
-      });
-    let explicitMinimums = 0;
-    for (const sellerId of Object.keys(policy.sellers).sort(compareText)) {
-      const bounds = policy.sellers[sellerId]!;
-      const min = bounds.minShare ?? policy.minShare;
-      const max = bounds.maxShare ?? policy.maxShare;
-      explicitMinimums += bounds.minShare ?? 0;
-      if (min > max)
-        context.addIssue({
-          code: 'custom',
-          path: ['sellers', sellerId, bounds.minShare !== undefined ? 'minShare' : 'maxShare'],
-          message: `gives seller ${sellerId} a minimum share above its maximum (${min} > ${max})`,
-        });
-    }
-    if (explicitMinimums > 1 + 1e-9)
-      context.addIssue({
-        code: 'custom',
-        path: ['sellers'],
-        message: `promises the sellers minimum shares that add up to ${round(explicitMinimums, 6)}, over the whole budget`,
-      });
-    if (policy.underDeliveryThreshold >= policy.deliveringThreshold)
-      context.addIssue({
-        code: 'custom',
-        path: ['deliveringThreshold'],
-        message: `must be above underDeliveryThreshold (${policy.deliveringThreshold} <= ${policy.underDeliveryThreshold}), or a buy could be both under-delivering and delivering`,
-      });
-  });
-
-/** The policy as the campaign holds it (every default filled in). */
-export type BudgetAllocationPolicy = z.output<typeof allocationPolicySchema>;
-/** The policy as a buyer writes it (every field optional). */
-export type BudgetAllocationPolicyInput = z.input<typeof allocationPolicySchema>;
-
-export const DEFAULT_ALLOCATION_POLICY: BudgetAllocationPolicy = allocationPolicySchema.parse({});
+export const DEFAULT_ALLOCATION_POLICY: BudgetAllocationPolicy = {
+  mode: 'off',
+  approvalTimeoutMs: DAY_MS,
+  minShare: 0,
+  maxShare: 1,
+  sellers: {},
+  minMoveAmount: 1,
+  minPeriodsBetweenMoves: 1,
+  freezeBeforeEndMs: DAY_MS,
+  signals: [...ALLOCATION_SIGNALS],
+  underDeliveryThreshold: 0.8,
+  deliveringThreshold: 0.95,
+  underDeliveryGraceMs: DAY_MS,
+};
 
 export interface PolicyFieldError {
   /** The field, as a path: `maxShare`, `sellers.s1.minShare`, `signals[2]`. */
@@ -132,20 +57,175 @@ export interface PolicyFieldError {
 export type PolicyVerdict =
   { ok: true; policy: BudgetAllocationPolicy } | { ok: false; errors: PolicyFieldError[]; message: string };
 
-/** Validate a policy (creation input or an Update): every error names its field and says why. */
+type Check = [(value: number) => boolean, string];
+
+const shareChecks: Check[] = [
+  [(value) => value >= 0, 'is a share of the campaign budget: at least 0'],
+  [(value) => value <= 1, 'is a share of the campaign budget: at most 1'],
+];
+
+function durationChecks(max: number): Check[] {
+  return [
+    [(value) => Number.isInteger(value), 'must be whole milliseconds'],
+    [(value) => value >= 0, 'cannot be negative'],
+    [(value) => value <= max, `is at most ${max / DAY_MS} days`],
+  ];
+}
+
+/** The checks of each number field: its type error, then its rules in order (the first that fails is reported). */
+const NUMBER_FIELDS: Record<string, { type: string; checks: Check[] }> = {
+  approvalTimeoutMs: {
+    type: 'must be a number of milliseconds (how long a proposal waits for approval)',
+    checks: [...durationChecks(30 * DAY_MS), [(value) => value >= MINUTE_MS, 'must give a person at least a minute']],
+  },
+  minShare: { type: 'must be a number (a share of the campaign budget)', checks: shareChecks },
+  maxShare: { type: 'must be a number (a share of the campaign budget)', checks: shareChecks },
+  minMoveAmount: {
+    type: 'must be an amount in the campaign currency',
+    checks: [
+      [(value) => value >= 0.01, 'must be at least one cent'],
+      [(value) => value <= 1e12, 'is at most 1e12'],
+      [(value) => Math.abs(value * 100 - Math.round(value * 100)) < 1e-6, 'must be whole cents'],
+    ],
+  },
+  minPeriodsBetweenMoves: {
+    type: 'must be a whole number of reporting periods',
+    checks: [
+      [(value) => Number.isInteger(value), 'must be a whole number of reporting periods'],
+      [(value) => value >= 1, 'is at least 1: no seller moves twice within one reporting period'],
+      [(value) => value <= 366, 'is at most 366'],
+    ],
+  },
+  freezeBeforeEndMs: {
+    type: 'must be a number of milliseconds (the freeze window before the flight ends)',
+    checks: durationChecks(366 * DAY_MS),
+  },
+  underDeliveryThreshold: {
+    type: 'must be a ratio (delivered / planned)',
+    checks: [
+      [(value) => value > 0, 'must be above 0'],
+      [(value) => value <= 1, 'is at most 1 (on plan)'],
+    ],
+  },
+  deliveringThreshold: {
+    type: 'must be a ratio (delivered / planned)',
+    checks: [
+      [(value) => value > 0, 'must be above 0'],
+      [(value) => value <= 10, 'is at most 10'],
+    ],
+  },
+  underDeliveryGraceMs: {
+    type: 'must be a number of milliseconds (the grace after a buy starts)',
+    checks: durationChecks(366 * DAY_MS),
+  },
+};
+
+const POLICY_FIELDS = new Set(['mode', 'sellers', 'signals', ...Object.keys(NUMBER_FIELDS)]);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function numberError(value: unknown, rules: { type: string; checks: Check[] }): string | undefined {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return rules.type;
+  return rules.checks.find(([holds]) => !holds(value))?.[1];
+}
+
+/**
+ * Validate a policy (creation input or an Update) and fill its defaults: every error names its field and says why.
+ * Plain checks, no schema library: the workflow bundle runs this in every campaign's validator.
+ */
 export function validateAllocationPolicy(input: unknown): PolicyVerdict {
-  const parsed = allocationPolicySchema.safeParse(input ?? {});
-  if (parsed.success) return { ok: true, policy: parsed.data };
-  const errors = parsed.error.issues.flatMap((issue): PolicyFieldError[] => {
-    const field = fieldPath(issue.path);
-    // An unknown field is named itself, so a typo (`maxshare`) points at the typo.
-    if (issue.code === 'unrecognized_keys')
-      return issue.keys.map((key) => ({
-        field: fieldPath([...issue.path, key]),
-        message: 'is not a field of the allocation policy',
-      }));
-    return [{ field: field || '(policy)', message: issue.message }];
-  });
+  const source = input ?? {};
+  const errors: PolicyFieldError[] = [];
+  const fail = (field: string, message: string) => errors.push({ field, message });
+  if (!isRecord(source)) {
+    fail('(policy)', 'must be an object (the allocation policy)');
+    return refused(errors);
+  }
+  // An unknown field is named itself, so a typo (`maxshare`) points at the typo.
+  for (const key of Object.keys(source))
+    if (!POLICY_FIELDS.has(key)) fail(key, 'is not a field of the allocation policy');
+  const policy: BudgetAllocationPolicy = {
+    ...DEFAULT_ALLOCATION_POLICY,
+    sellers: {},
+    signals: [...ALLOCATION_SIGNALS],
+  };
+  if (source.mode !== undefined) {
+    if (!ALLOCATION_MODES.includes(source.mode as never)) fail('mode', `must be one of ${ALLOCATION_MODES.join(', ')}`);
+    else policy.mode = source.mode as BudgetAllocationPolicy['mode'];
+  }
+  for (const [field, rules] of Object.entries(NUMBER_FIELDS)) {
+    const value = source[field];
+    if (value === undefined) continue;
+    const error = numberError(value, rules);
+    if (error) fail(field, error);
+    else (policy as unknown as Record<string, number>)[field] = value as number;
+  }
+  if (source.sellers !== undefined) {
+    if (!isRecord(source.sellers)) fail('sellers', 'must map seller ids to their bounds');
+    else
+      for (const [sellerId, bounds] of Object.entries(source.sellers)) {
+        if (sellerId === '') {
+          fail('sellers', 'a seller id is not empty');
+          continue;
+        }
+        if (!isRecord(bounds)) {
+          fail(`sellers.${sellerId}`, 'must be {minShare?, maxShare?}');
+          continue;
+        }
+        const entry: { minShare?: number; maxShare?: number } = {};
+        for (const key of Object.keys(bounds)) {
+          if (key !== 'minShare' && key !== 'maxShare') {
+            fail(`sellers.${sellerId}.${key}`, 'is not a field of the allocation policy');
+            continue;
+          }
+          const error = numberError(bounds[key], NUMBER_FIELDS[key]);
+          if (error) fail(`sellers.${sellerId}.${key}`, error);
+          else entry[key] = bounds[key] as number;
+        }
+        policy.sellers[sellerId] = entry;
+      }
+  }
+  if (source.signals !== undefined) {
+    if (!Array.isArray(source.signals)) fail('signals', 'must list the signals that count');
+    else {
+      const bad = source.signals.findIndex((signal) => !ALLOCATION_SIGNALS.includes(signal as AllocationSignal));
+      if (bad >= 0) fail(`signals[${bad}]`, `each signal is one of ${ALLOCATION_SIGNALS.join(', ')}`);
+      else if (new Set(source.signals).size !== source.signals.length) fail('signals', 'lists each signal once');
+      else policy.signals = [...(source.signals as AllocationSignal[])];
+    }
+  }
+  if (errors.length > 0) return refused(errors);
+  // Rules across fields, once every field is well-formed.
+  if (policy.minShare > policy.maxShare)
+    fail('minShare', `must not exceed maxShare (${policy.minShare} > ${policy.maxShare})`);
+  let explicitMinimums = 0;
+  for (const sellerId of Object.keys(policy.sellers).sort(compareText)) {
+    const bounds = policy.sellers[sellerId]!;
+    const min = bounds.minShare ?? policy.minShare;
+    const max = bounds.maxShare ?? policy.maxShare;
+    explicitMinimums += bounds.minShare ?? 0;
+    if (min > max)
+      fail(
+        `sellers.${sellerId}.${bounds.minShare !== undefined ? 'minShare' : 'maxShare'}`,
+        `gives seller ${sellerId} a minimum share above its maximum (${min} > ${max})`,
+      );
+  }
+  if (explicitMinimums > 1 + 1e-9)
+    fail(
+      'sellers',
+      `promises the sellers minimum shares that add up to ${round(explicitMinimums, 6)}, over the whole budget`,
+    );
+  if (policy.underDeliveryThreshold >= policy.deliveringThreshold)
+    fail(
+      'deliveringThreshold',
+      `must be above underDeliveryThreshold (${policy.deliveringThreshold} <= ${policy.underDeliveryThreshold}), or a buy could be both under-delivering and delivering`,
+    );
+  return errors.length > 0 ? refused(errors) : { ok: true, policy };
+}
+
+function refused(errors: PolicyFieldError[]): PolicyVerdict {
   return {
     ok: false,
     errors,
@@ -153,11 +233,11 @@ export function validateAllocationPolicy(input: unknown): PolicyVerdict {
   };
 }
 
-function fieldPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((text, key) => {
-    if (typeof key === 'number') return `${text}[${key}]`;
-    return text ? `${text}.${String(key)}` : String(key);
-  }, '');
+/** The policy a buyer writes, as the campaign holds it (its defaults filled in); throws on an invalid one. */
+export function policyOf(input: BudgetAllocationPolicyInput | undefined): BudgetAllocationPolicy {
+  const verdict = validateAllocationPolicy(input);
+  if (!verdict.ok) throw new Error(verdict.message);
+  return verdict.policy;
 }
 
 // ---- the campaign as the decision sees it ---------------------------------------------------------------------------
@@ -202,17 +282,6 @@ export interface AllocationState {
 }
 
 // ---- the plan ---------------------------------------------------------------------------------------------------------
-
-export type AllocationEndpoint = { kind: 'pool' } | { kind: 'seller'; sellerId: string };
-
-export type AllocationReasonCode =
-  AllocationSignal | 'above_max_share' | 'below_min_share' | 'delivering' | 'pool' | 'no_taker';
-
-export interface AllocationReason {
-  code: AllocationReasonCode;
-  sellerId?: string;
-  note: string;
-}
 
 /** Money from one place to another. Applied in order: the decrease at `from`, confirmed, then the increase at `to`. */
 export interface AllocationMove {

@@ -40,6 +40,7 @@ import {
   mediaBuyWorkflowId,
 } from '../../contract/media-buy';
 import { buyGovernanceOf } from '../governance/machine';
+import { BudgetMoves, type MoveStep, type MoveStepResult } from './moves';
 import {
   MAX_REQUOTES,
   type ProposalIndex,
@@ -102,6 +103,8 @@ export interface QueuedChange {
 export type CampaignStep =
   | { kind: 'change'; change: QueuedChange }
   | { kind: 'poll' }
+  /** The next step of the budget moves' saga (moves.ts). */
+  | { kind: 'move'; step: MoveStep }
   | { kind: 'continue_as_new' }
   /** Wait until `untilMs` (or for ever), or until `wakeKey()` changes. */
   | { kind: 'wait'; untilMs?: number }
@@ -153,6 +156,8 @@ export class CampaignMachine {
   private pollDelayMs = FIRST_POLL_MS;
   private nextPollAtMs: number;
   private lastMemo = '';
+  /** The budget allocation: the policy, its decisions and the moves' saga. */
+  readonly moves: BudgetMoves;
 
   constructor(
     readonly input: CampaignInput,
@@ -193,6 +198,12 @@ export class CampaignMachine {
       this.pollDelayMs = Math.min(Math.max(carried.pollDelayMs, FIRST_POLL_MS), this.pollIntervalMs);
     // A continued campaign polls at once: the run before it may have ended just before its poll was due.
     this.nextPollAtMs = this.now() + (carried ? 0 : FIRST_POLL_MS);
+    this.moves = new BudgetMoves(this.state, input, {
+      now: this.now,
+      alert: (kind, sellerId, note) => this.alert(kind, sellerId, note),
+      clearAlert: (kind, sellerId, note) => this.clearAlert(kind, sellerId, note),
+      log: this.log,
+    });
   }
 
   /** A continued campaign holds its buys: discovery, selection and buying happened in an earlier run. */
@@ -211,6 +222,7 @@ export class CampaignMachine {
   touch(): void {
     this.state.updatedAt = iso(this.now());
     this.state.committedBudget = guardedTotal(this.state.buys);
+    if (this.state.budgetAllocation) this.state.budgetAllocation.pool = this.moves.pool(this.state.committedBudget);
   }
 
   memo(): { phase: string; committedBudget: number; totalBudget: number; buys: string[] } {
@@ -240,8 +252,16 @@ export class CampaignMachine {
     return (
       `campaign ${state.campaignKey}: ${state.phase} · ${Object.keys(state.buys).length} buys (${ended} ended) · committed ${state.committedBudget}/${state.totalBudget}` +
       (state.delivery ? ` · spend ${state.delivery.spend}${pacing != null ? ` (pacing ${pacing})` : ''}` : '') +
-      (open > 0 ? ` · ${open} open alerts` : '')
+      (open > 0 ? ` · ${open} open alerts` : '') +
+      this.movesDetails()
     );
+  }
+
+  private movesDetails(): string {
+    const book = this.state.budgetAllocation;
+    if (!book || (book.policy.mode === 'off' && book.totals.moves === 0)) return '';
+    const waiting = book.proposal ? ` · plan ${book.proposal.plan} waits for approval` : '';
+    return ` · budget moves ${book.policy.mode}: ${book.totals.applied} applied, ${book.totals.moved} moved${waiting}`;
   }
 
   // ---- alerts ----------------------------------------------------------------------------------------------------
@@ -394,6 +414,28 @@ export class CampaignMachine {
       creatives: creatives.length,
     });
     return { version: this.state.library.version, creatives: creatives.length };
+  }
+
+  validateBudgetAllocation(request: Parameters<BudgetMoves['validatePolicy']>[0]): void {
+    throwIfRefused(this.moves.validatePolicy(request));
+  }
+
+  setBudgetAllocation(request: Parameters<BudgetMoves['setPolicy']>[0]): ReturnType<BudgetMoves['setPolicy']> {
+    const answer = this.moves.setPolicy(request);
+    this.log('info', 'Campaign budget allocation policy changed', {
+      campaignKey: this.state.campaignKey,
+      mode: answer.policy.mode,
+      by: request.requestedBy,
+    });
+    return answer;
+  }
+
+  validateMovesDecision(request: Parameters<BudgetMoves['validateDecision']>[0]): void {
+    throwIfRefused(this.moves.validateDecision(request));
+  }
+
+  decideMoves(request: Parameters<BudgetMoves['decide']>[0]): ReturnType<BudgetMoves['decide']> {
+    return this.moves.decide(request);
   }
 
   // ---- planning: governance, discovery, selection --------------------------------------------------------------------
@@ -642,23 +684,43 @@ export class CampaignMachine {
     if (this.state.phase === 'canceled') return { kind: 'close' };
     if (this.queue.length > 0) return { kind: 'change', change: this.queue[0] };
     if (Object.keys(this.state.buys).length === 0 || this.allBuysEnded()) return { kind: 'close' };
+    this.moves.expireIfDue();
+    const move = this.moves.nextStep();
+    if (move) return { kind: 'move', step: move };
     if (this.now() >= this.nextPollAtMs || this.libraryWaiting()) return { kind: 'poll' };
     if (this.shouldContinueAsNew(history)) return { kind: 'continue_as_new' };
-    return { kind: 'wait', untilMs: this.nextPollAtMs };
+    const deadline = this.moves.proposalDeadline();
+    return {
+      kind: 'wait',
+      untilMs: deadline !== undefined ? Math.min(deadline, this.nextPollAtMs) : this.nextPollAtMs,
+    };
   }
 
   /** What the loop's wait wakes on: a change queued, a buy ending, a new library version. */
   wakeKey(): string {
     const ended = Object.values(this.state.buys).filter((buy) => buy.finalStatus !== undefined).length;
-    return `${this.queue.length}:${ended}:${this.state.library?.version ?? 0}`;
+    return `${this.queue.length}:${ended}:${this.state.library?.version ?? 0}:${this.moves.wakeKey()}`;
   }
 
   private shouldContinueAsNew(history: { length: number; continueAsNewSuggested: boolean }): boolean {
     const limit = this.input.historyEventLimit ?? DEFAULT_HISTORY_EVENT_LIMIT;
     return (
       (history.length >= limit || history.continueAsNewSuggested) &&
-      !proposalCreatesSettling(this.state.buys, this.followedProposals)
+      !proposalCreatesSettling(this.state.buys, this.followedProposals) &&
+      // A plan being applied finishes in this run (its steps are in state, but one run per plan keeps it simple).
+      !this.moves.inFlight()
     );
+  }
+
+  // ---- budget moves ----------------------------------------------------------------------------------------------
+
+  moveStepStarted(step: MoveStep): void {
+    this.moves.stepStarted(step);
+  }
+
+  moveStepDone(step: MoveStep, result: MoveStepResult): void {
+    this.moves.stepDone(step, result);
+    this.touch();
   }
 
   /** After the handlers have finished: nothing was queued meanwhile, so the next run can take over. */
@@ -734,7 +796,10 @@ export class CampaignMachine {
       record.outcome = good === all.length ? 'applied' : good > 0 ? 'partial' : 'failed';
       if (request.kind === 'pause' && good > 0) this.state.phase = 'paused';
       if (request.kind === 'resume' && good > 0) this.state.phase = 'live';
-      if (request.kind === 'cancel') this.state.phase = 'canceled';
+      if (request.kind === 'cancel') {
+        this.state.phase = 'canceled';
+        this.moves.stop('the campaign was canceled');
+      }
     }
     record.finishedAt = iso(this.now());
     this.touch();
@@ -767,6 +832,8 @@ export class CampaignMachine {
       this.answer(queued.record, {});
     }
     if (this.state.phase !== 'canceled') this.state.phase = 'ended';
+    this.moves.stop(`the campaign ${this.state.phase}`);
+    this.touch();
   }
 
   // ---- following the buys: creatives, delivery and pacing, alerts ------------------------------------------------
@@ -861,6 +928,12 @@ export class CampaignMachine {
     if (digest.endTime) buy.endTime = digest.endTime;
     buy.creatives = digest.creatives;
     this.packagesOf.set(buy.sellerId, digest.packages);
+    if (digest.availableActions) buy.availableActions = digest.availableActions;
+    if (digest.reportingFrequency) buy.reportingFrequency = digest.reportingFrequency;
+    // A decrease nobody confirmed is settled by what the buy's packages say now.
+    const budgets = digest.packages.map((pkg) => pkg.budget);
+    if (budgets.length > 0 && budgets.every((budget) => budget !== undefined))
+      this.moves.reconcile(buy, cents(budgets.reduce((sum, budget) => sum! + budget!, 0)!));
     if (digest.mediaBuyId)
       buy.delivery = {
         impressions: digest.totals?.impressions ?? 0,
@@ -944,5 +1017,8 @@ export class CampaignMachine {
     this.state.monitoring = { polls: (this.state.monitoring?.polls ?? 0) + 1, lastPollAt: iso(nowMs) };
     this.pollDelayMs = changed ? FIRST_POLL_MS : Math.min(this.pollDelayMs * 2, this.pollIntervalMs);
     this.nextPollAtMs = nowMs + this.pollDelayMs;
+    // Fresh delivery: the allocation policy decides (it moves nothing while a change is queued).
+    this.moves.afterPoll(this.queue.length > 0);
+    this.touch();
   }
 }

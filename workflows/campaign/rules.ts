@@ -27,12 +27,17 @@ export function sumBudgets(lines: { budget: number }[]): number {
   return cents(lines.reduce((sum, line) => sum + line.budget, 0));
 }
 
-/** What the guard counts for one buy: its committed budget, or a raise in flight if higher. */
-export function guardedBudget(buy: Pick<CampaignBuy, 'committedBudget' | 'pendingBudget'>): number {
-  return Math.max(buy.committedBudget, buy.pendingBudget ?? 0);
+type Guarded = Pick<CampaignBuy, 'committedBudget' | 'pendingBudget' | 'moveReserve'>;
+
+/**
+ * What the guard counts for one buy: its committed budget, or a raise in flight if higher, plus what a budget move
+ * took elsewhere for it and has not yet given it.
+ */
+export function guardedBudget(buy: Guarded): number {
+  return cents(Math.max(buy.committedBudget, buy.pendingBudget ?? 0) + (buy.moveReserve ?? 0));
 }
 
-export function guardedTotal(buys: Record<string, Pick<CampaignBuy, 'committedBudget' | 'pendingBudget'>>): number {
+export function guardedTotal(buys: Record<string, Guarded>): number {
   return cents(Object.values(buys).reduce((sum, buy) => sum + guardedBudget(buy), 0));
 }
 
@@ -190,7 +195,10 @@ export function validateCampaignChange(
     const others = guardedTotal(
       Object.fromEntries(Object.entries(state.buys).filter(([sellerId]) => sellerId !== request.sellerId)),
     );
-    const projected = cents(others + Math.max(guardedBudget(buy), request.budget));
+    // The new total replaces the buy's budget (or a raise in flight); money a move reserved for it comes on top.
+    const projected = cents(
+      others + Math.max(buy.committedBudget, buy.pendingBudget ?? 0, request.budget) + (buy.moveReserve ?? 0),
+    );
     if (projected > state.totalBudget)
       return refuse(
         'BUDGET_EXCEEDED',

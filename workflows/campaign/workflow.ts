@@ -12,14 +12,16 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   ChildWorkflowFailure,
-  type CancellationScope,
   ParentClosePolicy,
   allHandlersFinished,
   condition,
   continueAsNew,
   executeChild,
+  isCancellation,
   log,
+  metricMeter,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -29,6 +31,8 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { CampaignActivities, ChangeCampaignBuyOutcome } from '../../activities/campaign';
+import type { BuyGovernanceEvidence, CampaignAllocationActivities } from '../../activities/campaign-allocation';
+import type { MediaBuyActivities } from '../../activities/media-buy';
 import { SA_SELLER, SA_CAMPAIGN, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../../config/search-attributes';
 import {
   type CampaignBuy,
@@ -37,13 +41,17 @@ import {
   approveCampaignUpdate,
   campaignStateQuery,
   changeCampaignUpdate,
+  decideBudgetMovesUpdate,
+  setBudgetAllocationUpdate,
   selectProductsUpdate,
   setCampaignCreativesUpdate,
 } from '../../contract/campaign';
 import { DISCOVERY_WORKFLOW_TYPE, type DiscoveryState } from '../../contract/discovery';
 import { MEDIA_BUY_WORKFLOW_TYPE, type MediaBuyInput, type MediaBuyState } from '../../contract/media-buy';
-import { syncCampaignPlan } from '../governance/workflow';
+import { buyGovernanceOf } from '../governance/machine';
+import { reportOutcome, syncCampaignPlan } from '../governance/workflow';
 import { type BuyChangeOutcome, CampaignMachine, type CampaignLog, type QueuedChange } from './machine';
+import type { MoveStep, MoveStepResult } from './moves';
 import { type ProposalBuyContext, followProposalBuy } from './proposals';
 
 export const CAMPAIGN_STATE_MEMO = 'adcp_campaign';
@@ -64,6 +72,32 @@ const { changeCampaignBuy } = proxyActivities<CampaignActivities>({
   // A buy still being created is retried (BuyNotReady) for as long as a create may take to answer.
   scheduleToCloseTimeout: '24h',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
+});
+
+// A budget move's change: bounded, so a seller that does not answer fails the move (nothing is raised) rather than
+// holding the campaign's loop for a day; the update ID makes every retry the same change at the buy.
+const { changeCampaignBuy: changeBuyForMove } = proxyActivities<CampaignActivities>({
+  startToCloseTimeout: '30s',
+  scheduleToCloseTimeout: '30m',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
+});
+
+// The read that confirms a move's decrease: get_media_buys at the seller, as the buy's own reads.
+const { readMediaBuy } = proxyActivities<MediaBuyActivities>({
+  startToCloseTimeout: '70s',
+  heartbeatTimeout: '15s',
+  retry: {
+    initialInterval: '2s',
+    backoffCoefficient: 2,
+    maximumInterval: '60s',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: ['ConfigError', 'ProtocolViolation', 'SellerError'],
+  },
+});
+
+const { readBuyGovernance } = proxyActivities<CampaignAllocationActivities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
 });
 
 const logTo: CampaignLog = (level, message, fields) => log[level](message, fields);
@@ -103,6 +137,17 @@ function publish(run: Run, force = true): void {
   const memo = run.machine.memoToWrite(force);
   if (memo) upsertMemo({ [CAMPAIGN_STATE_MEMO]: memo });
   setCurrentDetails(run.machine.details());
+  // Metrics are not emitted while a workflow replays, and write no history.
+  for (const move of run.machine.moves.drainEnded()) {
+    const labels = { status: move.status, mode: move.mode, currency: run.input.currency ?? 'USD' };
+    metricMeter
+      .createCounter('adcp_campaign_budget_moves', 'moves', 'Campaign budget moves by how they ended')
+      .add(1, labels);
+    if (move.status === 'applied' && move.moved)
+      metricMeter
+        .createCounter('adcp_campaign_budget_moved', 'cents', 'Money moved between sellers by budget moves (cents)')
+        .add(Math.round(move.moved * 100), labels);
+  }
 }
 
 function registerHandlers(run: Run): void {
@@ -135,6 +180,24 @@ function registerHandlers(run: Run): void {
       return machine.changeAnswer(sequence)!;
     },
     { validator: (request) => machine.validateChange(request) },
+  );
+  setHandler(
+    setBudgetAllocationUpdate,
+    (request) => {
+      const answer = machine.setBudgetAllocation(request);
+      publish(run);
+      return answer;
+    },
+    { validator: (request) => machine.validateBudgetAllocation(request) },
+  );
+  setHandler(
+    decideBudgetMovesUpdate,
+    (request) => {
+      const answer = machine.decideMoves(request);
+      publish(run);
+      return answer;
+    },
+    { validator: (request) => machine.validateMovesDecision(request) },
   );
   setHandler(
     setCampaignCreativesUpdate,
@@ -261,6 +324,7 @@ async function hold(run: Run): Promise<CampaignState> {
     if (step.kind === 'close') break;
     if (step.kind === 'change') await runChange(run, step.change);
     else if (step.kind === 'poll') await poll(run);
+    else if (step.kind === 'move') await runMoveStep(run, step.step);
     else if (step.kind === 'continue_as_new') {
       await condition(allHandlersFinished);
       if (!machine.readyToContinueAsNew()) continue;
@@ -357,4 +421,96 @@ async function poll(run: Run): Promise<void> {
   machine.evaluate();
   machine.polled(changed || syncs.length > 0);
   publish(run, false);
+}
+
+/**
+ * One step of a budget move's saga (moves.ts says which): a buy's change, the read that confirms a decrease, or the
+ * report to the governance agent. A campaign cancel that arrives meanwhile interrupts it: the machine then counts
+ * the step's effect at the seller as unknown (never as money free for another buy), and the cancel runs next.
+ */
+async function runMoveStep(run: Run, step: MoveStep): Promise<void> {
+  const { machine } = run;
+  machine.moveStepStarted(step);
+  publish(run);
+  const work = new CancellationScope();
+  const watch = new CancellationScope();
+  void watch
+    .run(() => condition(() => machine.cancelRequested))
+    .then(
+      () => work.cancel(),
+      () => undefined,
+    );
+  let result: MoveStepResult;
+  try {
+    result = await work.run(() => moveStepResult(run, step));
+  } catch (failure) {
+    if (!isCancellation(failure)) throw failure;
+    result = { kind: 'interrupted' };
+  } finally {
+    watch.cancel();
+  }
+  machine.moveStepDone(step, result);
+  publish(run);
+}
+
+async function moveStepResult(run: Run, step: MoveStep): Promise<MoveStepResult> {
+  const { input } = run;
+  if (step.kind === 'report') return await reportMoves(run, step);
+  if (step.kind === 'decrease' || step.kind === 'increase') {
+    try {
+      const outcome = await changeBuyForMove({
+        workflowId: step.workflowId,
+        kind: 'budget',
+        requestedBy: `campaign:${input.campaignKey}`,
+        reason: step.reason,
+        budget: step.budget,
+        updateId: step.updateId,
+      });
+      return { kind: 'change', outcome };
+    } catch (failure) {
+      if (isCancellation(failure)) throw failure;
+      return { kind: 'change', outcome: { outcome: 'failed', error: errorOf(failure) } };
+    }
+  }
+  if (step.kind === 'confirm') {
+    const buy = run.machine.state.buys[step.sellerId];
+    try {
+      const read = await readMediaBuy({
+        sellerId: step.sellerId,
+        mediaBuyId: buy.mediaBuyId!,
+        ...(input.buyParams?.account !== undefined ? { account: input.buyParams.account } : {}),
+      });
+      const budgets = (read.snapshot?.packages ?? []).map((pkg) => pkg.budget);
+      if (!read.found || budgets.length === 0 || budgets.some((budget) => budget === undefined))
+        return {
+          kind: 'unread',
+          error: { code: 'BUDGET_NOT_READ', message: read.note ?? 'the read names no package budgets' },
+        };
+      return { kind: 'read', budget: budgets.reduce((sum: number, budget) => sum + budget!, 0) };
+    } catch (failure) {
+      if (isCancellation(failure)) throw failure;
+      return { kind: 'unread', error: errorOf(failure) };
+    }
+  }
+  throw new Error(`unknown move step ${JSON.stringify(step)}`);
+}
+
+/** The report: against the governance context of the buy that took the money, not waited for. */
+async function reportMoves(run: Run, step: Extract<MoveStep, { kind: 'report' }>): Promise<MoveStepResult> {
+  const { input } = run;
+  const governance = input.governance!;
+  const evidence: BuyGovernanceEvidence = await readBuyGovernance({ workflowId: step.workflowId }).catch(() => ({
+    found: false,
+  }));
+  const operationId = await reportOutcome(
+    {
+      settings: buyGovernanceOf(input.campaignKey, governance),
+      ownerKey: input.campaignKey,
+      ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+      ...(input.principal !== undefined ? { principal: input.principal } : {}),
+      indexed: run.indexed,
+    },
+    run.machine.moves.moveReport(step, evidence),
+  );
+  return { kind: 'reported', ...(operationId ? { operationId } : {}) };
 }
