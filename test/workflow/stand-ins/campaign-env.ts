@@ -5,6 +5,7 @@
  * continue-as-new and child workflows are the server's.
  */
 import { randomUUID } from 'node:crypto';
+import { Context } from '@temporalio/activity';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { BuyDigest, CampaignInput } from '../../../contract/campaign';
@@ -38,6 +39,12 @@ export class Ledger {
   readonly calls: { activity: string; input: unknown }[] = [];
   /** A change a seller refuses (its outcome), by seller; absent: applied. */
   refuse = new Map<string, ChangeCampaignBuyOutcome>();
+  /** Sellers that are down: reads say unreachable, changes and reads of the buy fail. */
+  readonly down = new Set<string>();
+  /** What each seller delivered by a time (the server's clock): the test's sellers deliver on their own. */
+  deliver?: (buy: LedgerBuy, nowMs: number) => void;
+  /** Called as a read of a buy (the confirm of a budget move's decrease) reaches the seller, before it answers. */
+  onRead?: () => Promise<void>;
   private readonly answered = new Map<string, ChangeCampaignBuyOutcome>();
 
   bySeller(sellerId: string): LedgerBuy | undefined {
@@ -48,9 +55,22 @@ export class Ledger {
     return {
       readCampaignBuys: async (input: { buys: { sellerId: string; workflowId: string }[] }) => {
         this.calls.push({ activity: 'readCampaignBuys', input });
+        const nowMs = Context.current().info.currentAttemptScheduledTimestampMs;
         return input.buys.map(({ sellerId, workflowId }): BuyDigest => {
           const buy = this.buys.get(workflowId);
           if (!buy) return { sellerId, workflowId, found: false, packages: [], creatives: {} };
+          if (this.down.has(sellerId))
+            return {
+              sellerId,
+              workflowId,
+              found: true,
+              status: buy.status,
+              mediaBuyId: buy.mediaBuyId,
+              packages: [],
+              creatives: buy.creatives,
+              seller: { reachable: false, error: 'connection refused' },
+            } as BuyDigest;
+          this.deliver?.(buy, nowMs);
           return {
             sellerId,
             workflowId,
@@ -62,7 +82,9 @@ export class Ledger {
             totals: { spend: buy.spend, impressions: buy.impressions },
             creatives: buy.creatives,
             ...(buy.availableActions ? { availableActions: buy.availableActions } : {}),
-            ...(buy.reachable !== undefined ? { seller: { reachable: buy.reachable } } : {}),
+            ...(buy.reachable !== undefined || this.down.size > 0
+              ? { seller: { reachable: buy.reachable ?? true } }
+              : {}),
           } as BuyDigest;
         });
       },
@@ -73,7 +95,9 @@ export class Ledger {
         if (earlier) return earlier;
         const buy = this.buys.get(input.workflowId);
         if (!buy) return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: input.workflowId } };
-        const refused = this.refuse.get(buy.sellerId);
+        const refused = this.down.has(buy.sellerId)
+          ? { outcome: 'failed' as const, error: { code: 'SERVICE_UNAVAILABLE', message: `${buy.sellerId} is down` } }
+          : this.refuse.get(buy.sellerId);
         const outcome: ChangeCampaignBuyOutcome = refused ?? { outcome: 'applied' };
         if (outcome.outcome === 'applied') {
           if (input.kind === 'pause') buy.status = 'paused';
@@ -90,6 +114,28 @@ export class Ledger {
         const answer = { ...outcome, status: buy.status };
         this.answered.set(input.updateId, answer);
         return answer;
+      },
+      // The read that confirms a budget move's decrease: the buy's packages as the seller holds them.
+      readMediaBuy: async (input: { sellerId: string; mediaBuyId: string }) => {
+        this.calls.push({ activity: 'readMediaBuy', input });
+        await this.onRead?.();
+        const buy = [...this.buys.values()].find((entry) => entry.mediaBuyId === input.mediaBuyId);
+        if (!buy || this.down.has(buy.sellerId)) return { found: false, note: `${input.sellerId} did not answer` };
+        return {
+          found: true,
+          snapshot: { packages: [{ packageId: `${buy.mediaBuyId}_pkg_1`, budget: buy.budget }] },
+        };
+      },
+      readBuyGovernance: async (input: { workflowId: string }) => {
+        this.calls.push({ activity: 'readBuyGovernance', input });
+        const buy = this.buys.get(input.workflowId);
+        if (!buy) return { found: false };
+        return {
+          found: true,
+          mediaBuyId: buy.mediaBuyId,
+          governanceContext: `gc_${buy.sellerId}`,
+          checkId: `chk_${buy.sellerId}`,
+        };
       },
       syncCampaignCreatives: async (input: { workflowId: string; creatives: { creative_id: string }[] }) => {
         this.calls.push({ activity: 'syncCampaignCreatives', input });
