@@ -158,6 +158,8 @@ export interface StandInEnv {
   operations: (OperationInput & { workflowId: string })[];
   discovery: (input: DiscoveryInput) => DiscoveryState;
   now(): Promise<number>;
+  /** Stops the worker (what still runs is cancelled) and starts a new one: the workflows go on from their history. */
+  restart(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -174,6 +176,8 @@ export function standInBundle(): Promise<WorkflowBundleWithSourceMap> {
 
 export async function startStandInEnv(
   extra: Record<string, (input: never) => Promise<unknown>> = {},
+  /** No workflow cache: every task replays the history (a test that restarts the worker sets it). */
+  options: { noCache?: boolean } = {},
 ): Promise<StandInEnv> {
   quietRuntime();
   const env = await TestWorkflowEnvironment.createTimeSkipping({
@@ -192,6 +196,7 @@ export async function startStandInEnv(
       throw new Error('no discovery scripted');
     },
     now: () => env.currentTimeMs(),
+    restart: async () => undefined,
     close: async () => undefined,
   };
   const standIns: StandInActivities = {
@@ -217,16 +222,30 @@ export async function startStandInEnv(
       });
     },
   };
-  const worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: await standInBundle(),
-    activities: { ...ledger.activities(), ...standIns, ...extra },
-  });
-  const running = worker.run();
+  const startWorker = async () => {
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await standInBundle(),
+      activities: { ...ledger.activities(), ...standIns, ...extra },
+      // A restart cancels what is still running at once (its retry goes to the next worker).
+      shutdownGraceTime: '1s',
+      // Without a cache there is no sticky queue: a stopped worker leaves no task on a queue nobody polls.
+      ...(options.noCache ? { maxCachedWorkflows: 0 } : {}),
+    });
+    const running = worker.run();
+    return async () => {
+      worker.shutdown();
+      await running.catch(() => undefined);
+    };
+  };
+  let stop = await startWorker();
+  harness.restart = async () => {
+    await stop();
+    stop = await startWorker();
+  };
   harness.close = async () => {
-    worker.shutdown();
-    await running.catch(() => undefined);
+    await stop();
     await env.teardown();
   };
   return harness;
