@@ -37,7 +37,6 @@ import {
   provideInputUpdate,
   statusQuery,
   webhookReceivedSignal,
-  webhookRefusedSignal,
 } from '../../contract/operation';
 import { NOTIFICATION_WORKFLOW_TYPE } from '../../contract/notification';
 import {
@@ -71,7 +70,6 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   setHandler(webhookReceivedSignal, (delivery) => {
     if (machine.receiveWebhook(delivery) === 'applied') publish();
   });
-  setHandler(webhookRefusedSignal, (notice) => machine.receiveRefusal(notice));
   setHandler(adoptTaskSignal, (adoption) => machine.requestAdoption(adoption));
   setHandler(pollNowSignal, () => machine.requestPoll());
   // Temporal answers a repeated update ID with the first result, so a retried answer is sent once.
