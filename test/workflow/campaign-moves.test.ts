@@ -358,7 +358,7 @@ test('30 days, three sellers, one under-delivering, one down for two days, a wor
   };
   const { handle, input } = await liveCampaign(
     { mode: 'auto', minMoveAmount: 100, maxShare: 0.6, freezeBeforeEndMs: 2 * DAY },
-    { sellerIds: ['a', 'b', 'c'], historyEventLimit: 300, monitoring: { intervalMs: 12 * HOUR } },
+    { sellerIds: ['a', 'b', 'c'], historyEventLimit: 150, monitoring: { intervalMs: DAY } },
     { a: 1, b: 0.4, c: 1 },
     3_000,
   );
@@ -369,7 +369,7 @@ test('30 days, three sellers, one under-delivering, one down for two days, a wor
   for (let nowMs = await harness.now(); nowMs < startMs + 30 * DAY; nowMs = await harness.now()) {
     if (nowMs >= downFrom && nowMs < downUntil) harness.ledger.down.add('c');
     else harness.ledger.down.delete('c');
-    await harness.env.sleep(12 * HOUR);
+    await harness.env.sleep(DAY);
     const state = await handle.query(campaignStateQuery);
     // Never more at the sellers than the campaign budget, and never less counted than they hold.
     expect(atSellers()).toBeLessThanOrEqual(input.totalBudget + 0.005);
@@ -414,8 +414,8 @@ test('30 days, three sellers, one under-delivering, one down for two days, a wor
   // The history stays bounded: the campaign continued as new, and this run's history is under its limit.
   expect(state.run ?? 1).toBeGreaterThanOrEqual(2);
   const history = await handle.fetchHistory();
-  expect(history.events!.length).toBeLessThan(300 + 100);
-  expect(invariantChecks).toBeGreaterThanOrEqual(55);
+  expect(history.events!.length).toBeLessThan(150 + 100);
+  expect(invariantChecks).toBeGreaterThanOrEqual(29);
   // The flight is over and everything is checked: the campaign (and its buys' stand-ins) go away with the server.
   await handle.terminate('test over');
-}, 150_000);
+}, 240_000);
