@@ -10,6 +10,7 @@
  *   capabilities.ts    fetchSellerCapabilities: what a seller says it can do
  *   media-buy.ts       readMediaBuy, pullDelivery: a buy's reads
  *   campaign.ts        readCampaignBuys, changeCampaignBuy, syncCampaignCreatives: a campaign's reach into its buys
+ *   campaign-allocation.ts  readBuyGovernance: the governance evidence a budget move reports
  *   reconciliation.ts  listOpenOperations, listOpenMediaBuys, listSellerTasks, signalOperations
  * What they share: seller-call.ts (one guarded call), seller-access.ts, failures.ts, heartbeat.ts, timeouts.ts,
  * answer-size.ts, task-reader.ts, schema-check.ts (answers against their version's schemas), request-shaping.ts
@@ -25,6 +26,7 @@ import { tracedSellerClient } from '../observability/seller-spans';
 import { DEFAULT_MAX_ANSWER_BYTES, storableWithin } from './answer-size';
 import { type CallActivities, createCallActivities } from './calls';
 import { createCampaignActivities } from './campaign';
+import { createCampaignAllocationActivities } from './campaign-allocation';
 import { createCapabilityActivities } from './capabilities';
 import { CircuitBreakerRegistry } from './circuit-breaker';
 import { createMediaBuyActivities } from './media-buy';
@@ -134,6 +136,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...(readTimeoutMs ? { readTimeoutMs } : {}),
     }),
     ...(client && createCampaignActivities({ client })),
+    ...(client && createCampaignAllocationActivities({ client })),
     ...(client &&
       createReconciliationActivities({
         sellers,

@@ -10,15 +10,31 @@
  *                                         proposal_id, budget}], selected_by, idempotency_key?}
  *   POST /v1/campaigns/:id/approval      {approved_by, note?, idempotency_key?}
  *   POST /v1/campaigns/:id/changes       {kind: pause|resume|cancel|budget, requested_by, reason?, agent_id?, budget?, idempotency_key?}
+ *   POST /v1/campaigns/:id/budget-allocation  {policy: {mode?, min_share?, max_share?, agents?, min_move_amount?, ...},
+ *                                         requested_by, reason?, idempotency_key?}: the allocation policy, validated, recorded
+ *   POST /v1/campaigns/:id/budget-moves/decision  {plan, decision: approve|reject, decided_by, note?, idempotency_key?}
  *   GET  /v1/campaigns/:id/creatives     the creative library, and per seller: sync, review per creative, format coverage
  *   POST /v1/campaigns/:id/creatives     {creatives: [{creative_id, format_id: {agent_url, id}, ...}], mode?: add|replace,
  *                                         requested_by, idempotency_key?}: synced to every buy (and to buys made later)
  */
 import express from 'express';
+import type { z } from 'zod';
 import type { CampaignClient, CampaignView } from '../client/campaign-client';
-import type { BuyDelivery, CampaignBuy, CampaignBuyProposal, CampaignCreative } from '../contract/campaign';
+import type {
+  AllocationEndpoint,
+  BudgetAllocationPolicy,
+  BudgetAllocationPolicyInput,
+  BudgetAllocationState,
+  BuyDelivery,
+  CampaignBuy,
+  CampaignBuyProposal,
+  CampaignCreative,
+} from '../contract/campaign';
 import { callerOf } from './app';
 import {
+  type budgetAllocationSchema,
+  budgetAllocationChangeSchema,
+  budgetMovesDecisionSchema,
   campaignApprovalSchema,
   campaignChangeSchema,
   campaignCreativesSchema,
@@ -27,6 +43,113 @@ import {
   parseRequest,
   preferencesFrom,
 } from './schemas';
+
+const HOUR_MS = 3_600_000;
+
+function policyFrom(body: z.infer<typeof budgetAllocationSchema>): BudgetAllocationPolicyInput {
+  const hours = (value: number | undefined) => (value === undefined ? undefined : Math.round(value * HOUR_MS));
+  const fields: BudgetAllocationPolicyInput = {
+    mode: body.mode,
+    approvalTimeoutMs: hours(body.approval_timeout_hours),
+    minShare: body.min_share,
+    maxShare: body.max_share,
+    sellers: body.agents
+      ? Object.fromEntries(
+          Object.entries(body.agents).map(([id, bounds]) => [
+            id,
+            {
+              ...(bounds.min_share !== undefined ? { minShare: bounds.min_share } : {}),
+              ...(bounds.max_share !== undefined ? { maxShare: bounds.max_share } : {}),
+            },
+          ]),
+        )
+      : undefined,
+    minMoveAmount: body.min_move_amount,
+    minPeriodsBetweenMoves: body.min_periods_between_moves,
+    freezeBeforeEndMs: hours(body.freeze_before_end_hours),
+    signals: body.signals,
+    underDeliveryThreshold: body.under_delivery_threshold,
+    deliveringThreshold: body.delivering_threshold,
+    underDeliveryGraceMs: hours(body.under_delivery_grace_hours),
+  };
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined),
+  ) as BudgetAllocationPolicyInput;
+}
+
+function policyView(policy: BudgetAllocationPolicy) {
+  return {
+    mode: policy.mode,
+    approval_timeout_hours: policy.approvalTimeoutMs / HOUR_MS,
+    min_share: policy.minShare,
+    max_share: policy.maxShare,
+    agents: Object.fromEntries(
+      Object.entries(policy.sellers).map(([id, bounds]) => [
+        id,
+        { min_share: bounds.minShare ?? null, max_share: bounds.maxShare ?? null },
+      ]),
+    ),
+    min_move_amount: policy.minMoveAmount,
+    min_periods_between_moves: policy.minPeriodsBetweenMoves,
+    freeze_before_end_hours: policy.freezeBeforeEndMs / HOUR_MS,
+    signals: policy.signals,
+    under_delivery_threshold: policy.underDeliveryThreshold,
+    delivering_threshold: policy.deliveringThreshold,
+    under_delivery_grace_hours: policy.underDeliveryGraceMs / HOUR_MS,
+  };
+}
+
+const endpointView = (endpoint: AllocationEndpoint) => (endpoint.kind === 'pool' ? 'pool' : endpoint.sellerId);
+
+/** The policy, the pool, the plan waiting for a decision, and each move: from, to, amount, why, status. */
+export function budgetAllocationView(book: BudgetAllocationState) {
+  return {
+    policy: policyView(book.policy),
+    policy_changes: book.policyChanges.map((change) => ({
+      at: change.at,
+      by: change.by,
+      mode: change.mode,
+      reason: change.reason ?? null,
+    })),
+    pool: book.pool,
+    proposal: book.proposal
+      ? {
+          plan: book.proposal.plan,
+          moves: book.proposal.moves,
+          since: book.proposal.since,
+          deadline: book.proposal.deadline,
+        }
+      : null,
+    last_decision: book.lastDecision
+      ? { at: book.lastDecision.at, outcome: book.lastDecision.outcome, message: book.lastDecision.message }
+      : null,
+    totals: book.totals,
+    moves: book.moves.map((move) => ({
+      id: move.id,
+      plan: move.plan,
+      from: endpointView(move.from),
+      to: endpointView(move.to),
+      amount: move.amount,
+      moved: move.moved ?? null,
+      why: move.why,
+      status: move.status,
+      mode: move.mode,
+      decided_by: move.decidedBy ?? null,
+      created_at: move.createdAt,
+      finished_at: move.finishedAt ?? null,
+      error: move.error ?? null,
+      steps: move.steps.map((step) => ({
+        step: step.step,
+        agent_id: step.sellerId ?? null,
+        budget_before: step.budgetBefore ?? null,
+        budget_after: step.budgetAfter ?? null,
+        outcome: step.outcome,
+        at: step.at,
+        error: step.error ?? null,
+      })),
+    })),
+  };
+}
 
 export function campaignView(view: CampaignView): Record<string, unknown> {
   const { state } = view;
@@ -128,6 +251,7 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       requested_at: change.requestedAt,
       finished_at: change.finishedAt ?? null,
     })),
+    budget_allocation: state.budgetAllocation ? budgetAllocationView(state.budgetAllocation) : null,
     alerts: state.alerts.map((entry) => ({
       at: entry.at,
       kind: entry.kind,
@@ -235,6 +359,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.buy_params ? { buyParams: body.buy_params } : {}),
         requestedBy: body.requested_by,
         ...(body.creatives ? { creatives: body.creatives as CampaignCreative[] } : {}),
+        ...(body.budget_allocation ? { budgetAllocation: policyFrom(body.budget_allocation) } : {}),
         ...(body.monitoring
           ? {
               monitoring: {
@@ -314,6 +439,37 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
       callerOf(req),
     );
     res.json({ accepted: answer.accepted, buys: answer.buys });
+  });
+
+  router.post('/v1/campaigns/:id/budget-allocation', async (req, res) => {
+    const body = parseRequest(budgetAllocationChangeSchema, req.body);
+    const answer = await campaigns.setBudgetAllocation(
+      String(req.params.id),
+      {
+        policy: policyFrom(body.policy),
+        requestedBy: body.requested_by,
+        ...(body.reason ? { reason: body.reason } : {}),
+      },
+      body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
+    );
+    res.json({ policy: policyView(answer.policy), withdrawn_plan: answer.withdrawn ?? null });
+  });
+
+  router.post('/v1/campaigns/:id/budget-moves/decision', async (req, res) => {
+    const body = parseRequest(budgetMovesDecisionSchema, req.body);
+    const answer = await campaigns.decideBudgetMoves(
+      String(req.params.id),
+      {
+        plan: body.plan,
+        decision: body.decision,
+        decidedBy: body.decided_by,
+        ...(body.note ? { note: body.note } : {}),
+      },
+      body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
+    );
+    res.json({ plan: answer.plan, decision: answer.decision, moves: answer.moves });
   });
 
   router.post('/v1/campaigns/:id/changes', async (req, res) => {

@@ -435,6 +435,27 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
+    path: '/v1/campaigns/:id/budget-allocation',
+    summary:
+      "Change the campaign's budget allocation policy: validated, recorded with who; a waiting plan is withdrawn",
+    auth: 'bearer',
+    listener: 'api',
+    body: schemas.budgetAllocationChangeSchema,
+    answers: { 200: { description: 'The policy now in force', schema: view('Budget allocation answer') } },
+    refusals: { 409: 'The policy does not hold together, or the campaign ended' },
+  },
+  {
+    method: 'post',
+    path: '/v1/campaigns/:id/budget-moves/decision',
+    summary: 'Approve or reject the plan of budget moves that waits for a person (propose mode)',
+    auth: 'bearer',
+    listener: 'api',
+    body: schemas.budgetMovesDecisionSchema,
+    answers: { 200: { description: 'Decided', schema: view('Budget moves decision') } },
+    refusals: { 409: 'No plan waits, or another plan than this one does' },
+  },
+  {
+    method: 'post',
     path: '/v1/campaigns/:id/changes',
     summary: "Pause, resume or cancel every buy of the campaign, or change one buy's budget under the budget guard",
     auth: 'bearer',
