@@ -85,6 +85,9 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../protocol/progress',
   '../protocol/records',
   '../protocol/ids',
+  '../protocol/request-shaping',
+  '../protocol/resource-match',
+  '../protocol/task-records',
   // Search attribute keys (defineSearchAttributeKey: plain objects).
   '../config/search-attributes',
   // The log-correlation interceptor: module scope is only the factory; the worker calls it once per workflow, and

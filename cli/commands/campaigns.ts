@@ -1,6 +1,6 @@
 /** `campaign-moves`: a campaign's budget moves (from, to, amount, why, status), and a person's decision on a plan. */
 import type { Command } from 'commander';
-import { budgetAllocationView } from '../../api/campaigns';
+import { budgetAllocationView } from '../../api/budget-allocation-view';
 import { CampaignClient } from '../../client/campaign-client';
 import type { BudgetAllocationState } from '../../contract/campaign';
 import {

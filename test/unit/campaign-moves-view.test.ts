@@ -1,6 +1,6 @@
 /** What the CLI and the campaign view show of a campaign's budget moves: from, to, amount, why, status. */
 import { moveLines } from '../../cli/commands/campaigns';
-import { budgetAllocationView } from '../../api/campaigns';
+import { budgetAllocationView } from '../../api/budget-allocation-view';
 import type { BudgetAllocationState } from '../../contract/campaign';
 import { DEFAULT_ALLOCATION_POLICY } from '../../workflows/campaign/allocation';
 
