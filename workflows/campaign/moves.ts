@@ -677,30 +677,17 @@ export class BudgetMoves {
     moves: BudgetMoveRecord[],
     record: (entry: Omit<BudgetMoveStep, 'at'>) => void,
   ): void {
-    const base = {
-      step: 'decrease' as const,
-      sellerId: step.sellerId,
-      budgetBefore: step.budgetBefore,
-      budgetAfter: step.budget,
-      updateId: step.updateId,
-    };
+    const base = changeStepBase('decrease', step);
     if (result.kind === 'interrupted') {
       // The seller may have applied it: the guard counts the old budget until a read says.
       buy.unconfirmedDecrease = { moveId: moves[0].id, budget: step.budget };
-      record({
-        ...base,
-        outcome: 'failed',
-        error: { code: 'CANCELED', message: 'the campaign was canceled meanwhile' },
-      });
+      record({ ...base, outcome: 'failed', error: CANCELED_MEANWHILE });
       this.end(moves, 'canceled');
       return;
     }
     const outcome = result.kind === 'change' ? result.outcome : { outcome: 'failed' };
     if (outcome.outcome !== 'applied') {
-      const error = ('error' in outcome && outcome.error) || {
-        code: 'DECREASE_FAILED',
-        message: `the decrease ${outcome.outcome}`,
-      };
+      const error = changeError(outcome, 'DECREASE_FAILED', 'decrease');
       record({ ...base, outcome: outcome.outcome === 'refused' ? 'refused' : 'failed', error });
       this.hooks.alert(
         'allocation_move_failed',
@@ -793,32 +780,19 @@ export class BudgetMoves {
     moves: BudgetMoveRecord[],
     record: (entry: Omit<BudgetMoveStep, 'at'>) => void,
   ): void {
-    const base = {
-      step: 'increase' as const,
-      sellerId: step.sellerId,
-      budgetBefore: step.budgetBefore,
-      budgetAfter: step.budget,
-      updateId: step.updateId,
-    };
+    const base = changeStepBase('increase', step);
     const amount = sumOf(moves.map((move) => move.moved ?? 0));
     if (result.kind === 'interrupted') {
       // It may have been applied: counted as a raise in flight, never as money free for another buy.
       this.release(buy, amount);
       buy.pendingBudget = Math.max(buy.pendingBudget ?? 0, step.budget);
-      record({
-        ...base,
-        outcome: 'failed',
-        error: { code: 'CANCELED', message: 'the campaign was canceled meanwhile' },
-      });
+      record({ ...base, outcome: 'failed', error: CANCELED_MEANWHILE });
       this.end(moves, 'canceled');
       return;
     }
     const outcome = result.kind === 'change' ? result.outcome : { outcome: 'failed' };
     if (outcome.outcome !== 'applied') {
-      const error = ('error' in outcome && outcome.error) || {
-        code: 'INCREASE_FAILED',
-        message: `the increase ${outcome.outcome}`,
-      };
+      const error = changeError(outcome, 'INCREASE_FAILED', 'increase');
       record({ ...base, outcome: outcome.outcome === 'refused' ? 'refused' : 'failed', error });
       this.returnToPool(moves, `${error.code}: ${error.message}`);
       return;
@@ -869,4 +843,26 @@ export class BudgetMoves {
       moves.splice(index >= 0 ? index : 0, 1);
     }
   }
+}
+
+/** What a decrease or increase step records of itself, whatever its outcome. */
+function changeStepBase(step: 'decrease' | 'increase', change: BudgetChangeStep) {
+  return {
+    step,
+    sellerId: change.sellerId,
+    budgetBefore: change.budgetBefore,
+    budgetAfter: change.budget,
+    updateId: change.updateId,
+  };
+}
+
+const CANCELED_MEANWHILE = { code: 'CANCELED', message: 'the campaign was canceled meanwhile' };
+
+/** The error a change that was not applied ends with: the seller's, or one naming what became of the change. */
+function changeError(
+  outcome: { outcome: string; error?: { code: string; message: string } },
+  code: string,
+  verb: 'decrease' | 'increase',
+): { code: string; message: string } {
+  return outcome.error ?? { code, message: `the ${verb} ${outcome.outcome}` };
 }
