@@ -9,12 +9,12 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { log } from '@temporalio/activity';
 import { type SellerConfig, ConfigError } from '../config/sellers';
+import { REPORTING_WEBHOOK_PATH } from '../contract/media-buy';
 import { type SellerAnswer, type SellerClient, withSellerOverrides } from './seller-client';
 
 /** The master secret reporting-webhook credentials derive from (at least 32 characters). */
 export const REPORTING_SECRET_ENV = 'ADCP_REPORTING_WEBHOOK_SECRET';
 const REPORTING_DERIVATION = 'adcp-orchestrator/reporting-webhook/v1';
-const REPORTING_PATH = '/webhooks/adcp-reporting/';
 const MIN_REPORTING_SECRET_LENGTH = 32;
 
 /** The AdCP legacy scheme a seller's configured webhook authentication calls for; undefined for RFC 9421. */
@@ -103,7 +103,10 @@ export function reportingAuthentication(
   };
 }
 
-/** The buy workflow ID a reporting URL names (`<base>/webhooks/adcp-reporting/<id>`), if it is one of ours. */
+/**
+ * The buy workflow ID a reporting URL names, if it is one of ours: `<base>/webhooks/adcp-reporting/<seller>/<id>`, or
+ * the form without the seller (`.../adcp-reporting/<id>`) that buys created before the seller was in the path hold.
+ */
 export function mediaBuyIdOfReportingUrl(url: unknown): string | undefined {
   if (typeof url !== 'string') return undefined;
   let pathname: string;
@@ -112,10 +115,15 @@ export function mediaBuyIdOfReportingUrl(url: unknown): string | undefined {
   } catch {
     return undefined;
   }
-  const at = pathname.lastIndexOf(REPORTING_PATH);
+  const at = pathname.lastIndexOf(REPORTING_WEBHOOK_PATH);
   if (at < 0) return undefined;
-  const id = decodeURIComponent(pathname.slice(at + REPORTING_PATH.length));
-  return id && !id.includes('/') ? id : undefined;
+  const segments = pathname.slice(at + REPORTING_WEBHOOK_PATH.length).split('/');
+  if (segments.length > 2 || segments.some((segment) => segment === '')) return undefined;
+  try {
+    return decodeURIComponent(segments[segments.length - 1]!);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Replaces every string that contains `secret` (a seller echoing the request back) so it never reaches history. */

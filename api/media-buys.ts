@@ -60,6 +60,9 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
       received: reporting.reportsReceived,
       applied: reporting.reportsApplied,
       delayed_notices: reporting.delayedNotices,
+      // Verified reports of another seller, and rows about another buy, that the buy did not take (newest last).
+      refused: reporting.reportsRefused ?? 0,
+      refusals: (reporting.refusedReports ?? []).map((refusal) => snakeCased(refusal)),
       last_at: reporting.lastReportAt ?? null,
       next_expected_at: reporting.nextExpectedAt ?? null,
     },

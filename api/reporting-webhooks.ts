@@ -1,10 +1,14 @@
 /**
- * POST /webhooks/adcp-reporting/:mediaBuyWorkflowId — where sellers push delivery reports for a buy (the URL the
- * media-buy workflow registered as `reporting_webhook.url`). Verified exactly like task webhooks (the same
- * WebhookAuthenticator, the seller's configured scheme, the raw body), parsed (protocol/media-buy.ts) and signalled
- * to the buy's workflow, which deduplicates, tracks sequence numbers and fills gaps. 2xx means Temporal has it.
+ * POST /webhooks/adcp-reporting/:sellerId/:mediaBuyWorkflowId — where sellers push delivery reports for a buy (the
+ * URL the media-buy workflow registers as `reporting_webhook.url`), and /webhooks/adcp-reporting/:mediaBuyWorkflowId,
+ * the form buys created before the seller was in the path registered. Verify, parse, signal, like task webhooks
+ * (api/webhooks.ts): the raw body is verified as the seller the URL names (the buy's derived credential or the
+ * seller's RFC 9421 signature, the same WebhookAuthenticator), parsed (protocol/media-buy.ts), and the whole fire is
+ * signalled once to the buy's workflow with the seller that verified it. The gateway keeps nothing of any buy and
+ * judges no row: the workflow deduplicates, tracks sequence numbers, fills gaps, and refuses a report of another
+ * seller or a row about another buy (workflows/media-buy/machine.ts). 2xx means Temporal has it.
  */
-import express, { type Request, type Response } from 'express';
+import express, { type NextFunction, type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import {
@@ -14,9 +18,14 @@ import {
   reportingWebhookCredential,
 } from '../activities/reporting-credentials';
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
-import { SA_SELLER, SA_MEDIA_BUY_ID } from '../config/search-attributes';
+import { SA_SELLER } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
-import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../contract/media-buy';
+import {
+  MEDIA_BUY_ID_PATTERN,
+  type ReportDelivery,
+  mediaBuyStateQuery,
+  reportReceivedSignal,
+} from '../contract/media-buy';
 import { JsonBodyError, parseJsonStrict } from './body';
 import type { WebhookAuthenticator, WebhookRequest, WebhookVerification } from './webhook-verification';
 import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, notAccepted, unavailable } from './webhooks';
@@ -32,7 +41,6 @@ export interface ReportingWebhookRouterOptions {
   log?: (line: string) => void;
 }
 
-const CACHE_SIZE = 10_000;
 /** Where the derived credential is handed to the verifier (an overlay on the environment, never process.env). */
 const DERIVED_CREDENTIAL_ENV = 'ADCP_REPORTING_CREDENTIAL_FOR_THIS_BUY';
 
@@ -74,78 +82,58 @@ function hasHeader(headers: Request['headers'], name: string): boolean {
   return headers[name] !== undefined;
 }
 
-/** What the gateway remembers of a buy: its seller (never changes) and its media_buy_id once known. */
-interface KnownBuy {
-  sellerId: string;
-  mediaBuyId?: string;
-}
+type BuyHandle = ReturnType<Client['workflow']['getHandle']>;
 
 export function createReportingWebhookRouter(options: ReportingWebhookRouterOptions): express.Router {
   const router = express.Router();
   const log = options.log ?? ((line: string) => console.warn(line));
   const env = options.env ?? process.env;
-  const known = new Map<string, KnownBuy>();
-  const remember = (id: string, entry: KnownBuy) => {
-    known.set(id, entry);
-    if (known.size > CACHE_SIZE) known.delete(known.keys().next().value!);
-  };
+  const withDeadline = <T>(call: () => Promise<T>): Promise<T> =>
+    options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, call);
 
-  /** The buy's seller and media_buy_id: from its search attributes, or (unindexed servers) from its state query. */
-  async function lookUp(id: string): Promise<KnownBuy | undefined> {
-    const cached = known.get(id);
-    if (cached?.mediaBuyId) return cached;
-    const handle = options.client.workflow.getHandle(id);
-    const description = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
-    let sellerId = description.typedSearchAttributes.get(SA_SELLER);
-    let mediaBuyId = description.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
-    if (!sellerId || !mediaBuyId) {
-      const state = await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
-        handle.query(mediaBuyStateQuery),
-      );
-      sellerId ??= state.sellerId;
-      mediaBuyId ??= state.mediaBuyId;
-    }
-    if (!sellerId) return undefined;
-    const entry = { sellerId, ...(mediaBuyId ? { mediaBuyId } : {}) };
-    remember(id, entry);
-    return entry;
+  /**
+   * The seller of a buy whose URL does not name it (the form registered before the seller was in the path): its
+   * search attribute, or on servers without search attributes its state query. One lookup per report, no copy kept.
+   */
+  async function sellerOf(handle: BuyHandle): Promise<string | undefined> {
+    const description = await withDeadline(() => handle.describe());
+    const sellerId = description.typedSearchAttributes.get(SA_SELLER);
+    if (sellerId) return sellerId;
+    return (await withDeadline(() => handle.query(mediaBuyStateQuery))).sellerId;
   }
 
-  router.post(
-    '/webhooks/adcp-reporting/:mediaBuyWorkflowId',
-    (req, res, next) => {
-      if (!req.is('application/json')) {
-        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Reports must be sent as application/json.');
-        return;
-      }
-      next();
-    },
-    express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT }),
-    async (req: Request, res: Response) => {
+  const receive =
+    (sellerInPath: boolean) =>
+    async (req: Request, res: Response): Promise<void> => {
       const id = String(req.params.mediaBuyWorkflowId);
       const rawBody: Buffer = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       if (!MEDIA_BUY_ID_PATTERN.test(id)) {
         answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
         return;
       }
-      let buy: KnownBuy | undefined;
-      try {
-        buy = await lookUp(id);
-      } catch (error) {
-        // Answered as a report that did not verify: an unauthenticated caller cannot tell which buys exist.
-        if (error instanceof WorkflowNotFoundError) notAccepted(res);
-        else if (isTemporalUnavailable(error)) unavailable(res);
-        else {
-          log(`reporting webhook for ${id}: cannot look the buy up: ${(error as Error).message}`);
-          unavailable(res);
+      const handle = options.client.workflow.getHandle(id);
+      // With the seller in the path the report is verified before anything is asked of Temporal: an unauthenticated
+      // request costs no call and cannot tell which buys exist. The older form asks Temporal once whose buy it is,
+      // and answers a missing buy as it answers a report that did not verify.
+      let sellerId: string | undefined = sellerInPath ? String(req.params.sellerId) : undefined;
+      if (!sellerInPath) {
+        try {
+          sellerId = await sellerOf(handle);
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) notAccepted(res);
+          else if (isTemporalUnavailable(error)) unavailable(res);
+          else {
+            log(`reporting webhook for ${id}: cannot look the buy up: ${(error as Error).message}`);
+            unavailable(res);
+          }
+          return;
         }
-        return;
       }
-      const agent = buy && options.sellers.has(buy.sellerId) ? options.sellers.get(buy.sellerId) : undefined;
+      const agent = sellerId && options.sellers.has(sellerId) ? options.sellers.get(sellerId) : undefined;
       const ways = agent ? verificationsFor(agent, id, env) : {};
       if (!agent || (!ways.credential && !ways.signature)) {
         log(
-          `reporting webhook rejected for ${id}: seller ${buy?.sellerId ?? '?'} has no webhook verification configured ` +
+          `reporting webhook rejected for ${id}: seller ${sellerId ?? '?'} has no webhook verification configured ` +
             `and no reporting credential can be derived (${REPORTING_SECRET_ENV} unset)`,
         );
         publishWebhookVerificationFailure({ webhook: 'reporting', reason: 'webhooks_not_configured' });
@@ -212,49 +200,71 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
         );
         return;
       }
-      // A seller may aggregate several buys in one fire; this URL names one buy, and only its rows are taken here.
-      const mine = parsed.notifications.filter(
-        (notification) => !buy!.mediaBuyId || notification.mediaBuyId === buy!.mediaBuyId,
-      );
-      const others = parsed.notifications
-        .filter((notification) => !mine.includes(notification))
-        .map((notification) => notification.mediaBuyId);
-      if (mine.length === 0) {
-        answer(
-          res,
-          409,
-          'WEBHOOK_MEDIA_BUY_MISMATCH',
-          `The report is for ${others.join(', ')}, not for this buy (${buy!.mediaBuyId}); post it to that buy's reporting URL.`,
-        );
+      // The whole fire, every row: a seller may aggregate several buys in one fire, and the buy takes its own rows.
+      const [first, ...more] = parsed.notifications;
+      const delivery: ReportDelivery = {
+        eventKey: parsed.eventKey,
+        notification: first!,
+        ...(more.length > 0 ? { notifications: parsed.notifications } : {}),
+        receivedAt: new Date().toISOString(),
+        verifiedBy: verification.scheme,
+        sellerId: agent.id,
+      };
+      try {
+        await withDeadline(() => handle.signal(reportReceivedSignal, delivery));
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) await notRunning(res, handle, agent.id, sellerInPath);
+        else if (isTemporalUnavailable(error)) unavailable(res);
+        else throw error;
         return;
       }
-      const handle = options.client.workflow.getHandle(id);
-      try {
-        for (const notification of mine) {
-          await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
-            handle.signal(reportReceivedSignal, {
-              eventKey:
-                parsed.notifications.length > 1 ? `${parsed.eventKey}:${notification.mediaBuyId}` : parsed.eventKey!,
-              notification,
-              receivedAt: new Date().toISOString(),
-              verifiedBy: verification.scheme,
-            }),
-          );
-        }
-      } catch (error) {
-        if (error instanceof WorkflowNotFoundError) {
-          known.delete(id);
-          answer(res, 200, 'ignored', 'The media buy is no longer followed.');
-          return;
-        }
-        if (isTemporalUnavailable(error)) {
-          unavailable(res);
-          return;
-        }
-        throw error;
+      answer(res, 200, 'accepted', 'Report recorded.');
+    };
+
+  /**
+   * The signal found no running buy: one that has ended (200 ignored, so the seller stops) or, with the seller in the
+   * path, one that never existed or is another seller's (404). The only path that asks Temporal twice.
+   */
+  const notRunning = async (res: Response, handle: BuyHandle, sellerId: string, sellerInPath: boolean) => {
+    if (!sellerInPath) {
+      answer(res, 200, 'ignored', 'The media buy is no longer followed.');
+      return;
+    }
+    try {
+      const description = await withDeadline(() => handle.describe());
+      const owner = description.typedSearchAttributes.get(SA_SELLER);
+      // Without search attributes (a server that has none) an ended buy cannot say whose it was: ignored.
+      if (owner === undefined || owner === sellerId) {
+        answer(res, 200, 'ignored', 'The media buy is no longer followed.');
+        return;
       }
-      answer(res, 200, 'accepted', 'Report recorded.', others.length > 0 ? { ignored_media_buy_ids: others } : {});
-    },
-  );
+    } catch (error) {
+      if (isTemporalUnavailable(error)) {
+        unavailable(res);
+        return;
+      }
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
+    answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
+  };
+
+  const rawBody = express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT });
+  const accept = (sellerInPath: boolean) => {
+    const handle = receive(sellerInPath);
+    return (req: Request, res: Response, next: NextFunction): void => {
+      if (!req.is('application/json')) {
+        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Reports must be sent as application/json.');
+        return;
+      }
+      rawBody(req, res, (error?: unknown) => {
+        if (error) next(error);
+        else handle(req, res).catch(next);
+      });
+    };
+  };
+  // Reporting URLs name the seller (the media-buy workflow registers them so); the form without it serves buys
+  // created before, until none of them is open.
+  router.post('/webhooks/adcp-reporting/:sellerId/:mediaBuyWorkflowId', accept(true));
+  router.post('/webhooks/adcp-reporting/:mediaBuyWorkflowId', accept(false));
   return router;
 }

@@ -263,15 +263,25 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
-    path: '/webhooks/adcp-reporting/:id',
+    path: '/webhooks/adcp-reporting/:sellerId/:id',
     summary: 'Where sellers post delivery reports for a buy (its registered reporting_webhook.url)',
     description:
-      "Authenticated by the buy's own credential (derived from ADCP_REPORTING_WEBHOOK_SECRET and the buy ID) or an RFC 9421 signature by the buy's seller. An unauthenticated request answers the same 401 whether or not the buy exists.",
+      "Authenticated as the path seller before Temporal is asked anything: the buy's own credential (derived from ADCP_REPORTING_WEBHOOK_SECRET and the buy ID) or an RFC 9421 signature by that seller; an unauthenticated request answers 401 whether or not the buy exists. A verified report is signalled to the buy's workflow whole (one Temporal call), which refuses it if it is another seller's, and each row about another buy (shown in the delivery's reports.refused). 200 means Temporal has the report; 404 (after verification) that no buy of this seller has this ID.",
     auth: 'webhook',
     listener: 'webhooks',
     body: z.looseObject({}),
     answers: { 200: { description: 'Recorded, or ignored (the buy is no longer followed)', schema: webhookAnswer } },
-    refusals: { 409: 'WEBHOOK_MEDIA_BUY_MISMATCH: the report is for other buys' },
+  },
+  {
+    method: 'post',
+    path: '/webhooks/adcp-reporting/:id',
+    summary: 'Delivery reports at a reporting URL registered before the seller was put in the path',
+    description:
+      'The same as `/webhooks/adcp-reporting/{sellerId}/{id}`, for buys created by earlier versions: the buy is looked up to learn whose verification to expect (a second Temporal call), and an unauthenticated request answers the same 401 whether or not it exists.',
+    auth: 'webhook',
+    listener: 'webhooks',
+    body: z.looseObject({}),
+    answers: { 200: { description: 'Recorded, or ignored (the buy is no longer followed)', schema: webhookAnswer } },
   },
   {
     method: 'post',

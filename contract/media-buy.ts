@@ -22,6 +22,20 @@ export function mediaBuyWorkflowId(buyKey: string): string {
 
 export const MEDIA_BUY_ID_PATTERN = /^adcp-media-buy-[A-Za-z0-9_.:-]{1,200}$/;
 
+/** Where the gateway takes a buy's delivery reports: `<base>/webhooks/adcp-reporting/<seller>/<buy workflow id>`. */
+export const REPORTING_WEBHOOK_PATH = '/webhooks/adcp-reporting/';
+
+/**
+ * The reporting URL of ours that names the buy's seller, from the form without it (`<base>/webhooks/adcp-reporting/
+ * <buy workflow id>`, which the clients build): the gateway then knows whose verification to apply without asking
+ * Temporal. Any other URL (a caller's own receiver, or one that already names the seller) is returned unchanged.
+ */
+export function reportingUrlNamingSeller(url: string, sellerId: string, workflowId: string): string {
+  const bare = `${REPORTING_WEBHOOK_PATH}${encodeURIComponent(workflowId)}`;
+  if (!url.endsWith(bare)) return url;
+  return `${url.slice(0, url.length - bare.length)}${REPORTING_WEBHOOK_PATH}${encodeURIComponent(sellerId)}/${encodeURIComponent(workflowId)}`;
+}
+
 /** Before the seller's answer the buy is `creating`; a create that did not make a buy ends `create_failed`. */
 export type MediaBuyLifecycle = MediaBuyStatus | 'creating' | 'create_failed';
 
@@ -304,6 +318,17 @@ export interface ReportingState {
   /** Package ids delivery named that the buy does not have (each raised as an anomaly once; bounded). */
   unknownPackages?: string[];
   reconciliation?: Reconciliation;
+  /** Verified report rows refused because they are another seller's or another buy's (newest last, bounded). */
+  refusedReports?: {
+    at: string;
+    reason: ReportRefusal;
+    /** The buy the row names. */
+    mediaBuyId: string;
+    /** The seller whose verification it passed, when that is not the buy's. */
+    sellerId?: string;
+    note: string;
+  }[];
+  reportsRefused?: number;
 }
 
 export interface MediaBuyState {
@@ -356,10 +381,21 @@ export interface MediaBuyState {
 export interface ReportDelivery {
   /** The envelope's idempotency_key (dedupe across retries of one fire). */
   eventKey: string;
+  /** The fire's first (usually only) row. */
   notification: ReportingNotification;
+  /**
+   * Every row of a fire that carries several (a seller may aggregate buys in one fire), `notification` first: the
+   * gateway signals the whole fire once and the buy takes its own rows, refusing the others. Absent: one row.
+   */
+  notifications?: ReportingNotification[];
   receivedAt: string;
   verifiedBy?: string;
+  /** The seller whose verification the report passed (the gateway's); a report of another seller is refused. */
+  sellerId?: string;
 }
+
+/** Why a verified report was not taken: another seller's, or a row about another buy. */
+export type ReportRefusal = 'seller_mismatch' | 'media_buy_mismatch';
 
 export interface MediaBuyCarried {
   state: MediaBuyState;

@@ -344,7 +344,7 @@ test('the budget guard holds under 20 concurrent budget changes', async () => {
       String((call.args.reporting_webhook as Row | undefined)?.url ?? '').endsWith(`${campaignKey}.fast`),
     );
   expect(fastCreate?.args.reporting_webhook).toMatchObject({
-    url: `${base}/webhooks/adcp-reporting/adcp-media-buy-${campaignKey}.fast`,
+    url: `${base}/webhooks/adcp-reporting/fast/adcp-media-buy-${campaignKey}.fast`,
     reporting_frequency: 'daily',
   });
 

@@ -130,7 +130,7 @@ test('a buy over HTTP: created once, indexed, creatives, signed reports, storybo
   const mediaBuyId = pending.media_buy_id as string;
   const packageId = pending.packages[0].package_id as string;
   expect(seller.buy(mediaBuyId)!.request.reporting_webhook).toMatchObject({
-    url: `${base}/webhooks/adcp-reporting/${id}`,
+    url: `${base}/webhooks/adcp-reporting/life-dev/${id}`,
     reporting_frequency: 'hourly',
     requested_metrics: ['impressions', 'spend'],
   });

@@ -148,7 +148,7 @@ test('the per-buy reporting credential reaches the seller, never the history, an
   const credential = reportingWebhookCredential(master, id);
   expect(credential.length).toBeGreaterThanOrEqual(32);
   expect(seller.buy(mediaBuyId)!.request.reporting_webhook).toEqual({
-    url: `${base}/webhooks/adcp-reporting/${id}`,
+    url: `${base}/webhooks/adcp-reporting/life-hmac/${id}`,
     reporting_frequency: 'hourly',
     authentication: { schemes: ['HMAC-SHA256'], credentials: credential },
   });
@@ -168,7 +168,7 @@ test('the per-buy reporting credential reaches the seller, never the history, an
   // seller's shared secret, is refused.
   const periodStartMs = Math.floor(now / HOUR) * HOUR - HOUR;
   const body = JSON.stringify(seller.reportEnvelope(mediaBuyId, { sequenceNumber: 1, periodStartMs, atMs: now }));
-  const url = `${base}/webhooks/adcp-reporting/${id}`;
+  const url = `${base}/webhooks/adcp-reporting/life-hmac/${id}`;
   const otherBuy = reportingWebhookCredential(master, `${id}-other`);
   for (const wrong of [otherBuy, sellerSecret]) {
     const refused = await fetch(url, { method: 'POST', headers: signed(body, wrong), body });

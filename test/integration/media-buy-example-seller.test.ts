@@ -109,9 +109,9 @@ test('the guaranteed example seller: created pending_creatives, creatives synced
   expect(created.status).toBe('pending_creatives');
   expect(typeof created.mediaBuyId).toBe('string');
   // The reporting webhook was registered with the buy, and the seller accepted the create that carried it.
-  expect(created.reporting.registered).toMatchObject({ url: `${base}/webhooks/adcp-reporting/${id}` });
+  expect(created.reporting.registered).toMatchObject({ url: `${base}/webhooks/adcp-reporting/guaranteed/${id}` });
   // A report carrying the buy's credential reaches the buy; one without it is refused before any Temporal call.
-  const reportUrl = `${base}/webhooks/adcp-reporting/${id}`;
+  const reportUrl = `${base}/webhooks/adcp-reporting/guaranteed/${id}`;
   const refused = await fetch(reportUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -132,12 +132,12 @@ test('an RFC 9421 seller gets a Bearer credential on create; its reports pass by
   // AdCP 3.x requires authentication even though this seller signs: the buy's own credential, scheme Bearer.
   const credential = reportingWebhookCredential(master, id);
   expect(seller.buy(mediaBuyId)!.request.reporting_webhook).toEqual({
-    url: `${base}/webhooks/adcp-reporting/${id}`,
+    url: `${base}/webhooks/adcp-reporting/life-sig/${id}`,
     reporting_frequency: 'hourly',
     authentication: { schemes: ['Bearer'], credentials: credential },
   });
 
-  const url = `${base}/webhooks/adcp-reporting/${id}`;
+  const url = `${base}/webhooks/adcp-reporting/life-sig/${id}`;
   const hour = Math.floor(now / HOUR) * HOUR;
   const envelope = (sequenceNumber: number) =>
     JSON.stringify(

@@ -31,8 +31,10 @@ import type {
   MediaBuyLifecycle,
   MediaBuyState,
   ReportDelivery,
+  ReportRefusal,
   ReportingFrequency,
 } from '../../contract/media-buy';
+import { reportingUrlNamingSeller } from '../../contract/media-buy';
 import {
   type ChangeEvidence,
   changeEvidence,
@@ -62,6 +64,7 @@ export const MAX_CHANGES = 50;
 const MAX_ANOMALIES = 50;
 const MAX_CREATIVE_ALERTS = 20;
 const MAX_SEEN_EVENT_KEYS = 500;
+const MAX_REFUSED_REPORTS = 20;
 const MAX_ANSWERED_UPDATES = 200;
 /** Continue-as-new well before Temporal's 4,096-event suggestion threshold, whether the server suggests it or not. */
 export const HISTORY_EVENT_LIMIT = 3_000;
@@ -404,16 +407,48 @@ export class MediaBuyMachine {
   // ---- what handlers hand the machine ------------------------------------------------------------------------------
 
   /** A verified reporting webhook (signal): recorded once per event key, acted on by the loop. */
+  /**
+   * A verified fire from the gateway, whatever buy its URL named: a report another seller's verification passed is
+   * refused before its event key is remembered (so no other seller can shadow this seller's key), and each row of a
+   * fire of several buys is its own delivery (`<key>:<media_buy_id>`); rows about another buy are refused when the
+   * inbox is drained (receiveReport), once the buy's media_buy_id is known.
+   */
   recordReport(delivery: ReportDelivery): void {
     if (!delivery || typeof delivery.eventKey !== 'string' || !delivery.notification) return;
-    if (this.seenEventKeys.has(delivery.eventKey)) {
-      this.state.reporting.duplicates += 1;
+    const rows = delivery.notifications?.length ? delivery.notifications : [delivery.notification];
+    if (delivery.sellerId !== undefined && delivery.sellerId !== this.state.sellerId) {
+      for (const row of rows)
+        this.refuseReport(
+          'seller_mismatch',
+          row.mediaBuyId,
+          `report verified as seller ${delivery.sellerId} posted to a buy of seller ${this.state.sellerId}`,
+          delivery.sellerId,
+        );
       return;
     }
-    this.seenEventKeys.add(delivery.eventKey);
-    if (this.seenEventKeys.size > MAX_SEEN_EVENT_KEYS)
-      this.seenEventKeys.delete(this.seenEventKeys.values().next().value!);
-    this.inbox.push(delivery);
+    for (const notification of rows) {
+      const eventKey = rows.length > 1 ? `${delivery.eventKey}:${notification.mediaBuyId}` : delivery.eventKey;
+      if (this.seenEventKeys.has(eventKey)) {
+        this.state.reporting.duplicates += 1;
+        continue;
+      }
+      this.seenEventKeys.add(eventKey);
+      if (this.seenEventKeys.size > MAX_SEEN_EVENT_KEYS)
+        this.seenEventKeys.delete(this.seenEventKeys.values().next().value!);
+      const { notifications: _rows, ...one } = delivery;
+      this.inbox.push({ ...one, eventKey, notification });
+    }
+  }
+
+  private refuseReport(reason: ReportRefusal, mediaBuyId: string, note: string, sellerId?: string): void {
+    const reporting = this.state.reporting;
+    reporting.refusedReports ??= [];
+    pushBounded(
+      reporting.refusedReports,
+      { at: iso(this.hooks.now()), reason, mediaBuyId, ...(sellerId !== undefined ? { sellerId } : {}), note },
+      MAX_REFUSED_REPORTS,
+    );
+    reporting.reportsRefused = (reporting.reportsRefused ?? 0) + 1;
   }
 
   /** Read the seller now (signal: reconciliation, an operator, a task webhook about the buy). */
@@ -635,10 +670,9 @@ export class MediaBuyMachine {
   /** One verified report: refused when it names another buy than the one this workflow follows. */
   receiveReport(notification: ReportingNotification, receivedAtMs: number): ReportEffect {
     if (this.state.mediaBuyId && notification.mediaBuyId !== this.state.mediaBuyId) {
-      this.anomaly(
-        'report',
-        `report for media buy ${notification.mediaBuyId} refused: this workflow follows ${this.state.mediaBuyId}`,
-      );
+      const note = `report for media buy ${notification.mediaBuyId} refused: this workflow follows ${this.state.mediaBuyId}`;
+      this.anomaly('report', note);
+      this.refuseReport('media_buy_mismatch', notification.mediaBuyId, note);
       return 'ignored';
     }
     return this.delivery.receiveReport(notification, receivedAtMs);
@@ -780,11 +814,20 @@ export class MediaBuyMachine {
   }
 
   /** The create_media_buy arguments: the caller's (or the governed payload), with the reporting webhook to register. */
-  createParams(governed?: GovernedSpend): Record<string, unknown> {
+  /**
+   * `sellerInReportingUrl`: this run's workflow ID when our reporting URL is to name the seller (the workflow decides,
+   * behind a patch); undefined registers the URL as the input has it.
+   */
+  createParams(governed?: GovernedSpend, options: { sellerInReportingUrl?: string } = {}): Record<string, unknown> {
     const params = governed ? withGovernance(governed) : this.createPayload();
     if (governed) this.createCheck = checkOf(governed);
-    const reporting = this.input.reporting;
-    if (!reporting) return params;
+    const asked = this.input.reporting;
+    if (!asked) return params;
+    // Our reporting URL names the seller, so the gateway verifies a report without asking Temporal whose buy it is.
+    const reporting =
+      asked.url && options.sellerInReportingUrl !== undefined
+        ? { ...asked, url: reportingUrlNamingSeller(asked.url, this.input.sellerId, options.sellerInReportingUrl) }
+        : asked;
     const chosen = chooseReportingFrequency(reporting);
     if (chosen.frequency) this.state.reporting.frequency = chosen.frequency;
     if (reporting.url && chosen.frequency) {

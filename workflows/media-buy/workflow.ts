@@ -22,6 +22,7 @@ import {
   isCancellation,
   log,
   metricMeter,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -266,7 +267,16 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       machine.refuseCreate(check);
       return;
     }
-    machine.applyCreate(await operation('create_media_buy', state.buyKey, machine.createParams(check)));
+    // The reporting URL registered with the seller names the seller, so the gateway's reporting route verifies a
+    // report without a lookup. Behind a patch because a buy created before registered the form without the seller
+    // and its history replays that. Removal condition: no media buy started before this build is still open (each
+    // such buy ends or continues as new: the new run never creates again).
+    const reportingUrlNamesSeller = patched('reporting-url-names-seller');
+    const params = machine.createParams(
+      check,
+      reportingUrlNamesSeller ? { sellerInReportingUrl: workflowInfo().workflowId } : {},
+    );
+    machine.applyCreate(await operation('create_media_buy', state.buyKey, params));
     if (governance && state.governance && check) {
       await reportPlanOutcome(governance, state.governance, machine.createOutcomeReport());
     }
