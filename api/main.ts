@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   // Read before connecting, so a bad key fails the start with its own message.
   const codecs = payloadCodecs(loadPayloadKeys());
   const notificationKey = notificationKeyFromEnv();
-  const logger = createLogger({ service: 'gateway' });
+  const logger = createLogger({ service: 'gateway', sync: false });
   if (sellersFile.example)
     logger.info(
       `gateway: no agents.json here and ADCP_AGENTS_FILE unset: using ${sellersFile.file} (the demo sellers).`,

@@ -25,6 +25,12 @@ export interface LoggerOptions {
   env?: NodeJS.ProcessEnv;
   /** Where lines go (tests capture them); default stdout. */
   destination?: DestinationStream;
+  /**
+   * JSON lines to stdout written synchronously (default) or buffered and written asynchronously. The gateway writes a
+   * line per request: asynchronous, the lines of requests answered together go out in one write instead of one each.
+   * Lines still buffered when the process exits are flushed on exit (pino registers that for its destinations).
+   */
+  sync?: boolean;
 }
 
 export function createLogger(options: LoggerOptions): Logger {
@@ -39,7 +45,7 @@ export function createLogger(options: LoggerOptions): Logger {
           ignore: 'pid,hostname',
           destination: options.destination ?? 1,
         })
-      : (options.destination ?? pino.destination({ dest: 1, sync: true }));
+      : (options.destination ?? pino.destination({ dest: 1, sync: options.sync ?? true }));
   return pino(
     {
       level: parsed.data.ADCP_LOG_LEVEL,
