@@ -69,6 +69,7 @@ function policyFrom(body: z.infer<typeof budgetAllocationSchema>): BudgetAllocat
     underDeliveryThreshold: body.under_delivery_threshold,
     deliveringThreshold: body.delivering_threshold,
     underDeliveryGraceMs: hours(body.under_delivery_grace_hours),
+    reportingPeriodMs: hours(body.reporting_period_hours),
   };
   return Object.fromEntries(
     Object.entries(fields).filter(([, value]) => value !== undefined),
