@@ -4,13 +4,16 @@
  * new budget back, and raises `taker`; `taker` applies the raise and holds its answer, and the worker dies with the
  * answer outstanding. A new worker takes the move up where its history left it. The move ends applied exactly once:
  * each seller's own buy holds the budget the campaign says, the two add up to the campaign budget, each seller applied
- * one budget change (the raise sent again after the crash was answered from the seller's idempotency store).
+ * one budget change (the raise sent again after the crash was answered from the seller's idempotency store). The new
+ * worker's Prometheus endpoint counts the move (`adcp_campaign_budget_moves`) and the money moved
+ * (`adcp_campaign_budget_moved`, in cents) once.
  */
 import { randomUUID } from 'node:crypto';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
 import { CampaignClient } from '../../client/campaign-client';
 import { dataConverter } from '../../client/payload-codec';
+import { freePort } from '../../scripts/lib/dev-server';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import type { LifeBuy } from '../fixtures/media-buy-seller';
 import { type BuyingSellers, startBuyingSellers } from '../fixtures/campaign-sellers';
@@ -53,7 +56,8 @@ test('a worker SIGKILLed between a move’s decrease and its increase: the move 
   const connection = await Connection.connect({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const campaigns = new CampaignClient({ client, taskQueue });
-  const start = () => startWorkerProcess({ address: testAddress(), taskQueue, agentsFile, env: sellers.env });
+  const start = (env: NodeJS.ProcessEnv = {}) =>
+    startWorkerProcess({ address: testAddress(), taskQueue, agentsFile, env: { ...sellers.env, ...env } });
   try {
     const first = await start();
     running.push(first);
@@ -109,7 +113,8 @@ test('a worker SIGKILLed between a move’s decrease and its increase: the move 
     expect(budgetAt(giverBuy)).toBe(3_000);
     await first.stop('SIGKILL');
 
-    const second = await start();
+    const metricsAddress = `127.0.0.1:${await freePort()}`;
+    const second = await start({ ADCP_METRICS_ADDRESS: metricsAddress });
     running.push(second);
     const ended = await eventually(
       async () => {
@@ -144,6 +149,15 @@ test('a worker SIGKILLed between a move’s decrease and its increase: the move 
     console.info(
       `move through a SIGKILL: ${raises.length} update_media_buy call(s) at taker (${raises.filter((call) => call.replayed).length} replayed)`,
     );
+
+    // The move ended on the second worker: its metrics count it once, applied, with the money moved in cents.
+    const metrics = await eventually(async () => {
+      const body = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+      return body.includes('adcp_campaign_budget_moved') ? body : undefined;
+    }, 60_000);
+    expect(metrics).toMatch(/adcp_campaign_budget_moves(_total)?\{[^}]*mode="auto"[^}]*status="applied"[^}]*\} 1\n/);
+    expect(metrics).not.toMatch(/adcp_campaign_budget_moves(_total)?\{[^}]*status="(returned|failed)"/);
+    expect(metrics).toMatch(/adcp_campaign_budget_moved(_cents)?(_total)?\{[^}]*currency="USD"[^}]*\} 300000\n/);
 
     const canceled = await campaigns.change(campaignId, { kind: 'cancel', requestedBy: 'ops@buyer' });
     expect(canceled.outcome).toBe('applied');
