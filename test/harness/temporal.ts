@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -25,16 +26,31 @@ export function quietRuntime(): void {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
 }
 
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** Bundling the workflow code takes seconds on 2 cores: once per test file. */
-export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  // With the worker's preloaded modules, so tests run workflows as the worker does (workers/bundle-options.ts).
-  bundle ??= bundleWorkflowCode({
+/** The test bundle of workflows/: with the worker's preloaded modules, so tests run workflows as the worker does. */
+export function bundleTestWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     preloadModules: workflowPreloadModules(),
     payloadConverterPath: workflowPayloadConverterPath(),
     logger: new DefaultLogger('WARN'),
   });
+}
+
+/**
+ * Names the file where the integration project's global setup wrote bundleTestWorkflows() once for the whole run
+ * (the sources cannot change during a run): bundling takes 5 s of CPU, and most integration files need it.
+ */
+export const SHARED_BUNDLE_VARIABLE = 'ADCP_TEST_WORKFLOW_BUNDLE_FILE';
+/** A temporary directory the global setup creates for the run (removed by the global teardown). */
+export const SHARED_DIRECTORY_VARIABLE = 'ADCP_TEST_SHARED_DIR';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/** The workflow bundle: the run's shared one when the global setup wrote it, otherwise built once per test file. */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  const shared = process.env[SHARED_BUNDLE_VARIABLE];
+  bundle ??= shared
+    ? readFile(shared, 'utf8').then((text) => JSON.parse(text) as WorkflowBundleWithSourceMap)
+    : bundleTestWorkflows();
   return bundle;
 }
 
