@@ -125,24 +125,9 @@ async function answered<T>(work: Promise<T>): Promise<T> {
   return work;
 }
 
-/**
- * The test server's clock as of the last wait, read again once a simulated day (and after an update): each read is a
- * round trip, and the flight waits 2,160 times. Between reads the clock is at least where the last sleep took it: it
- * runs on in real time, so a sleep ends a few milliseconds later than asked, never earlier.
- */
-let clockAt = 0;
-let waitsSinceRead = Number.POSITIVE_INFINITY;
-const WAITS_PER_READ = 24;
-
 async function sleepUntil(targetMs: number): Promise<void> {
-  if (++waitsSinceRead >= WAITS_PER_READ) {
-    clockAt = await stack.now();
-    waitsSinceRead = 0;
-  }
-  if (targetMs > clockAt) {
-    await stack.env.sleep(targetMs - clockAt);
-    clockAt = targetMs;
-  }
+  const now = await stack.now();
+  if (targetMs > now) await stack.env.sleep(targetMs - now);
 }
 
 test(`a ${FLIGHT_DAYS}-day flight with hourly reports: lifecycle, changes, gaps filled, totals equal the seller's, bounded history`, async () => {
@@ -238,7 +223,7 @@ test(`a ${FLIGHT_DAYS}-day flight with hourly reports: lifecycle, changes, gaps 
     await handle.signal(reportReceivedSignal, {
       eventKey: parsed.eventKey!,
       notification: parsed.notifications[0],
-      receivedAt: new Date(clockAt).toISOString(),
+      receivedAt: new Date(await stack.now()).toISOString(),
       verifiedBy: 'test',
     });
   };
@@ -259,8 +244,6 @@ test(`a ${FLIGHT_DAYS}-day flight with hourly reports: lifecycle, changes, gaps 
         handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: `${buyKey}-change-${hour}` }),
       );
       progress(`change ${request.kind}: ${answer.outcome}`);
-      clockAt = await stack.now(); // the update's waits moved the clock on
-      waitsSinceRead = 0;
       expect(answer.outcome).toBe('applied');
       expect(answer.status).toBe(hour === pauseAt ? 'paused' : 'active');
     }
