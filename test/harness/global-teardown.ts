@@ -4,8 +4,8 @@ import type { DemoSeller } from '../../scripts/lib/demo-seller';
 
 export default async function globalTeardown(): Promise<void> {
   const harness = (globalThis as Record<string, unknown>).__ADCP_HARNESS__ as
-    { temporal: DevServer; seller: DemoSeller; bundleDirectory: string } | undefined;
+    { temporal: DevServer; seller: DemoSeller; sharedDirectory: string } | undefined;
   if (!harness) return;
   await Promise.all([harness.temporal.stop(), harness.seller.stop()]);
-  rmSync(harness.bundleDirectory, { recursive: true, force: true });
+  rmSync(harness.sharedDirectory, { recursive: true, force: true });
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -17,6 +17,7 @@ import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 import { workflowPayloadConverterPath, workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
+import { sharedBuild } from './shared-build';
 
 let runtimeInstalled = false;
 export function quietRuntime(): void {
@@ -25,6 +26,8 @@ export function quietRuntime(): void {
   // Activity failures are logged at WARN, and tests cause many on purpose: keep the output for real errors.
   Runtime.install({ logger: new DefaultLogger('ERROR') });
 }
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** The test bundle of workflows/: with the worker's preloaded modules, so tests run workflows as the worker does. */
 export function bundleTestWorkflows(): Promise<WorkflowBundleWithSourceMap> {
@@ -37,20 +40,17 @@ export function bundleTestWorkflows(): Promise<WorkflowBundleWithSourceMap> {
 }
 
 /**
- * Names the file where the integration project's global setup wrote bundleTestWorkflows() once for the whole run
- * (the sources cannot change during a run): bundling takes 5 s of CPU, and most integration files need it.
+ * The workflow bundle, once per test file; in a Jest run with the integration project's global setup, once per run
+ * (test/harness/shared-build.ts): bundling takes seconds of CPU, and most integration files need it.
  */
-export const SHARED_BUNDLE_VARIABLE = 'ADCP_TEST_WORKFLOW_BUNDLE_FILE';
-/** A temporary directory the global setup creates for the run (removed by the global teardown). */
-export const SHARED_DIRECTORY_VARIABLE = 'ADCP_TEST_SHARED_DIR';
-
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** The workflow bundle: the run's shared one when the global setup wrote it, otherwise built once per test file. */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  const shared = process.env[SHARED_BUNDLE_VARIABLE];
-  bundle ??= shared
-    ? readFile(shared, 'utf8').then((text) => JSON.parse(text) as WorkflowBundleWithSourceMap)
-    : bundleTestWorkflows();
+  bundle ??= (async () => {
+    const shared = sharedBuild('test-workflow-bundle.json', async (partial) => {
+      await writeFile(partial, JSON.stringify(await bundleTestWorkflows()));
+    });
+    if (!shared) return bundleTestWorkflows();
+    return JSON.parse(await readFile(await shared, 'utf8')) as WorkflowBundleWithSourceMap;
+  })();
   return bundle;
 }
 

@@ -1,59 +1,29 @@
 import { execFile } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { SellerConfig } from '../../config/sellers';
 import { tracingConfigured } from '../../observability/workflow-modules';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
-import { SHARED_DIRECTORY_VARIABLE } from './temporal';
+import { sharedBuild } from './shared-build';
 
 const root = path.resolve(__dirname, '..', '..');
 const TSX = path.join(root, 'node_modules', '.bin', 'tsx');
-/** How long a test file waits for another one's build of the shared worker bundle before building its own. */
-const SHARED_BUILD_WAIT_MS = 180_000;
-
-let sharedBundle: Promise<string | undefined> | undefined;
 
 /**
  * A worker process bundles its workflows at start, in a child process (workers/workflow-bundle.ts): seconds of CPU
- * per start, and the integration files start dozens. In a Jest run they share one bundle instead, written by the
- * first file that needs it with the script `npm run build:workflows` runs, and passed as ADCP_WORKFLOW_BUNDLE (the
- * operator's prebuilt bundle). Undefined outside Jest's global setup: the worker then bundles at start as usual.
+ * per start, and the integration files start dozens. In a Jest run they share one bundle instead, written once with
+ * the script `npm run build:workflows` runs and passed as ADCP_WORKFLOW_BUNDLE (the operator's prebuilt bundle).
+ * Outside a Jest run the worker bundles at start as usual.
  */
-function sharedWorkerBundle(): Promise<string | undefined> {
-  const directory = process.env[SHARED_DIRECTORY_VARIABLE];
-  if (!directory) return Promise.resolve(undefined);
-  sharedBundle ??= (async () => {
-    const file = path.join(directory, 'worker-workflow-bundle.js');
-    const lock = `${file}.lock`;
-    const deadline = Date.now() + SHARED_BUILD_WAIT_MS;
-    while (!existsSync(file)) {
-      let mine = false;
-      try {
-        closeSync(openSync(lock, 'wx'));
-        mine = true;
-      } catch {
-        // Another file is building it.
-      }
-      if (mine || Date.now() > deadline) {
-        const partial = `${file}.${process.pid}.tmp`;
-        try {
-          await promisify(execFile)(TSX, [path.join(root, 'workers', 'workflow-bundle.ts'), partial], {
-            cwd: root,
-            maxBuffer: 16 * 1024 * 1024,
-          });
-          renameSync(partial, file);
-        } finally {
-          if (mine) unlinkSync(lock);
-        }
-      } else {
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
-    }
-    return file;
-  })();
-  return sharedBundle;
+function sharedWorkerBundle(): Promise<string> | undefined {
+  return sharedBuild('worker-workflow-bundle.js', async (partial) => {
+    await promisify(execFile)(TSX, [path.join(root, 'workers', 'workflow-bundle.ts'), partial], {
+      cwd: root,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  });
 }
 
 /** Writes a seller list to a temp file, as an operator would, and returns its path. */
