@@ -3,9 +3,6 @@
  * failures retried with the same key, correctable errors failing at once with the seller's words, a timeout after the
  * seller accepted, IDEMPOTENCY_CONFLICT / IDEMPOTENCY_EXPIRED resolved by reconciliation rather than a second buy,
  * and answers lost for every retry. Each test uses its own seller so media buys can be counted exactly.
- *
- * Where the retry policy's timing is not what a test is about, its operations retry after 200 ms instead of the
- * task's 1 s growing (FAST_RETRY): the same number of attempts, the same keys, the same path.
  */
 import { randomUUID } from 'node:crypto';
 import { createMediaBuyParams, getProductsParams } from '../harness/demo-requests';
@@ -50,9 +47,6 @@ async function rig(activities: Partial<ActivityDependencies> = {}, agent: Partia
   return created;
 }
 
-/** The task's default number of attempts, a short backoff. */
-const FAST_RETRY = { initialIntervalMs: 200, maximumIntervalMs: 400 };
-
 function createKeys(seller: ScriptedSeller): string[] {
   return seller.callsTo('create_media_buy').map((call) => String(call.args.idempotency_key));
 }
@@ -66,7 +60,6 @@ test('transient failures are retried with the same idempotency key, then succeed
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -135,7 +128,6 @@ test('a call that times out after the seller accepted it is retried with the sam
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -158,7 +150,6 @@ test('IDEMPOTENCY_CONFLICT after a lost answer: reconciliation finds and adopts 
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -180,7 +171,6 @@ test('IDEMPOTENCY_EXPIRED with no task at the seller: only then is a new key use
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -198,7 +188,6 @@ test('every answer lost until retries run out: the operation reconciles and adop
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -276,7 +265,6 @@ test('rc.2 sellers: create_media_buy carries a buyer_ref derived from the operat
     task: 'create_media_buy',
     params,
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
@@ -299,7 +287,6 @@ test('rc.2 sellers: a synchronous create whose answers were all lost is found by
     task: 'create_media_buy',
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
-    retry: FAST_RETRY,
   });
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
