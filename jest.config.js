@@ -26,6 +26,8 @@ module.exports = {
     },
   ],
   maxWorkers: 2,
+  // The longest files start first, from Jest's cache of earlier runs or, in a clean clone, a list of known durations.
+  testSequencer: '<rootDir>/test/harness/sequencer.cjs',
   // A worker that ran ~30 integration files holds a 1.5-2.7 GB heap (each file's module graph, Temporal bundles);
   // tearing that down took longer than the 500 ms Jest allows a worker to exit after its last file ("A worker process
   // has failed to exit gracefully": the event loop was already empty, 'exit' had fired). A worker past this much heap

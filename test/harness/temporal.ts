@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { closeMCPConnections } from '@adcp/sdk';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -16,6 +17,7 @@ import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 import { workflowPayloadConverterPath, workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
+import { sharedBuild } from './shared-build';
 
 let runtimeInstalled = false;
 export function quietRuntime(): void {
@@ -26,15 +28,29 @@ export function quietRuntime(): void {
 }
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** Bundling the workflow code takes seconds on 2 cores: once per test file. */
-export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  // With the worker's preloaded modules, so tests run workflows as the worker does (workers/bundle-options.ts).
-  bundle ??= bundleWorkflowCode({
+
+/** The test bundle of workflows/: with the worker's preloaded modules, so tests run workflows as the worker does. */
+export function bundleTestWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     preloadModules: workflowPreloadModules(),
     payloadConverterPath: workflowPayloadConverterPath(),
     logger: new DefaultLogger('WARN'),
   });
+}
+
+/**
+ * The workflow bundle, once per test file; in a Jest run with the integration project's global setup, once per run
+ * (test/harness/shared-build.ts): bundling takes seconds of CPU, and most integration files need it.
+ */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= (async () => {
+    const shared = sharedBuild('test-workflow-bundle.json', async (partial) => {
+      await writeFile(partial, JSON.stringify(await bundleTestWorkflows()));
+    });
+    if (!shared) return bundleTestWorkflows();
+    return JSON.parse(await readFile(await shared, 'utf8')) as WorkflowBundleWithSourceMap;
+  })();
   return bundle;
 }
 

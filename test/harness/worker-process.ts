@@ -1,10 +1,30 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import type { SellerConfig } from '../../config/sellers';
+import { tracingConfigured } from '../../observability/workflow-modules';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
+import { sharedBuild } from './shared-build';
 
 const root = path.resolve(__dirname, '..', '..');
+const TSX = path.join(root, 'node_modules', '.bin', 'tsx');
+
+/**
+ * A worker process bundles its workflows at start, in a child process (workers/workflow-bundle.ts): seconds of CPU
+ * per start, and the integration files start dozens. In a Jest run they share one bundle instead, written once with
+ * the script `npm run build:workflows` runs and passed as ADCP_WORKFLOW_BUNDLE (the operator's prebuilt bundle).
+ * Outside a Jest run the worker bundles at start as usual.
+ */
+function sharedWorkerBundle(): Promise<string> | undefined {
+  return sharedBuild('worker-workflow-bundle.js', async (partial) => {
+    await promisify(execFile)(TSX, [path.join(root, 'workers', 'workflow-bundle.ts'), partial], {
+      cwd: root,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  });
+}
 
 /** Writes a seller list to a temp file, as an operator would, and returns its path. */
 export function writeAgentsFile(agents: SellerConfig[]): string {
@@ -21,6 +41,10 @@ export async function startWorkerProcess(options: {
   agentsFile: string;
   env?: NodeJS.ProcessEnv;
 }): Promise<ManagedProcess> {
+  const environment = { ...process.env, ...options.env };
+  // A worker asked to trace bundles the OpenTelemetry interceptors too: it builds its own.
+  const bundle =
+    environment.ADCP_WORKFLOW_BUNDLE || tracingConfigured(environment) ? undefined : await sharedWorkerBundle();
   const worker = startProcess(
     'worker',
     path.join(root, 'node_modules', '.bin', 'tsx'),
@@ -31,6 +55,7 @@ export async function startWorkerProcess(options: {
         TEMPORAL_NAMESPACE: 'default',
         ADCP_TASK_QUEUE: options.taskQueue,
         ADCP_AGENTS_FILE: options.agentsFile,
+        ...(bundle ? { ADCP_WORKFLOW_BUNDLE: bundle } : {}),
         ...options.env,
       },
     },
