@@ -50,6 +50,7 @@ import type {
 } from '../../contract/operation';
 import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
 import {
+  MAX_RECONCILE_AMONG,
   actorProblem,
   cancelRequestProblem,
   credentialsRefreshProblem,
@@ -89,9 +90,10 @@ export type PollPurpose =
 
 /**
  * Why the resource (the seller's media buys) is read: to confirm the buy a completed task record names, to find the
- * buy a lost call may have made (no task route found it), or because the buyer asked (`reconcileOperation`).
+ * buy a lost call may have made (no task route found it), because the buyer asked (`reconcileOperation`), or because
+ * a cancel arrived while the buy was looked for (`before-cancel`: what exists is read before the cancel settles).
  */
-export type ResourcePurpose = 'confirm-provisional' | 'find-lost' | 'requested';
+export type ResourcePurpose = 'confirm-provisional' | 'find-lost' | 'requested' | 'before-cancel';
 
 /** What a wait waits for; each has its own deadline and its own wake rule (`wakes()`). */
 export type WaitFor = 'seller' | 'input' | 'credentials';
@@ -224,6 +226,8 @@ export class OperationMachine {
   private cancelSettled = false;
   /** A lost create's buy is looked for among the seller's media buys (no task route found it). */
   private resourceSearch: { keyStep: string; error: AdcpError; nextReadAtMs: number } | undefined;
+  /** What the read a cancel made while the buy was looked for could tell, when it could not find the buy. */
+  private cancelLookup: { note: string; resource: OperationResource } | undefined;
   /** Reconcile requests (`reconcileOperation`) waiting for a read of the resource, and the answers given. */
   private readonly reconcileRequests: { ticket: number; request: OperationReconcileRequest }[] = [];
   private readonly reconcileAnswers = new Map<number, OperationReconcileAnswer>();
@@ -389,6 +393,14 @@ export class OperationMachine {
     const asked = request as Partial<OperationReconcileRequest> | undefined;
     if (!asked || typeof asked.requestedBy !== 'string' || actorProblem(asked.requestedBy) !== undefined)
       throw new Error('requestedBy must say who asked for the reconciliation.');
+    const among: unknown = asked.among;
+    if (
+      among !== undefined &&
+      (!Array.isArray(among) ||
+        among.length > MAX_RECONCILE_AMONG ||
+        among.some((id) => typeof id !== 'string' || id === '' || id.length > 200))
+    )
+      throw new Error(`among must list at most ${MAX_RECONCILE_AMONG} media_buy_ids.`);
   }
 
   /** A reconcile request: answered (`reconcileAnswer`) once a read of the resource, or the operation's end, tells. */
@@ -903,6 +915,16 @@ export class OperationMachine {
     this.drainInbox();
     const state = this.state;
     const mediaBuyId = state.resource?.mediaBuyId;
+    // The buy is being looked for (the create's answer was lost): read the seller's media buys before settling, so
+    // a buy the seller holds is canceled there (or at least named), never left unknown behind a canceled operation.
+    if (this.resourceSearch && !state.taskId && !mediaBuyId && !this.terminal) {
+      if (!this.cancelLookup)
+        return { ...this.resourceStep('before-cancel', this.lostCreate(this.resourceSearch.keyStep)), shielded: true };
+      const lookup = this.cancelLookup;
+      this.resourceSearch = undefined;
+      this.settleCancel(request, { notified: false, note: lookup.note, resource: lookup.resource });
+      return undefined;
+    }
     const sellerHasSomething = state.taskId !== undefined || mediaBuyId !== undefined;
     const endedOnItsOwn = this.terminal && !mediaBuyId;
     if (sellerHasSomething && !endedOnItsOwn) {
@@ -1288,6 +1310,18 @@ export class OperationMachine {
         state.schemaWarnings = [...(state.schemaWarnings ?? []), ...outcome.schemaWarnings].slice(-10);
     }
     const found = outcome?.found && outcome.mediaBuyId && outcome.row ? outcome : undefined;
+    if (purpose === 'before-cancel' && !found) {
+      this.cancelLookup = outcome?.absent
+        ? {
+            note: "the seller's media buys, read to the end, hold none from this operation",
+            resource: { state: 'absent' },
+          }
+        : {
+            note: `the seller's media buys could not tell whether it holds a buy from this operation (${why}); POST /v1/sellers/${state.sellerId}/reconcile lists its buys and names the ones no operation knows`,
+            resource: { state: 'unknown' },
+          };
+      return;
+    }
     if (found) {
       this.record.applyResource(
         { mediaBuyId: found.mediaBuyId!, row: found.row!, ...(found.matchedBy ? { matchedBy: found.matchedBy } : {}) },
@@ -1295,7 +1329,12 @@ export class OperationMachine {
       );
       if (purpose !== 'confirm-provisional')
         this.record.recordReconciliation({
-          trigger: purpose === 'requested' ? 'reconcile requested' : 'the call was lost and no task route found it',
+          trigger:
+            purpose === 'requested'
+              ? 'reconcile requested'
+              : purpose === 'before-cancel'
+                ? 'cancel requested while the buy was looked for'
+                : 'the call was lost and no task route found it',
           outcome: 'adopted',
           note: found.note,
         });
@@ -1415,7 +1454,7 @@ export class OperationMachine {
     return { sent: sentCreateFrom(plan.args, this.state.operationId, this.state.startedAt) };
   }
 
-  private resourceStep(purpose: ResourcePurpose, what: Pick<ReadResourceInput, 'sent' | 'mediaBuyId'>): Step {
+  private resourceStep(purpose: ResourcePurpose, what: Pick<ReadResourceInput, 'sent' | 'mediaBuyId' | 'among'>): Step {
     const state = this.state;
     return {
       kind: 'readResource',
@@ -1439,7 +1478,11 @@ export class OperationMachine {
     if (mediaBuyId) return this.resourceStep('requested', { mediaBuyId });
     const keyStep = this.resourceSearch?.keyStep ?? [...this.plans.keys()].at(-1);
     const what = keyStep ? this.lostCreate(keyStep) : {};
-    if (what.sent) return this.resourceStep('requested', what);
+    // Only when every waiting request offers a set (reconciliation's orphans) is the match limited to their union.
+    const offered = this.reconcileRequests.every(({ request }) => request.among !== undefined)
+      ? [...new Set(this.reconcileRequests.flatMap(({ request }) => request.among ?? []))]
+      : undefined;
+    if (what.sent) return this.resourceStep('requested', { ...what, ...(offered ? { among: offered } : {}) });
     this.answerReconcileRequests({
       found: false,
       note: 'the create has not been sent yet: there is no buy to look for',
