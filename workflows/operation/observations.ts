@@ -672,11 +672,18 @@ export class Observations {
       return { action: 'follow-task', why: `the seller's task ${this.state.taskId} is known` };
     const lost = mutating && error.recovery === 'transient' && !this.state.taskId;
     if (IDEMPOTENCY_REFUSAL_CODES.has(error.code) || lost) return { action: 'reconcile' };
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
-    };
+    return { action: 'fail', reason: 'call_failed', message: this.callFailedMessage(error) };
+  }
+
+  /**
+   * A failed create says where a buy it may have made shows up: an earlier attempt may have reached the seller, and
+   * the ended operation can no longer adopt it, so the seller's reconciliation names it (never a new create: that
+   * could buy twice).
+   */
+  private callFailedMessage(error: AdcpError): string {
+    const failed = `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`;
+    if (!makesResource(this.state.task)) return failed;
+    return `${failed}. If an earlier attempt reached the seller, it may hold a buy from this operation: POST /v1/sellers/${this.state.sellerId}/reconcile lists the buys no operation knows and names this operation for one that echoes it; a new operation could buy twice.`;
   }
 
   /** What to do after reconciliation looked for the failed call's task. */
@@ -700,11 +707,7 @@ export class Observations {
         message: `The ${this.state.task} call to ${this.state.sellerId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
       };
     }
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
-    };
+    return { action: 'fail', reason: 'call_failed', message: this.callFailedMessage(error) };
   }
 
   recordReconciliation(entry: {
