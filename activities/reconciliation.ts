@@ -396,7 +396,21 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
           claimedTwice: [],
         };
       const claims = await claimsOf(input.sellerId, [...new Set(listed.buys.map((buy) => buy.mediaBuyId))]);
-      const orphans = listed.buys.filter((buy) => !claims.has(buy.mediaBuyId));
+      let orphans = listed.buys.filter((buy) => !claims.has(buy.mediaBuyId));
+      const orphanCount = orphans.length;
+      // One tenant's run lists with the credential every tenant shares: a buy no workflow knows may be another
+      // tenant's, so only those its echo names as the run's own operations are named (and offered); all are counted.
+      let note: string | undefined;
+      if (input.tenant !== undefined && !deps.sellers.multiTenant) {
+        const own = new Set(
+          (await listRunning(OPERATION_WORKFLOW_TYPE, input, ({ workflowId }) => workflowId)).filter((id) =>
+            orphans.some((orphan) => orphan.operationId === id),
+          ),
+        );
+        orphans = orphans.filter((orphan) => orphan.operationId !== undefined && own.has(orphan.operationId));
+        if (orphans.length < orphanCount)
+          note = `${orphanCount - orphans.length} buys no workflow knows are counted, not named: the seller's listing is shared by every tenant; the installation's reconciliation names them`;
+      }
       const claimedTwice = [...claims.entries()]
         .filter(([, owners]) => owners.length > 1)
         .map(([mediaBuyId, owners]) => ({ mediaBuyId, owners }));
@@ -405,8 +419,9 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         listed: listed.buys.length,
         truncated: listed.truncated,
         known: claims.size,
+        ...(note ? { note } : {}),
         orphans: await withNamedStatus(orphans.slice(0, input.maxReported)),
-        orphanCount: orphans.length,
+        orphanCount,
         claimedTwice: claimedTwice.slice(0, input.maxReported),
       };
     },

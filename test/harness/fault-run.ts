@@ -100,6 +100,23 @@ export interface FaultReport {
   orphanBuys: string[];
   buysKnownTwice: string[];
   completedWithoutBuy: string[];
+  /**
+   * The reconciliation orphan pass run at the end, per seller: the buys it listed, how many a workflow knows, the
+   * orphans it adopted, those left (no workflow knows them) and those claimed twice. `listed: false` where the
+   * seller's buys could not be listed.
+   */
+  reconciliation: Record<
+    string,
+    {
+      listed: boolean;
+      count: number;
+      known: number;
+      adopted: number;
+      orphans: string[];
+      claimedTwice: string[];
+      note?: string;
+    }
+  >;
   requests: number;
   kills: number;
   seconds: number;
@@ -353,7 +370,37 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const buysKnownTwice = [...knownBy.entries()]
       .filter(([, operations]) => operations.length > 1)
       .map(([mediaBuyId, operations]) => `${mediaBuyId}: ${operations.join(', ')}`);
+    // The orchestrator's own side: each seller's reconciliation compares its listing with the buys workflows know.
+    const reconciliation: FaultReport['reconciliation'] = {};
+    for (const agent of agents) {
+      try {
+        const pass = (await orchestrator.reconcile(agent.id, 'fault-test')).buys;
+        reconciliation[agent.id] = pass
+          ? {
+              listed: pass.listed,
+              count: pass.count,
+              known: pass.known,
+              adopted: pass.adopted.length,
+              orphans: pass.orphans.map((orphan) => orphan.mediaBuyId),
+              claimedTwice: pass.claimedTwice.map((claim) => `${claim.mediaBuyId}: ${claim.owners.join(', ')}`),
+              ...(pass.note ? { note: pass.note } : {}),
+            }
+          : { listed: false, count: 0, known: 0, adopted: 0, orphans: [], claimedTwice: [], note: 'no orphan pass' };
+      } catch (error) {
+        reconciliation[agent.id] = {
+          listed: false,
+          count: 0,
+          known: 0,
+          adopted: 0,
+          orphans: [],
+          claimedTwice: [],
+          note: `reconciliation failed: ${String(error)}`,
+        };
+      }
+      log(`reconciliation of ${agent.id}: ${JSON.stringify(reconciliation[agent.id])}`);
+    }
     return {
+      reconciliation,
       operations: operationIds.length,
       ended,
       notEnded,

@@ -104,6 +104,7 @@ async function orphanPass(
   const orphanCount = orphans.length + (found.orphanCount - found.orphans.length);
   return {
     listed: true,
+    ...(found.note ? { note: found.note } : {}),
     count: found.listed,
     truncated: found.truncated,
     known: found.known + adopted.length,
