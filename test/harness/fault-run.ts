@@ -32,6 +32,7 @@ import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { dataConverter } from '../../client/payload-codec';
+import { OperationEndedError } from '../../client/operation-errors';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import type { ManagedProcess } from '../../scripts/lib/processes';
@@ -279,6 +280,8 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
             });
             break;
           } catch (error) {
+            // An earlier attempt was taken (its answer lost to a deadline under load) and the operation has ended.
+            if (error instanceof OperationEndedError) break;
             if (attempt >= 5) throw error;
             await new Promise((resolve) => setTimeout(resolve, 2_000));
           }

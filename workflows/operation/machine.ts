@@ -174,7 +174,12 @@ type FollowUp =
   /** The polls stopped before the deadline: wait until `untilMs` (still interruptible), then decide again. */
   | { kind: 'pause'; untilMs: number }
   /** A read did not confirm a provisional completion: wait at the submitted cadence, then read again. */
-  | { kind: 'provisionalWait' };
+  | { kind: 'provisionalWait' }
+  /** The call again, with the same key, once the worker's circuit breaker for the seller lets calls through. */
+  | { kind: 'callAgain'; untilMs: number; step: string; params: Record<string, unknown> };
+
+/** Rounds of "call again after the breaker's cool-off" before the operation gives up (about an hour at 60 s). */
+const MAX_CALL_AGAIN_ROUNDS = 20;
 
 interface CallInFlight {
   step: string;
@@ -228,6 +233,7 @@ export class OperationMachine {
   private resourceSearch: { keyStep: string; error: AdcpError; nextReadAtMs: number } | undefined;
   /** What the read a cancel made while the buy was looked for could tell, when it could not find the buy. */
   private cancelLookup: { note: string; resource: OperationResource } | undefined;
+  private callAgainRounds = 0;
   /** Reconcile requests (`reconcileOperation`) waiting for a read of the resource, and the answers given. */
   private readonly reconcileRequests: { ticket: number; request: OperationReconcileRequest }[] = [];
   private readonly reconcileAnswers = new Map<number, OperationReconcileAnswer>();
@@ -653,6 +659,19 @@ export class OperationMachine {
         this.followUp = undefined;
         if (this.cancelRequest || this.terminal) return undefined;
         return { kind: 'wait', for: 'seller', untilMs: Math.min(followUp.untilMs, this.deadlineMs) };
+      case 'callAgain': {
+        // A cancel, an end, or a task learned meanwhile (an adoption, a webhook) makes the call unnecessary.
+        if (this.cancelRequest || this.terminal || this.state.taskId || this.pendingAdoption) {
+          this.followUp = undefined;
+          return undefined;
+        }
+        // Without a task there is nothing to poll; a reconcile request reads the buys while the call waits.
+        this.pollRequested = false;
+        const requested = this.reconcileRequests.length > 0 ? this.requestedResourceStep() : undefined;
+        if (requested) return requested;
+        if (this.now() < followUp.untilMs) return { kind: 'wait', for: 'seller', untilMs: followUp.untilMs };
+        return this.callStep(followUp.step, followUp.params);
+      }
       case 'provisionalWait':
         this.followUp = undefined;
         if (this.cancelRequest || this.terminal || !this.state.provisional) return undefined;
@@ -1275,6 +1294,23 @@ export class OperationMachine {
       if (found === 'adopted') this.record.applyRead(outcome.snapshot!, 'reconciliation');
     } else this.unexpected('reconcile', result);
     const next = this.record.decideAfterReconciliation(error, found, this.keyGeneration);
+    if (next.action === 'call-again' && this.callAgainRounds < MAX_CALL_AGAIN_ROUNDS && !this.cancelRequest) {
+      this.callAgainRounds += 1;
+      this.record.note(
+        'call',
+        `call ${keyStep} was not sent: the worker paused calls to ${this.state.sellerId} after repeated failures; calling again with the same key at ${iso(next.atMs)}`,
+      );
+      this.followUp = { kind: 'callAgain', untilMs: Math.min(next.atMs, this.deadlineMs), step, params };
+      return;
+    }
+    if (next.action === 'call-again') {
+      this.record.fail(
+        'call_failed',
+        `The ${this.state.task} call to ${this.state.sellerId} was not sent: the worker kept calls to the seller paused after repeated failures (${error.message}).`,
+        error,
+      );
+      return;
+    }
     if (next.action === 'find-resource') {
       this.resourceSearch = { keyStep, error, nextReadAtMs: this.now() };
       return;

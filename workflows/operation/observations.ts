@@ -122,7 +122,17 @@ export type ReconcileDecision =
   | { action: 'rekey' }
   /** No task route found the call's task: the resource itself (the seller's media buys) is looked for. */
   | { action: 'find-resource' }
+  /**
+   * The last attempts never left the worker (its own circuit breaker for the seller was open): the same call, with
+   * the same key, is made again once the breaker lets calls through (`atMs`).
+   */
+  | { action: 'call-again'; atMs: number }
   | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
+
+/** A call the worker's own circuit breaker for the seller refused: the seller was never asked. */
+export function isOwnCircuitRefusal(error: AdcpError): boolean {
+  return error.details?.origin === 'circuit-open';
+}
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -698,6 +708,10 @@ export class Observations {
     if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
     // No task route, and the answer was lost on the way (not a refusal the seller answered, such as RATE_LIMITED):
     // the seller may have made the buy, so it is looked for among the seller's media buys.
+    // Our own breaker refused the last attempts: the seller was not asked then, and an earlier attempt's buy is replayed
+    // by the same key. Calling again after the cool-off is safe; giving up would fail an operation nobody refused.
+    if (!refused && isOwnCircuitRefusal(error))
+      return { action: 'call-again', atMs: this.now() + Math.max(1, error.retryAfterSeconds ?? 60) * 1000 };
     const lostInTransport = error.code === 'TIMEOUT' || error.code.startsWith('TRANSPORT_');
     if (!refused && lostInTransport && makesResource(this.state.task)) return { action: 'find-resource' };
     if (refused) {
