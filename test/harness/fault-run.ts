@@ -73,6 +73,8 @@ export interface FaultReport {
   operations: number;
   ended: Record<string, number>;
   notEnded: string[];
+  /** The failure messages of the operations that ended failed (at most 10), to tell load from a bug. */
+  failures: string[];
   /** Buys of the operations expected to complete, plus buys no operation's key explains. */
   mediaBuys: number;
   operationsWithOneBuy: number;
@@ -314,6 +316,13 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         ended[`${outcome.value.status}${why}`] = (ended[`${outcome.value.status}${why}`] ?? 0) + 1;
       } else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
     });
+    const failures = settled
+      .flatMap((outcome, index) =>
+        outcome.status === 'fulfilled' && outcome.value.failure
+          ? [`${operationIds[index]}: ${outcome.value.failure.reason}: ${outcome.value.failure.message}`]
+          : [],
+      )
+      .slice(0, 10);
     const states = new Map<string, OperationState>();
     settled.forEach((outcome, index) => {
       if (outcome.status === 'fulfilled') states.set(operationIds[index], outcome.value);
@@ -407,6 +416,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       operations: operationIds.length,
       ended,
       notEnded,
+      failures,
       mediaBuys: mainCounts.reduce((sum, [, count]) => sum + count, 0),
       operationsWithOneBuy: mainCounts.filter(([, count]) => count === 1).length,
       duplicateBuys: [...byOwner.entries()].filter(([owner, count]) => count > 1 || owner.startsWith('unattributed:'))
