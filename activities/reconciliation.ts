@@ -16,7 +16,14 @@ import {
   SA_TASK_ID,
   SA_TENANT,
 } from '../config/search-attributes';
-import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../contract/operation';
+import {
+  OPERATION_WORKFLOW_TYPE,
+  type OperationReconcileAnswer,
+  adoptTaskSignal,
+  pollNowSignal,
+  reconcileOperationUpdate,
+} from '../contract/operation';
+import type { MatchedBy } from '../protocol/resource-match';
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
@@ -81,6 +88,48 @@ export interface SellerBuyList {
   note?: string;
 }
 
+/** The workflows that know a buy (AdcpMediaBuyId): one owner each, a child operation counted with its media buy. */
+export interface MediaBuyClaim {
+  mediaBuyId: string;
+  owners: string[];
+}
+
+/** A buy the seller holds that no workflow knows. */
+export interface OrphanBuy {
+  mediaBuyId: string;
+  status?: string;
+  createdAt?: string;
+  /** The operation its echoed context names, and how that operation stands (it could not adopt the buy). */
+  operationId?: string;
+  operationStatus?: string;
+}
+
+/** The orphan pass's first half: the seller's buys compared with the buys the orchestrator's workflows know. */
+export interface OrphanFindings {
+  /** false when the seller's buys could not be listed (`note` says why): nothing is known about orphans then. */
+  supported: boolean;
+  note?: string;
+  listed: number;
+  /** The listing stopped at its page cap: buys past it were not compared. */
+  truncated: boolean;
+  known: number;
+  orphans: OrphanBuy[];
+  /** Every orphan found; `orphans` holds at most the pass's cap of them. */
+  orphanCount: number;
+  claimedTwice: MediaBuyClaim[];
+}
+
+/** The orphan pass's second half: the orphans offered to the operations that could not know their buy. */
+export interface OrphanOffers {
+  /** Operations asked (their reconcile update, limited to the orphans). */
+  tried: number;
+  adopted: { operationId: string; mediaBuyId: string; matchedBy?: MatchedBy }[];
+  /** Orphans still known to no workflow after the offers (a re-check: some were learned meanwhile). */
+  remaining: OrphanBuy[];
+  /** Operations that did not answer within the pass's bound (busy with a call): asked again next pass. */
+  unanswered: string[];
+}
+
 export type OperationSignal =
   | { operationId: string; kind: 'pollNow'; requestedBy: string }
   | { operationId: string; kind: 'adoptTask'; taskId: string; requestedBy: string }
@@ -97,6 +146,20 @@ export interface ReconciliationScope {
   sellerId: string;
   tenant?: string;
   alsoUntenanted?: boolean;
+}
+
+/** `promise`'s value, or 'timeout' after `ms` (the promise goes on; its late answer is dropped). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  promise.catch(() => undefined);
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Visibility queries quote values; seller ids are validated by the config schema, but escape anyway. */
@@ -154,6 +217,91 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
       if (open.length >= MAX_OPEN_OPERATIONS) break;
     }
     return open;
+  }
+
+  /**
+   * Every buy the seller lists (every status), with the operation its echoed context names: what reconciliation
+   * compares with the buys the orchestrator knows, to find buys no operation knows (orphans).
+   */
+  async function listSellerBuys(input: { sellerId: string }): Promise<SellerBuyList> {
+    let agent;
+    let token: string | undefined;
+    try {
+      agent = deps.sellers.get(input.sellerId);
+      token = deps.sellers.token(input.sellerId, env);
+    } catch (error) {
+      throw new ConfigError((error as Error).message);
+    }
+    const context = Context.current();
+    const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
+    try {
+      const listed = await listBuys(
+        seller,
+        { agent, token, signal: deadline.signal },
+        { maxPages: MAX_TASK_PAGES },
+        () => new Date().toISOString(),
+      );
+      if (listed.unreadable)
+        return { supported: false, buys: [], truncated: false, note: describeError(listed.unreadable) };
+      const buys = listed.rows.flatMap((row): SellerBuy[] => {
+        if (typeof row.media_buy_id !== 'string') return [];
+        const marker = asRecord(asRecord(row.context)?.[ORCHESTRATOR_CONTEXT_KEY]);
+        return [
+          {
+            mediaBuyId: row.media_buy_id,
+            ...(typeof row.status === 'string' ? { status: row.status } : {}),
+            ...(typeof marker?.operation_id === 'string' ? { operationId: marker.operation_id } : {}),
+            ...(typeof row.created_at === 'string' ? { createdAt: row.created_at } : {}),
+          },
+        ];
+      });
+      return { supported: true, buys, truncated: !listed.complete };
+    } catch (error) {
+      if (isUnknownToolError(error)) return { supported: false, buys: [], truncated: false };
+      throw error;
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  /**
+   * Who knows each of these buys at this seller (AdcpMediaBuyId, open or closed workflows), in batches. Runs of one
+   * workflow count once, and an operation run as a media buy's child counts with its parent (the buy's workflow).
+   */
+  async function claimsOf(sellerId: string, mediaBuyIds: string[]): Promise<Map<string, string[]>> {
+    const known = new Map<string, Map<string, string | undefined>>();
+    for (let index = 0; index < mediaBuyIds.length; index += 50) {
+      const batch = mediaBuyIds.slice(index, index + 50);
+      const query = `${SA_SELLER.name} = ${quoted(sellerId)} AND ${SA_MEDIA_BUY_ID.name} IN (${batch.map(quoted).join(', ')})`;
+      for await (const execution of deps.client.workflow.list({ query })) {
+        const id = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
+        if (!id) continue;
+        const owners = known.get(id) ?? new Map<string, string | undefined>();
+        owners.set(execution.workflowId, execution.parentExecution?.workflowId ?? undefined);
+        known.set(id, owners);
+      }
+      Context.current().heartbeat(index);
+    }
+    return new Map(
+      [...known.entries()].map(([id, owners]) => [
+        id,
+        [...owners.entries()].filter(([, parent]) => !parent || !owners.has(parent)).map(([owner]) => owner),
+      ]),
+    );
+  }
+
+  /** The orphans whose echoed context names an operation, with that operation's status (why it did not adopt). */
+  async function withNamedStatus(orphans: OrphanBuy[]): Promise<OrphanBuy[]> {
+    return Promise.all(
+      orphans.map(async (orphan) => {
+        if (!orphan.operationId) return orphan;
+        const description = await deps.client.workflow
+          .getHandle(orphan.operationId)
+          .describe()
+          .catch(() => undefined);
+        return { ...orphan, operationStatus: description?.status.name ?? 'NOT_FOUND' };
+      }),
+    );
   }
 
   return {
@@ -227,67 +375,122 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
       return { supported: false, tasks: [], truncated: false };
     },
 
+    listSellerBuys,
+
     /**
-     * Every buy the seller lists (every status), with the operation its echoed context names: what reconciliation
-     * compares with the buys the orchestrator knows, to find buys no operation knows (orphans).
+     * The orphan pass's comparison: every buy the seller lists (bounded pages) against the workflows that know each
+     * (AdcpMediaBuyId, open or closed). A buy no workflow knows is an orphan; one two workflows know is claimed twice.
+     * Only counts and capped lists cross into the workflow's history.
      */
-    async listSellerBuys(input: { sellerId: string }): Promise<SellerBuyList> {
-      let agent;
-      let token: string | undefined;
-      try {
-        agent = deps.sellers.get(input.sellerId);
-        token = deps.sellers.token(input.sellerId, env);
-      } catch (error) {
-        throw new ConfigError((error as Error).message);
-      }
-      const context = Context.current();
-      const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
-      try {
-        const listed = await listBuys(
-          seller,
-          { agent, token, signal: deadline.signal },
-          { maxPages: MAX_TASK_PAGES },
-          () => new Date().toISOString(),
+    async findOrphanBuys(input: ReconciliationScope & { maxReported: number }): Promise<OrphanFindings> {
+      const listed = await listSellerBuys({ sellerId: input.sellerId });
+      if (!listed.supported)
+        return {
+          supported: false,
+          note: listed.note ?? `${input.sellerId} does not list its media buys`,
+          listed: 0,
+          truncated: false,
+          known: 0,
+          orphans: [],
+          orphanCount: 0,
+          claimedTwice: [],
+        };
+      const claims = await claimsOf(input.sellerId, [...new Set(listed.buys.map((buy) => buy.mediaBuyId))]);
+      let orphans = listed.buys.filter((buy) => !claims.has(buy.mediaBuyId));
+      const orphanCount = orphans.length;
+      // One tenant's run lists with the credential every tenant shares: a buy no workflow knows may be another
+      // tenant's, so only those its echo names as the run's own operations are named (and offered); all are counted.
+      let note: string | undefined;
+      if (input.tenant !== undefined && !deps.sellers.multiTenant) {
+        const own = new Set(
+          (await listRunning(OPERATION_WORKFLOW_TYPE, input, ({ workflowId }) => workflowId)).filter((id) =>
+            orphans.some((orphan) => orphan.operationId === id),
+          ),
         );
-        if (listed.unreadable)
-          return { supported: false, buys: [], truncated: false, note: describeError(listed.unreadable) };
-        const buys = listed.rows.flatMap((row): SellerBuy[] => {
-          if (typeof row.media_buy_id !== 'string') return [];
-          const marker = asRecord(asRecord(row.context)?.[ORCHESTRATOR_CONTEXT_KEY]);
-          return [
-            {
-              mediaBuyId: row.media_buy_id,
-              ...(typeof row.status === 'string' ? { status: row.status } : {}),
-              ...(typeof marker?.operation_id === 'string' ? { operationId: marker.operation_id } : {}),
-              ...(typeof row.created_at === 'string' ? { createdAt: row.created_at } : {}),
-            },
-          ];
-        });
-        return { supported: true, buys, truncated: !listed.complete };
-      } catch (error) {
-        if (isUnknownToolError(error)) return { supported: false, buys: [], truncated: false };
-        throw error;
-      } finally {
-        deadline.dispose();
+        orphans = orphans.filter((orphan) => orphan.operationId !== undefined && own.has(orphan.operationId));
+        if (orphans.length < orphanCount)
+          note = `${orphanCount - orphans.length} buys no workflow knows are counted, not named: the seller's listing is shared by every tenant; the installation's reconciliation names them`;
       }
+      const claimedTwice = [...claims.entries()]
+        .filter(([, owners]) => owners.length > 1)
+        .map(([mediaBuyId, owners]) => ({ mediaBuyId, owners }));
+      return {
+        supported: true,
+        listed: listed.buys.length,
+        truncated: listed.truncated,
+        known: claims.size,
+        ...(note ? { note } : {}),
+        orphans: await withNamedStatus(orphans.slice(0, input.maxReported)),
+        orphanCount,
+        claimedTwice: claimedTwice.slice(0, input.maxReported),
+      };
     },
 
     /**
-     * Which of these buys a workflow knows (an operation that made it, or the media buy's own workflow, by the
-     * AdcpMediaBuyId search attribute), open or closed.
+     * Offers the orphans to the open creates at this seller that know no buy (those an orphan's echoed context names
+     * first, at most `maxOperations`): each is asked through its own reconcile update, limited to the orphans, so it
+     * matches by its own rules (idempotency key, context, po_number, then packages + budget + flight) and records
+     * `matched_by`. One operation at a time, so two never adopt the same buy; each bounded by `updateTimeoutMs`.
      */
-    async knownMediaBuys(input: { mediaBuyIds: string[] }): Promise<string[]> {
-      const known = new Set<string>();
-      for (let index = 0; index < input.mediaBuyIds.length; index += 50) {
-        const batch = input.mediaBuyIds.slice(index, index + 50);
-        const query = `${SA_MEDIA_BUY_ID.name} IN (${batch.map(quoted).join(', ')})`;
-        for await (const execution of deps.client.workflow.list({ query })) {
-          const id = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
-          if (id) known.add(id);
-        }
-        Context.current().heartbeat(index);
+    async offerOrphans(
+      input: ReconciliationScope & {
+        orphans: OrphanBuy[];
+        requestedBy: string;
+        maxOperations: number;
+        updateTimeoutMs: number;
+      },
+    ): Promise<OrphanOffers> {
+      const context = Context.current();
+      // Learned since the listing (a call in flight answered): not orphans.
+      let claims = await claimsOf(
+        input.sellerId,
+        input.orphans.map((orphan) => orphan.mediaBuyId),
+      );
+      let remaining = input.orphans.filter((orphan) => !claims.has(orphan.mediaBuyId));
+      const adopted: OrphanOffers['adopted'] = [];
+      const unanswered: string[] = [];
+      let tried = 0;
+      if (remaining.length === 0) return { tried, adopted, remaining, unanswered };
+      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_TASK.name} = 'create_media_buy' AND ${SA_MEDIA_BUY_ID.name} IS NULL AND ${scopeClause(input)}`;
+      const looking: string[] = [];
+      for await (const execution of deps.client.workflow.list({ query })) {
+        looking.push(execution.workflowId);
+        if (looking.length >= MAX_OPEN_OPERATIONS) break;
       }
-      return [...known];
+      const named = new Set(remaining.flatMap((orphan) => (orphan.operationId ? [orphan.operationId] : [])));
+      const order = [...looking.filter((id) => named.has(id)), ...looking.filter((id) => !named.has(id))].slice(
+        0,
+        input.maxOperations,
+      );
+      const runBy = context.info.workflowExecution?.workflowId ?? 'manual';
+      for (const operationId of order) {
+        if (remaining.length === 0) break;
+        tried += 1;
+        context.heartbeat(tried);
+        const among = remaining.map((orphan) => orphan.mediaBuyId);
+        const answer = await within(
+          deps.client.workflow.getHandle(operationId).executeUpdate(reconcileOperationUpdate, {
+            args: [{ requestedBy: input.requestedBy, among }],
+            updateId: `orphans:${runBy}:${operationId}`,
+          }),
+          input.updateTimeoutMs,
+        ).catch((): OperationReconcileAnswer | 'error' => 'error');
+        if (answer === 'timeout') unanswered.push(operationId);
+        if (typeof answer !== 'object' || !answer.found || !answer.media_buy_id) continue;
+        const mediaBuyId = answer.media_buy_id;
+        if (!among.includes(mediaBuyId)) continue;
+        adopted.push({ operationId, mediaBuyId, ...(answer.matched_by ? { matchedBy: answer.matched_by } : {}) });
+        remaining = remaining.filter((orphan) => orphan.mediaBuyId !== mediaBuyId);
+      }
+      // What is still unknown now, after the adoptions were indexed (visibility trails the upserts a little).
+      if (remaining.length > 0) {
+        claims = await claimsOf(
+          input.sellerId,
+          remaining.map((orphan) => orphan.mediaBuyId),
+        );
+        remaining = remaining.filter((orphan) => !claims.has(orphan.mediaBuyId));
+      }
+      return { tried, adopted, remaining: await withNamedStatus(remaining), unanswered };
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

@@ -30,6 +30,8 @@ export interface ResourceRead {
   account?: unknown;
   /** Buys other operations already know: never adopted by a listing. */
   exclude?: readonly string[];
+  /** Only these buys may be adopted (the orphans reconciliation offers); a listing without them is not "absent". */
+  among?: readonly string[];
   shaping?: RequestShaping;
   maxPages?: number;
 }
@@ -182,7 +184,9 @@ export async function readResource(
       shaping,
       note: `the media buys at ${context.agent.id} could not be listed: ${describeError(unreadable)}`,
     };
-  const match = matchListedBuy(rows, read.sent, new Set(read.exclude ?? []));
+  const among = read.among ? new Set(read.among) : undefined;
+  const offered = among ? rows.filter((row) => among.has(String(row.media_buy_id))) : rows;
+  const match = matchListedBuy(offered, read.sent, new Set(read.exclude ?? []));
   if (match.found)
     return {
       found: true,
@@ -195,7 +199,7 @@ export async function readResource(
   return {
     found: false,
     ...(match.candidates.length > 0 ? { candidates: match.candidates } : {}),
-    absent: complete && match.candidates.length === 0,
+    absent: complete && match.candidates.length === 0 && !among,
     shaping,
     note: `${match.note}${complete ? '' : ` (only the first ${maxPages} pages were read)`}`,
   };
@@ -231,6 +235,7 @@ export function createResourceActivities(deps: ResourceActivityDependencies) {
                 ...(input.sent ? { sent: input.sent } : {}),
                 ...(input.account !== undefined ? { account: input.account } : {}),
                 ...(input.exclude ? { exclude: input.exclude } : {}),
+                ...(input.among ? { among: input.among } : {}),
                 ...(input.requestShaping ? { shaping: input.requestShaping } : {}),
               },
               () => new Date().toISOString(),

@@ -47,6 +47,8 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
         message: `Calls to seller "${sellerId}" are paused after repeated failures; the next try is in ${Math.ceil(permission.retryAfterMs / 1000)} s.`,
         recovery: 'transient',
         retryAfterSeconds: permission.retryAfterMs / 1000,
+        // The seller was not asked: the operation may call again with the same key once the breaker lets it.
+        details: { origin: 'circuit-open' },
       };
       throw ApplicationFailure.create({
         type: 'CircuitOpen',

@@ -45,6 +45,33 @@ export function reconciliationReportView(report: ReconciliationReport): Record<s
     ...(report.mediaBuyRefreshRequested !== undefined
       ? { media_buy_refresh_requested: report.mediaBuyRefreshRequested }
       : {}),
+    ...(report.buys ? { seller_buys: sellerBuysView(report.buys) } : {}),
+  };
+}
+
+/** The orphan pass of a reconciliation report, snake_case. */
+function sellerBuysView(buys: NonNullable<ReconciliationReport['buys']>): Record<string, unknown> {
+  return {
+    listed: buys.listed,
+    ...(buys.note !== undefined ? { note: buys.note } : {}),
+    count: buys.count,
+    truncated: buys.truncated,
+    known: buys.known,
+    adopted: buys.adopted.map((entry) => ({
+      operation_id: entry.operationId,
+      media_buy_id: entry.mediaBuyId,
+      ...(entry.matchedBy ? { matched_by: entry.matchedBy } : {}),
+    })),
+    orphan_count: buys.orphanCount,
+    orphans: buys.orphans.map((orphan) => ({
+      media_buy_id: orphan.mediaBuyId,
+      ...(orphan.status !== undefined ? { status: orphan.status } : {}),
+      ...(orphan.createdAt !== undefined ? { created_at: orphan.createdAt } : {}),
+      ...(orphan.operationId !== undefined ? { named_operation_id: orphan.operationId } : {}),
+      ...(orphan.operationStatus !== undefined ? { named_operation_status: orphan.operationStatus } : {}),
+    })),
+    claimed_twice: buys.claimedTwice.map((claim) => ({ media_buy_id: claim.mediaBuyId, workflow_ids: claim.owners })),
+    ...(buys.unanswered ? { unanswered: buys.unanswered } : {}),
   };
 }
 

@@ -154,6 +154,8 @@ export interface ReadResourceInput {
   account?: unknown;
   /** Buys other operations already know: never adopted from a listing. */
   exclude?: string[];
+  /** Only these buys may be adopted from a listing (the orphans reconciliation offers): the rest are not candidates. */
+  among?: string[];
   requestShaping?: RequestShaping;
   timeouts: CallTimeouts;
 }

@@ -97,6 +97,11 @@ export interface OperationReconcileRequest {
   requestedBy: string;
   /** The authenticated principal that asked (`tenant/id`). */
   principal?: string;
+  /**
+   * Only these buys may be adopted (reconciliation offers the buys no operation knows): a buy outside them is never
+   * this operation's by a listing match. At most MAX_RECONCILE_AMONG (contract/validators.ts) ids.
+   */
+  among?: string[];
 }
 
 /** One entry of the audit trail: who (the authenticated principal, `tenant/id`) did what to the operation, when. */

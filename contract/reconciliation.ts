@@ -2,6 +2,7 @@
  * Reconciliation of one seller: what the reconcileSeller workflow is started with and the report it answers, as the
  * API, the CLI and the typed client read it.
  */
+import type { MatchedBy } from '../protocol/resource-match';
 
 export interface ReconciliationInput {
   sellerId: string;
@@ -38,4 +39,31 @@ export interface ReconciliationReport {
   openMediaBuys: number;
   /** Of those, how many were asked to read get_media_buys now (refreshMediaBuy). */
   mediaBuyRefreshRequested: number;
+  /** The orphan pass: the seller's buys against the buys the orchestrator's workflows know (docs/convergence.md). */
+  buys?: {
+    /** false when the seller's buys could not be listed (`note`): nothing is known about orphans then. */
+    listed: boolean;
+    note?: string;
+    /** Buys the seller listed, and whether the listing stopped at its page cap. */
+    count: number;
+    truncated: boolean;
+    /** Of those, buys a workflow knows (after this pass's adoptions). */
+    known: number;
+    /** Orphans adopted by the operation that could not know them, and how each matched. */
+    adopted: { operationId: string; mediaBuyId: string; matchedBy?: MatchedBy }[];
+    /** Buys no workflow knows after the pass (at most 50 named; `orphanCount` counts all). */
+    orphans: {
+      mediaBuyId: string;
+      status?: string;
+      createdAt?: string;
+      /** The operation the buy's echoed context names, and its execution status. */
+      operationId?: string;
+      operationStatus?: string;
+    }[];
+    orphanCount: number;
+    /** Buys more than one workflow claims (their workflow IDs). */
+    claimedTwice: { mediaBuyId: string; owners: string[] }[];
+    /** Operations offered the orphans that did not answer in time (busy with a call). */
+    unanswered?: string[];
+  };
 }

@@ -81,3 +81,6 @@ export function actorProblem(value: unknown): string | undefined {
   if (value.length > ACTOR_MAX) return `must be at most ${ACTOR_MAX} characters`;
   return undefined;
 }
+
+/** The most buys one reconcile request may offer an operation (`OperationReconcileRequest.among`). */
+export const MAX_RECONCILE_AMONG = 500;

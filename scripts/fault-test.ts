@@ -4,8 +4,9 @@
  * the call timeout) and 5% landing on hanging sockets, plus 10 operations at a seller that sends its signed final
  * webhook before its answer and loses half of those answers after it acted, plus 6 operations canceled while the
  * others' calls are in flight at the same sellers, while the worker process is SIGKILLed and restarted twice.
- * Exits 1 unless every operation completed, every canceled one ended canceled with at most one buy, and the sellers
- * hold exactly one media buy per completed operation.
+ * Exits 1 unless every operation completed, every canceled one ended canceled with at most one buy, the sellers
+ * hold exactly one media buy per completed operation, and each seller's reconciliation orphan pass, run at the end,
+ * finds every buy it lists known to exactly one workflow (no orphans, none claimed twice).
  * Options: --operations N --kills K --fault-rate R --hang-rate R --webhook-first N --lost-answer-rate R --cancels N.
  */
 import { closeMCPConnections } from '@adcp/sdk';
@@ -47,6 +48,16 @@ async function main(): Promise<void> {
       log: (line) => console.log(`fault-test: ${line}`),
     });
     console.log(JSON.stringify(report, null, 2));
+    // The reconciliation orphan pass must agree: every buy a seller lists known to exactly one workflow.
+    const passes = Object.values(report.reconciliation);
+    const passFigures = Object.entries(report.reconciliation)
+      .map(([sellerId, pass]) =>
+        pass.listed
+          ? `${sellerId}: ${pass.count} listed, ${pass.known} known, ${pass.adopted} adopted, ${pass.orphans.length} orphans, ${pass.claimedTwice.length} claimed twice`
+          : `${sellerId}: not listed (${pass.note ?? 'no listing'})`,
+      )
+      .join('; ');
+    console.log(`fault-test: reconciliation orphan pass — ${passFigures}`);
     const expected = operations + webhookFirstOperations + outOfBandApprovals + lostWithoutWebhooks;
     const ok =
       report.notEnded.length === 0 &&
@@ -58,7 +69,9 @@ async function main(): Promise<void> {
       report.canceled.unaccountedBuys === 0 &&
       report.orphanBuys.length === 0 &&
       report.buysKnownTwice.length === 0 &&
-      report.completedWithoutBuy.length === 0;
+      report.completedWithoutBuy.length === 0 &&
+      passes.every((pass) => pass.orphans.length === 0 && pass.claimedTwice.length === 0) &&
+      passes.some((pass) => pass.listed);
     console.log(
       ok
         ? `fault-test: PASS — ${expected} operations completed, ${report.mediaBuys} media buys, ${cancels} canceled (${report.canceled.buys} buys, each canceled at the seller or on record), ${report.faultsInjected} faults, ${report.hangingRequests} unanswered requests, ${report.webhooksFirst.accepted} webhooks before answers, ${report.approvals.admin + report.approvals.completeTask} approvals at the seller (${report.approvals.admin} in its admin flow), ${report.lostWithoutWebhooks} answers lost without webhooks; ${report.buysHeld} buys held, ${report.orphanBuys.length} orphans, ${report.buysKnownTwice.length} claimed twice; ${kills} worker kills, ${report.seconds} s`

@@ -5,13 +5,16 @@
  * and the campaigns are recorded by the integration tests that drive them, run here with their recording switch
  * (test/fixtures/media-buy-seller/histories/, test/fixtures/campaign-sellers/histories/). Record again only on
  * purpose (a new baseline, a new scenario), and commit the files. `npm run record-histories -- operations` records
- * only the operations' histories (test/histories/operation-*.json), after a change to the operation workflow alone.
+ * only the operations' histories (test/histories/operation-*.json), after a change to the operation workflow alone;
+ * `-- server-only` records every history of test/histories/ (operations, reconciliations, capabilities) without the
+ * recording tests.
  */
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
+import { ProtocolClient } from '@adcp/sdk/advanced';
 import { freePort, startDevServer } from './lib/dev-server';
 import { resolveTemporalCli } from './lib/temporal-binaries';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
@@ -42,11 +45,19 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
   for (const file of readdirSync(OUT).filter(replaced)) rmSync(path.join(OUT, file));
   const server = await startDevServer({ port: await freePort(), headless: true });
   const seller = await startScriptedSeller();
-  const sellers = registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]);
+  // A seller with no task read or listing, whose media-buy listing echoes the create's context: lost answers are
+  // found by the listing only.
+  const listing = await startScriptedSeller({
+    profile: { 'no-tasks-get': true, 'buy-listing': { echo: ['context'], defaultStatusFilter: true } },
+  });
+  const sellers = registry([
+    { id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' },
+    { id: 'listing', url: listing.url, protocol: 'mcp', token_env: 'LISTING_TOKEN' },
+  ]);
   const stack = await startTestStack({
     address: server.address,
     sellers,
-    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+    activities: { env: { FIXTURE_TOKEN: seller.authToken, LISTING_TOKEN: listing.authToken }, callTimeoutMs: 2_000 },
   });
   const show = (workflowId: string) =>
     // Exactly what operators export with the CLI, and what the replayer reads back.
@@ -64,10 +75,10 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
     await stack.orchestrator.result(operationId).catch(() => undefined);
     write(`operation-${name}`, show(operationId));
   };
-  const start = (task = 'create_media_buy') =>
+  const start = (task = 'create_media_buy', sellerId = 'fixture') =>
     stack.orchestrator
       .start({
-        sellerId: 'fixture',
+        sellerId,
         task,
         params: task === 'get_products' ? getProductsParams : createMediaBuyParams(),
         idempotencyKey: randomUUID(),
@@ -151,7 +162,42 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
     );
     await stack.orchestrator.cancel(canceled, { requestedBy: 'recorder', reason: 'replay fixture' });
     await record('canceled-while-submitted', canceled);
+
+    // The create's every answer lost at the listing-only seller: the buy is found in its listing (matched_by context).
+    listing.script('create_media_buy', [{ status: 'completed' }]);
+    listing.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 3 });
+    await record('buy-found-by-listing', await start('create_media_buy', 'listing'));
+
+    // The same while the listing is down: the operation cannot know; its reconcile update reads the listing and adopts.
+    listing.script('create_media_buy', [{ status: 'completed' }]);
+    listing.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: 3 });
+    listing.chaos('get_media_buys', { rate: 1, faults: [{ kind: 'http-status', status: 503 }] });
+    const unknown = await start('create_media_buy', 'listing');
+    await eventually(async () => {
+      const state = (await stack.orchestrator.status(unknown)).state;
+      return state?.status === 'unknown' && !state.callInFlight ? true : undefined;
+    }, 60_000);
+    listing.chaos('get_media_buys', undefined);
+    await stack.orchestrator.reconcileOperation(unknown, 'recorder');
+    await record('reconcile-update-adopts', unknown);
+
     if (operationsOnly) return;
+
+    // The orphan pass: the buy another client of the listing seller made is no operation's.
+    listing.script('create_media_buy', [{ status: 'completed' }]);
+    await ProtocolClient.callTool(listing.agent('mcp', 'listing') as never, 'create_media_buy', {
+      ...createMediaBuyParams(),
+      idempotency_key: `someone-else-${randomUUID()}`,
+    });
+    const orphansId = `reconciliation:listing:${randomUUID()}`;
+    await (
+      await stack.client.workflow.start('reconcileSeller', {
+        workflowId: orphansId,
+        taskQueue: stack.taskQueue,
+        args: [{ sellerId: 'listing', requestedBy: 'recorder' }],
+      })
+    ).result();
+    write('reconciliation-orphan-reported', show(orphansId));
 
     // A reconciliation of the seller while one operation waits in submitted: it is told to poll now.
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
@@ -178,6 +224,7 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
   } finally {
     await stack.close();
     await seller.close();
+    await listing.close();
     await closeMCPConnections().catch(() => undefined);
     await server.stop();
   }
@@ -209,8 +256,9 @@ function withoutClonePaths(): void {
 
 async function main(): Promise<void> {
   const operationsOnly = process.argv.slice(2).includes('operations');
+  const serverOnly = process.argv.slice(2).includes('server-only');
   await recordOperations(operationsOnly);
-  if (!operationsOnly) recordByTests();
+  if (!operationsOnly && !serverOnly) recordByTests();
   withoutClonePaths();
 }
 

@@ -32,6 +32,7 @@ import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { dataConverter } from '../../client/payload-codec';
+import { OperationEndedError } from '../../client/operation-errors';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import type { ManagedProcess } from '../../scripts/lib/processes';
@@ -72,6 +73,8 @@ export interface FaultReport {
   operations: number;
   ended: Record<string, number>;
   notEnded: string[];
+  /** The failure messages of the operations that ended failed (at most 10), to tell load from a bug. */
+  failures: string[];
   /** Buys of the operations expected to complete, plus buys no operation's key explains. */
   mediaBuys: number;
   operationsWithOneBuy: number;
@@ -100,6 +103,23 @@ export interface FaultReport {
   orphanBuys: string[];
   buysKnownTwice: string[];
   completedWithoutBuy: string[];
+  /**
+   * The reconciliation orphan pass run at the end, per seller: the buys it listed, how many a workflow knows, the
+   * orphans it adopted, those left (no workflow knows them) and those claimed twice. `listed: false` where the
+   * seller's buys could not be listed.
+   */
+  reconciliation: Record<
+    string,
+    {
+      listed: boolean;
+      count: number;
+      known: number;
+      adopted: number;
+      orphans: string[];
+      claimedTwice: string[];
+      note?: string;
+    }
+  >;
   requests: number;
   kills: number;
   seconds: number;
@@ -262,6 +282,8 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
             });
             break;
           } catch (error) {
+            // An earlier attempt was taken (its answer lost to a deadline under load) and the operation has ended.
+            if (error instanceof OperationEndedError) break;
             if (attempt >= 5) throw error;
             await new Promise((resolve) => setTimeout(resolve, 2_000));
           }
@@ -294,6 +316,13 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         ended[`${outcome.value.status}${why}`] = (ended[`${outcome.value.status}${why}`] ?? 0) + 1;
       } else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
     });
+    const failures = settled
+      .flatMap((outcome, index) =>
+        outcome.status === 'fulfilled' && outcome.value.failure
+          ? [`${operationIds[index]}: ${outcome.value.failure.reason}: ${outcome.value.failure.message}`]
+          : [],
+      )
+      .slice(0, 10);
     const states = new Map<string, OperationState>();
     settled.forEach((outcome, index) => {
       if (outcome.status === 'fulfilled') states.set(operationIds[index], outcome.value);
@@ -353,10 +382,41 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const buysKnownTwice = [...knownBy.entries()]
       .filter(([, operations]) => operations.length > 1)
       .map(([mediaBuyId, operations]) => `${mediaBuyId}: ${operations.join(', ')}`);
+    // The orchestrator's own side: each seller's reconciliation compares its listing with the buys workflows know.
+    const reconciliation: FaultReport['reconciliation'] = {};
+    for (const agent of agents) {
+      try {
+        const pass = (await orchestrator.reconcile(agent.id, 'fault-test')).buys;
+        reconciliation[agent.id] = pass
+          ? {
+              listed: pass.listed,
+              count: pass.count,
+              known: pass.known,
+              adopted: pass.adopted.length,
+              orphans: pass.orphans.map((orphan) => orphan.mediaBuyId),
+              claimedTwice: pass.claimedTwice.map((claim) => `${claim.mediaBuyId}: ${claim.owners.join(', ')}`),
+              ...(pass.note ? { note: pass.note } : {}),
+            }
+          : { listed: false, count: 0, known: 0, adopted: 0, orphans: [], claimedTwice: [], note: 'no orphan pass' };
+      } catch (error) {
+        reconciliation[agent.id] = {
+          listed: false,
+          count: 0,
+          known: 0,
+          adopted: 0,
+          orphans: [],
+          claimedTwice: [],
+          note: `reconciliation failed: ${String(error)}`,
+        };
+      }
+      log(`reconciliation of ${agent.id}: ${JSON.stringify(reconciliation[agent.id])}`);
+    }
     return {
+      reconciliation,
       operations: operationIds.length,
       ended,
       notEnded,
+      failures,
       mediaBuys: mainCounts.reduce((sum, [, count]) => sum + count, 0),
       operationsWithOneBuy: mainCounts.filter(([, count]) => count === 1).length,
       duplicateBuys: [...byOwner.entries()].filter(([owner, count]) => count > 1 || owner.startsWith('unattributed:'))

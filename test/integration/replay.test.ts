@@ -13,7 +13,16 @@ const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
 test('there are committed histories of operations, a reconciliation and a seller capabilities workflow', () => {
   expect(files.filter((file) => file.startsWith('operation-')).length).toBeGreaterThanOrEqual(7);
-  expect(files).toEqual(expect.arrayContaining(['reconciliation-poll-now.json', 'seller-capabilities-refreshed.json']));
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'reconciliation-poll-now.json',
+      'seller-capabilities-refreshed.json',
+      // The resource paths: a lost answer found in the listing, the reconcile update adopting, the orphan pass.
+      'operation-buy-found-by-listing.json',
+      'operation-reconcile-update-adopts.json',
+      'reconciliation-orphan-reported.json',
+    ]),
+  );
 });
 
 test.each(files)('replays %s', async (file) => {

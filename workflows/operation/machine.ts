@@ -50,6 +50,7 @@ import type {
 } from '../../contract/operation';
 import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
 import {
+  MAX_RECONCILE_AMONG,
   actorProblem,
   cancelRequestProblem,
   credentialsRefreshProblem,
@@ -89,9 +90,10 @@ export type PollPurpose =
 
 /**
  * Why the resource (the seller's media buys) is read: to confirm the buy a completed task record names, to find the
- * buy a lost call may have made (no task route found it), or because the buyer asked (`reconcileOperation`).
+ * buy a lost call may have made (no task route found it), because the buyer asked (`reconcileOperation`), or because
+ * a cancel arrived while the buy was looked for (`before-cancel`: what exists is read before the cancel settles).
  */
-export type ResourcePurpose = 'confirm-provisional' | 'find-lost' | 'requested';
+export type ResourcePurpose = 'confirm-provisional' | 'find-lost' | 'requested' | 'before-cancel';
 
 /** What a wait waits for; each has its own deadline and its own wake rule (`wakes()`). */
 export type WaitFor = 'seller' | 'input' | 'credentials';
@@ -172,7 +174,12 @@ type FollowUp =
   /** The polls stopped before the deadline: wait until `untilMs` (still interruptible), then decide again. */
   | { kind: 'pause'; untilMs: number }
   /** A read did not confirm a provisional completion: wait at the submitted cadence, then read again. */
-  | { kind: 'provisionalWait' };
+  | { kind: 'provisionalWait' }
+  /** The call again, with the same key, once the worker's circuit breaker for the seller lets calls through. */
+  | { kind: 'callAgain'; untilMs: number; step: string; params: Record<string, unknown> };
+
+/** Rounds of "call again after the breaker's cool-off" before the operation gives up (about an hour at 60 s). */
+const MAX_CALL_AGAIN_ROUNDS = 20;
 
 interface CallInFlight {
   step: string;
@@ -224,6 +231,9 @@ export class OperationMachine {
   private cancelSettled = false;
   /** A lost create's buy is looked for among the seller's media buys (no task route found it). */
   private resourceSearch: { keyStep: string; error: AdcpError; nextReadAtMs: number } | undefined;
+  /** What the read a cancel made while the buy was looked for could tell, when it could not find the buy. */
+  private cancelLookup: { note: string; resource: OperationResource } | undefined;
+  private callAgainRounds = 0;
   /** Reconcile requests (`reconcileOperation`) waiting for a read of the resource, and the answers given. */
   private readonly reconcileRequests: { ticket: number; request: OperationReconcileRequest }[] = [];
   private readonly reconcileAnswers = new Map<number, OperationReconcileAnswer>();
@@ -389,6 +399,14 @@ export class OperationMachine {
     const asked = request as Partial<OperationReconcileRequest> | undefined;
     if (!asked || typeof asked.requestedBy !== 'string' || actorProblem(asked.requestedBy) !== undefined)
       throw new Error('requestedBy must say who asked for the reconciliation.');
+    const among: unknown = asked.among;
+    if (
+      among !== undefined &&
+      (!Array.isArray(among) ||
+        among.length > MAX_RECONCILE_AMONG ||
+        among.some((id) => typeof id !== 'string' || id === '' || id.length > 200))
+    )
+      throw new Error(`among must list at most ${MAX_RECONCILE_AMONG} media_buy_ids.`);
   }
 
   /** A reconcile request: answered (`reconcileAnswer`) once a read of the resource, or the operation's end, tells. */
@@ -641,6 +659,19 @@ export class OperationMachine {
         this.followUp = undefined;
         if (this.cancelRequest || this.terminal) return undefined;
         return { kind: 'wait', for: 'seller', untilMs: Math.min(followUp.untilMs, this.deadlineMs) };
+      case 'callAgain': {
+        // A cancel, an end, or a task learned meanwhile (an adoption, a webhook) makes the call unnecessary.
+        if (this.cancelRequest || this.terminal || this.state.taskId || this.pendingAdoption) {
+          this.followUp = undefined;
+          return undefined;
+        }
+        // Without a task there is nothing to poll; a reconcile request reads the buys while the call waits.
+        this.pollRequested = false;
+        const requested = this.reconcileRequests.length > 0 ? this.requestedResourceStep() : undefined;
+        if (requested) return requested;
+        if (this.now() < followUp.untilMs) return { kind: 'wait', for: 'seller', untilMs: followUp.untilMs };
+        return this.callStep(followUp.step, followUp.params);
+      }
       case 'provisionalWait':
         this.followUp = undefined;
         if (this.cancelRequest || this.terminal || !this.state.provisional) return undefined;
@@ -903,6 +934,16 @@ export class OperationMachine {
     this.drainInbox();
     const state = this.state;
     const mediaBuyId = state.resource?.mediaBuyId;
+    // The buy is being looked for (the create's answer was lost): read the seller's media buys before settling, so
+    // a buy the seller holds is canceled there (or at least named), never left unknown behind a canceled operation.
+    if (this.resourceSearch && !state.taskId && !mediaBuyId && !this.terminal) {
+      if (!this.cancelLookup)
+        return { ...this.resourceStep('before-cancel', this.lostCreate(this.resourceSearch.keyStep)), shielded: true };
+      const lookup = this.cancelLookup;
+      this.resourceSearch = undefined;
+      this.settleCancel(request, { notified: false, note: lookup.note, resource: lookup.resource });
+      return undefined;
+    }
     const sellerHasSomething = state.taskId !== undefined || mediaBuyId !== undefined;
     const endedOnItsOwn = this.terminal && !mediaBuyId;
     if (sellerHasSomething && !endedOnItsOwn) {
@@ -1253,6 +1294,23 @@ export class OperationMachine {
       if (found === 'adopted') this.record.applyRead(outcome.snapshot!, 'reconciliation');
     } else this.unexpected('reconcile', result);
     const next = this.record.decideAfterReconciliation(error, found, this.keyGeneration);
+    if (next.action === 'call-again' && this.callAgainRounds < MAX_CALL_AGAIN_ROUNDS && !this.cancelRequest) {
+      this.callAgainRounds += 1;
+      this.record.note(
+        'call',
+        `call ${keyStep} was not sent: the worker paused calls to ${this.state.sellerId} after repeated failures; calling again with the same key at ${iso(next.atMs)}`,
+      );
+      this.followUp = { kind: 'callAgain', untilMs: Math.min(next.atMs, this.deadlineMs), step, params };
+      return;
+    }
+    if (next.action === 'call-again') {
+      this.record.fail(
+        'call_failed',
+        `The ${this.state.task} call to ${this.state.sellerId} was not sent: the worker kept calls to the seller paused after repeated failures (${error.message}).`,
+        error,
+      );
+      return;
+    }
     if (next.action === 'find-resource') {
       this.resourceSearch = { keyStep, error, nextReadAtMs: this.now() };
       return;
@@ -1288,6 +1346,18 @@ export class OperationMachine {
         state.schemaWarnings = [...(state.schemaWarnings ?? []), ...outcome.schemaWarnings].slice(-10);
     }
     const found = outcome?.found && outcome.mediaBuyId && outcome.row ? outcome : undefined;
+    if (purpose === 'before-cancel' && !found) {
+      this.cancelLookup = outcome?.absent
+        ? {
+            note: "the seller's media buys, read to the end, hold none from this operation",
+            resource: { state: 'absent' },
+          }
+        : {
+            note: `the seller's media buys could not tell whether it holds a buy from this operation (${why}); POST /v1/sellers/${state.sellerId}/reconcile lists its buys and names the ones no operation knows`,
+            resource: { state: 'unknown' },
+          };
+      return;
+    }
     if (found) {
       this.record.applyResource(
         { mediaBuyId: found.mediaBuyId!, row: found.row!, ...(found.matchedBy ? { matchedBy: found.matchedBy } : {}) },
@@ -1295,7 +1365,12 @@ export class OperationMachine {
       );
       if (purpose !== 'confirm-provisional')
         this.record.recordReconciliation({
-          trigger: purpose === 'requested' ? 'reconcile requested' : 'the call was lost and no task route found it',
+          trigger:
+            purpose === 'requested'
+              ? 'reconcile requested'
+              : purpose === 'before-cancel'
+                ? 'cancel requested while the buy was looked for'
+                : 'the call was lost and no task route found it',
           outcome: 'adopted',
           note: found.note,
         });
@@ -1415,7 +1490,7 @@ export class OperationMachine {
     return { sent: sentCreateFrom(plan.args, this.state.operationId, this.state.startedAt) };
   }
 
-  private resourceStep(purpose: ResourcePurpose, what: Pick<ReadResourceInput, 'sent' | 'mediaBuyId'>): Step {
+  private resourceStep(purpose: ResourcePurpose, what: Pick<ReadResourceInput, 'sent' | 'mediaBuyId' | 'among'>): Step {
     const state = this.state;
     return {
       kind: 'readResource',
@@ -1439,7 +1514,11 @@ export class OperationMachine {
     if (mediaBuyId) return this.resourceStep('requested', { mediaBuyId });
     const keyStep = this.resourceSearch?.keyStep ?? [...this.plans.keys()].at(-1);
     const what = keyStep ? this.lostCreate(keyStep) : {};
-    if (what.sent) return this.resourceStep('requested', what);
+    // Only when every waiting request offers a set (reconciliation's orphans) is the match limited to their union.
+    const offered = this.reconcileRequests.every(({ request }) => request.among !== undefined)
+      ? [...new Set(this.reconcileRequests.flatMap(({ request }) => request.among ?? []))]
+      : undefined;
+    if (what.sent) return this.resourceStep('requested', { ...what, ...(offered ? { among: offered } : {}) });
     this.answerReconcileRequests({
       found: false,
       note: 'the create has not been sent yet: there is no buy to look for',

@@ -122,7 +122,17 @@ export type ReconcileDecision =
   | { action: 'rekey' }
   /** No task route found the call's task: the resource itself (the seller's media buys) is looked for. */
   | { action: 'find-resource' }
+  /**
+   * The last attempts never left the worker (its own circuit breaker for the seller was open): the same call, with
+   * the same key, is made again once the breaker lets calls through (`atMs`).
+   */
+  | { action: 'call-again'; atMs: number }
   | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
+
+/** A call the worker's own circuit breaker for the seller refused: the seller was never asked. */
+export function isOwnCircuitRefusal(error: AdcpError): boolean {
+  return error.details?.origin === 'circuit-open';
+}
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -672,11 +682,18 @@ export class Observations {
       return { action: 'follow-task', why: `the seller's task ${this.state.taskId} is known` };
     const lost = mutating && error.recovery === 'transient' && !this.state.taskId;
     if (IDEMPOTENCY_REFUSAL_CODES.has(error.code) || lost) return { action: 'reconcile' };
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
-    };
+    return { action: 'fail', reason: 'call_failed', message: this.callFailedMessage(error) };
+  }
+
+  /**
+   * A failed create says where a buy it may have made shows up: an earlier attempt may have reached the seller, and
+   * the ended operation can no longer adopt it, so the seller's reconciliation names it (never a new create: that
+   * could buy twice).
+   */
+  private callFailedMessage(error: AdcpError): string {
+    const failed = `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`;
+    if (!makesResource(this.state.task)) return failed;
+    return `${failed}. If an earlier attempt reached the seller, it may hold a buy from this operation: POST /v1/sellers/${this.state.sellerId}/reconcile lists the buys no operation knows and names this operation for one that echoes it; a new operation could buy twice.`;
   }
 
   /** What to do after reconciliation looked for the failed call's task. */
@@ -691,6 +708,10 @@ export class Observations {
     if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
     // No task route, and the answer was lost on the way (not a refusal the seller answered, such as RATE_LIMITED):
     // the seller may have made the buy, so it is looked for among the seller's media buys.
+    // Our own breaker refused the last attempts: the seller was not asked then, and an earlier attempt's buy is replayed
+    // by the same key. Calling again after the cool-off is safe; giving up would fail an operation nobody refused.
+    if (!refused && isOwnCircuitRefusal(error))
+      return { action: 'call-again', atMs: this.now() + Math.max(1, error.retryAfterSeconds ?? 60) * 1000 };
     const lostInTransport = error.code === 'TIMEOUT' || error.code.startsWith('TRANSPORT_');
     if (!refused && lostInTransport && makesResource(this.state.task)) return { action: 'find-resource' };
     if (refused) {
@@ -700,11 +721,7 @@ export class Observations {
         message: `The ${this.state.task} call to ${this.state.sellerId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
       };
     }
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
-    };
+    return { action: 'fail', reason: 'call_failed', message: this.callFailedMessage(error) };
   }
 
   recordReconciliation(entry: {

@@ -25,6 +25,14 @@ export function indexedValues(state: OperationState): IndexedValues {
   };
 }
 
+/**
+ * The media_buy_id the operation indexes (AdcpMediaBuyId) once it learns one: from the create's answer, a lookup of
+ * its buy, a reconcile adoption or a cancel. Reconciliation counts who knows each buy a seller holds by it.
+ */
+export function indexedMediaBuyId(state: OperationState): string | undefined {
+  return state.resource?.mediaBuyId ?? state.cancellation?.resource?.mediaBuyId;
+}
+
 /** What the starter indexes (status pending, no task, no question): a fresh run's first upsert writes only a change. */
 export const INDEXED_AT_START = JSON.stringify({ status: 'pending', taskId: null, inputReason: null });
 

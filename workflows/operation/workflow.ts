@@ -22,7 +22,14 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { SA_INPUT_REASON, SA_PRINCIPAL, SA_STATUS, SA_TASK_ID, SA_TENANT } from '../../config/search-attributes';
+import {
+  SA_INPUT_REASON,
+  SA_MEDIA_BUY_ID,
+  SA_PRINCIPAL,
+  SA_STATUS,
+  SA_TASK_ID,
+  SA_TENANT,
+} from '../../config/search-attributes';
 import { taskSpec } from '../../protocol';
 import {
   type OperationInput,
@@ -51,7 +58,14 @@ import {
 } from './activity-options';
 import { OperationMachine, type Step, type StepResult } from './machine';
 import { recordTransition } from './metrics';
-import { INDEXED_AT_START, describeForHumans, indexedValues, memoFingerprint, memoState } from './publication';
+import {
+  INDEXED_AT_START,
+  describeForHumans,
+  indexedMediaBuyId,
+  indexedValues,
+  memoFingerprint,
+  memoState,
+} from './publication';
 
 type StepOf<Kind extends Step['kind']> = Extract<Step, { kind: Kind }>;
 
@@ -114,6 +128,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   }
   let lastIndexed = input.carried ? '' : INDEXED_AT_START;
   let lastMemo = '';
+  // The buy this operation knows, as indexed (reconciliation counts who knows each buy the seller holds by it).
+  let lastMediaBuyId = info.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
   /** Each upsert is a history event: written only when a value changed. */
   function publish(): void {
     if (indexed) {
@@ -126,6 +142,11 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           { key: SA_TASK_ID, value: values.taskId },
           { key: SA_INPUT_REASON, value: values.inputReason },
         ]);
+      }
+      const mediaBuyId = indexedMediaBuyId(state);
+      if (mediaBuyId !== undefined && mediaBuyId !== lastMediaBuyId) {
+        lastMediaBuyId = mediaBuyId;
+        upsertSearchAttributes([{ key: SA_MEDIA_BUY_ID, value: mediaBuyId }]);
       }
       const memo = memoFingerprint(state);
       if (memo !== lastMemo) {

@@ -3,17 +3,29 @@
  * seller's open tasks with the open operations, hand a lost task back to the operation whose call created it (found
  * by that call's idempotency key), report what cannot be attributed, make every open operation poll now, and make
  * every media buy followed at that seller read get_media_buys now (refreshMediaBuy).
- * It changes nothing at the seller: it only reads there, and only signals operations here.
+ * Then the orphan pass: every buy the seller lists is compared with the buys the orchestrator's workflows know
+ * (AdcpMediaBuyId); a buy no workflow knows is offered to the open creates that could not know theirs (their own
+ * reconcile update, limited to the orphans), and what none adopts is reported as an orphan (the report, the
+ * `adcp_reconciliation_orphan_buys` metric, a warning per buy); a buy two workflows know is reported too.
+ * It changes nothing at the seller: it only reads there, and only signals and asks operations here. One run per
+ * seller (its own Schedule): a slow seller delays only its own run, and each run's history is a handful of events.
  */
-import { ActivityFailure, log, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, log, metricMeter, proxyActivities } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
-import type { OpenOperation, ReconciliationActivities } from '../../activities/reconciliation';
+import type { OpenOperation, OrphanFindings, ReconciliationActivities } from '../../activities/reconciliation';
 import type { ReconciliationInput, ReconciliationReport } from '../../contract/reconciliation';
 
 const reading = proxyActivities<ReconciliationActivities>({
   startToCloseTimeout: '5m',
   heartbeatTimeout: '60s',
   retry: { initialInterval: '2s', maximumInterval: '30s', maximumAttempts: 3, nonRetryableErrorTypes: ['ConfigError'] },
+});
+
+/** Offers wait on operations' reconcile updates (each bounded in the activity): longer, one attempt more. */
+const offering = proxyActivities<ReconciliationActivities>({
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: '60s',
+  retry: { initialInterval: '2s', maximumInterval: '30s', maximumAttempts: 2, nonRetryableErrorTypes: ['ConfigError'] },
 });
 
 const finding = proxyActivities<OperationActivities>({
@@ -26,6 +38,83 @@ const finding = proxyActivities<OperationActivities>({
     nonRetryableErrorTypes: ['ConfigError', 'ProtocolViolation'],
   },
 });
+
+/** The orphan pass's bounds: buys named in the report, operations asked per pass, and each one's answer time. */
+const MAX_ORPHANS_REPORTED = 50;
+const MAX_OPERATIONS_OFFERED = 20;
+const OFFER_TIMEOUT_MS = 20_000;
+
+/** The orphan pass (see the module comment); an unreadable seller is a finding, never a failed reconciliation. */
+async function orphanPass(
+  scope: { sellerId: string; tenant?: string; alsoUntenanted?: boolean },
+  requestedBy: string,
+): Promise<NonNullable<ReconciliationReport['buys']>> {
+  let found: OrphanFindings;
+  try {
+    found = await reading.findOrphanBuys({ ...scope, maxReported: MAX_ORPHANS_REPORTED });
+  } catch (failure) {
+    const note = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
+    return {
+      listed: false,
+      note,
+      count: 0,
+      truncated: false,
+      known: 0,
+      adopted: [],
+      orphans: [],
+      orphanCount: 0,
+      claimedTwice: [],
+    };
+  }
+  if (!found.supported)
+    return {
+      listed: false,
+      note: found.note ?? '',
+      count: 0,
+      truncated: false,
+      known: 0,
+      adopted: [],
+      orphans: [],
+      orphanCount: 0,
+      claimedTwice: [],
+    };
+  let orphans = found.orphans;
+  let adopted: NonNullable<ReconciliationReport['buys']>['adopted'] = [];
+  let unanswered: string[] = [];
+  if (orphans.length > 0) {
+    try {
+      const offers = await offering.offerOrphans({
+        ...scope,
+        orphans,
+        requestedBy,
+        maxOperations: MAX_OPERATIONS_OFFERED,
+        updateTimeoutMs: OFFER_TIMEOUT_MS,
+      });
+      adopted = offers.adopted;
+      orphans = offers.remaining;
+      unanswered = offers.unanswered;
+    } catch (failure) {
+      log.warn('Reconciliation could not offer orphan buys to operations', {
+        sellerId: scope.sellerId,
+        error: String(failure),
+      });
+    }
+  }
+  // The orphans past the reported cap were not offered: they stay counted.
+  const orphanCount = orphans.length + (found.orphanCount - found.orphans.length);
+  return {
+    listed: true,
+    ...(found.note ? { note: found.note } : {}),
+    count: found.listed,
+    truncated: found.truncated,
+    known: found.known + adopted.length,
+    adopted,
+    orphans,
+    orphanCount,
+    claimedTwice: found.claimedTwice,
+    ...(unanswered.length > 0 ? { unanswered } : {}),
+  };
+}
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
   const requestedBy = `reconciliation (${input.requestedBy})`;
@@ -106,6 +195,8 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   const all = [...signals, ...refreshes];
   const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
+  const orphanReport = await orphanPass(scope, requestedBy);
+
   const report: ReconciliationReport = {
     sellerId: input.sellerId,
     requestedBy: input.requestedBy,
@@ -130,7 +221,29 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       .length,
     openMediaBuys: buys.length,
     mediaBuyRefreshRequested: refreshes.filter((signal) => !sent.skipped.includes(signal.operationId)).length,
+    buys: orphanReport,
   };
+  metricMeter
+    .createCounter('adcp_reconciliation_orphan_buys', 'buys', 'Buys a seller holds that no operation knows, per pass')
+    .add(orphanReport.orphanCount, { agent: input.sellerId });
+  metricMeter
+    .createCounter('adcp_reconciliation_buys_claimed_twice', 'buys', 'Buys two workflows claim, per pass')
+    .add(orphanReport.claimedTwice.length, { agent: input.sellerId });
+  for (const orphan of orphanReport.orphans)
+    log.warn('Orphan media buy: the seller holds a buy no operation knows', {
+      sellerId: input.sellerId,
+      mediaBuyId: orphan.mediaBuyId,
+      ...(orphan.status ? { status: orphan.status } : {}),
+      ...(orphan.operationId
+        ? { namedOperation: orphan.operationId, namedOperationStatus: orphan.operationStatus }
+        : {}),
+    });
+  for (const claim of orphanReport.claimedTwice)
+    log.warn('Media buy claimed by two workflows', {
+      sellerId: input.sellerId,
+      mediaBuyId: claim.mediaBuyId,
+      owners: claim.owners,
+    });
   log.info('Seller reconciled', {
     sellerId: report.sellerId,
     openOperations: report.openOperations,
@@ -139,6 +252,10 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     unattributed: report.unattributed.length,
     missingFromSeller: report.missingFromSeller.length,
     mediaBuyRefreshRequested: report.mediaBuyRefreshRequested,
+    sellerBuys: orphanReport.count,
+    orphansAdopted: orphanReport.adopted.length,
+    orphanBuys: orphanReport.orphanCount,
+    buysClaimedTwice: orphanReport.claimedTwice.length,
   });
   return report;
 }
