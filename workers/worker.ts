@@ -8,6 +8,7 @@ import { logCircuitTransition } from '../activities';
 import { createMediaBuyActivities, withReportingCredentials } from '../activities/media-buy';
 import { createSdkSellerClient } from '../activities/seller-client';
 import { createReconciliationActivities } from '../activities/reconciliation';
+import { createTaskListingActivities } from '../activities/task-listing';
 import { dataConverter } from '../client/payload-codec';
 import type { Tracing } from '../observability/tracing';
 import { observabilityWorkerOptions } from '../observability/worker-options';
@@ -77,6 +78,7 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),
         ...(options.activities.env ? { env: options.activities.env } : {}),
       }),
+      ...createTaskListingActivities({ ...options.activities, client: options.client, taskQueue: options.taskQueue }),
       ...createMediaBuyActivities({
         sellers: options.activities.sellers,
         ...(options.activities.seller ? { seller: options.activities.seller } : {}),

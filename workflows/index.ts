@@ -6,3 +6,4 @@ export { adcpSellerCapabilities } from './seller-capabilities/workflow';
 export { adcpDiscovery } from './discovery/workflow';
 export { adcpCampaign } from './campaign/workflow';
 export { adcpNotification } from './notification/workflow';
+export { adcpTaskWatcher } from './task-watcher/workflow';

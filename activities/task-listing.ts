@@ -1,0 +1,390 @@
+/**
+ * The task watcher's I/O (workflows/task-watcher/): list a seller's tasks for one listing group (tenant and account)
+ * in as few calls as the seller allows, read the tasks that moved and tell their operations, and, for the operation
+ * side, register with the seller's watcher or leave it. The decisions are the watcher machine's; these only call.
+ *
+ * Listing: `list_tasks` (3.1) or `tasks/list` (3.0), whichever the seller offers (its stored capabilities, else its
+ * tools/list). What changed since `since` (`updated_after`, oldest first, paged), and tasks by id (`task_ids`, 100 a
+ * call). Rows of other shards are dropped here, so a watcher's history holds only its own shard's rows.
+ * Credentials are the group's tenant's (config/sellers.ts), resolved at the call, never carried in inputs.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { z } from 'zod';
+import { type SellerRegistry, ConfigError } from '../config/sellers';
+import { normaliseStatus } from '../protocol/status';
+import { asRecord } from '../protocol/records';
+import {
+  type DeliverTaskNoticesInput,
+  type DeliverTaskNoticesOutcome,
+  type ListWatchedTasksInput,
+  type ListWatchedTasksOutcome,
+  type ListedTask,
+  type RegisterWithWatcherInput,
+  type RegisterWithWatcherOutcome,
+  type TaskWatchNotice,
+  type TaskWatcherInput,
+  TASK_WATCHER_WORKFLOW_TYPE,
+  type UnregisterFromWatcherInput,
+  taskMovedSignal,
+  taskWatcherShard,
+  taskWatcherWorkflowId,
+  unwatchTaskSignal,
+  watchTaskSignal,
+} from '../contract/task-watcher';
+import { type StoredCapabilitiesLookup, StoredCapabilitiesCache, withStoredWireVersion } from './capabilities';
+import { deadlineSignal } from './linked-signal';
+import { raceSignal } from './mcp-connection';
+import { SellerDescriptionCache, readTaskWithStrategy } from './read-strategy';
+import {
+  type CallContext,
+  type SellerClient,
+  type SellerDescription,
+  type TaskListPage,
+  createSdkSellerClient,
+  isUnknownToolError,
+} from './seller-client';
+
+const settingsSchema = z.object({
+  /** `off`: operations poll on their own, as before the watcher. */
+  ADCP_TASK_WATCHER: z.enum(['on', 'off']).default('on'),
+  /** Watchers per seller: each holds up to MAX_ENTRIES parked operations (workflows/task-watcher/machine.ts). */
+  ADCP_TASK_WATCHER_SHARDS: z.coerce.number().int().min(1).max(1024).default(1),
+});
+
+export interface TaskWatcherSettings {
+  enabled: boolean;
+  shards: number;
+}
+
+export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskWatcherSettings {
+  const parsed = settingsSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(
+      `Invalid task watcher settings: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
+    );
+  }
+  return { enabled: parsed.data.ADCP_TASK_WATCHER === 'on', shards: parsed.data.ADCP_TASK_WATCHER_SHARDS };
+}
+
+export interface TaskListingDependencies {
+  sellers: SellerRegistry;
+  /** Signals operations and watchers. */
+  client: Client;
+  /** The worker's task queue: watchers run on it, and their IDs name it. */
+  taskQueue: string;
+  seller?: SellerClient;
+  env?: NodeJS.ProcessEnv;
+  /** Bound of one list or read call (default 60 s). */
+  readTimeoutMs?: number;
+  /** The sellers' stored capabilities (which list tool they offer); default: read from their workflows' memos. */
+  storedCapabilities?: StoredCapabilitiesLookup;
+  /** Defaults from the environment (taskWatcherSettings). */
+  settings?: TaskWatcherSettings;
+  now?: () => number;
+}
+
+const PAGE_SIZE = 100;
+/** Reads of moved tasks made at once by one delivery. */
+const DELIVERY_CONCURRENCY = 4;
+
+/** The list tool a seller offers, by what it says it offers; undefined: none. */
+export function listToolOf(description: SellerDescription | undefined): 'list_tasks' | 'tasks/list' | undefined {
+  if (!description) return undefined;
+  if (description.tools.includes('list_tasks')) return 'list_tasks';
+  if (description.tools.includes('tasks/list')) return 'tasks/list';
+  return undefined;
+}
+
+/** A list row as the watcher compares it; undefined when it has no id or no status we can read. */
+export function listedTaskOf(row: Record<string, unknown>): ListedTask | undefined {
+  if (typeof row.task_id !== 'string') return undefined;
+  const status = normaliseStatus(row.status);
+  if (!status || status === 'unknown') return undefined;
+  const progress = asRecord(row.progress);
+  return {
+    taskId: row.task_id,
+    status,
+    ...(typeof row.updated_at === 'string' ? { updatedAt: row.updated_at } : {}),
+    ...(progress ? { progress } : {}),
+  };
+}
+
+function later(a: string | undefined, b: string | undefined): string | undefined {
+  if (b === undefined || !Number.isFinite(Date.parse(b))) return a;
+  if (a === undefined) return b;
+  return Date.parse(b) > Date.parse(a) ? b : a;
+}
+
+/** One page of a seller's task list, or undefined when it has no such list (an unknown tool). */
+export type TaskListPager = (
+  filters: Record<string, unknown>,
+  cursor?: string,
+  sort?: Record<string, unknown>,
+) => Promise<TaskListPage | undefined>;
+
+/**
+ * The listing of one group through `page`: what changed after `since` (oldest first, up to `maxPages` pages), then
+ * the tasks named by id (100 a call), keeping only this shard's rows. Separate from the activity so the machine's
+ * tests list through exactly this logic against a simulated seller.
+ */
+export async function listGroupTasks(
+  input: Pick<ListWatchedTasksInput, 'mode' | 'since' | 'taskIds' | 'shard' | 'shards' | 'maxPages'>,
+  page: TaskListPager,
+): Promise<ListWatchedTasksOutcome> {
+  const unsupported = (calls: number): ListWatchedTasksOutcome => ({
+    supported: false,
+    rows: [],
+    truncated: false,
+    ignoresUpdatedAfter: false,
+    calls,
+  });
+  const rows = new Map<string, ListedTask>();
+  let latestUpdatedAt: string | undefined;
+  let calls = 0;
+  let truncated = false;
+  let ignoresUpdatedAfter = false;
+  const keep = (row: ListedTask) => {
+    if (taskWatcherShard(row.taskId, input.shards) === input.shard) rows.set(row.taskId, row);
+  };
+  if (input.mode === 'changes' && input.since !== undefined) {
+    const sinceMs = Date.parse(input.since);
+    let cursor: string | undefined;
+    for (let pages = 0; ; pages++) {
+      if (pages >= input.maxPages) {
+        truncated = true;
+        break;
+      }
+      calls += 1;
+      const answer = await page({ updated_after: input.since }, cursor, { field: 'updated_at', direction: 'asc' });
+      if (!answer) return unsupported(calls);
+      for (const raw of answer.rows ?? []) {
+        const updatedAt = typeof raw.updated_at === 'string' ? raw.updated_at : undefined;
+        // A row from before `since` (or without a time) means the seller does not filter by it.
+        if (updatedAt === undefined || !(Date.parse(updatedAt) > sinceMs)) ignoresUpdatedAfter = true;
+        latestUpdatedAt = later(latestUpdatedAt, updatedAt);
+        const row = listedTaskOf(raw);
+        if (row) keep(row);
+      }
+      // Paging through everything a seller holds is what the filter is there to avoid: read by id instead.
+      if (ignoresUpdatedAfter) break;
+      cursor = answer.nextCursor;
+      if (!cursor) break;
+    }
+  }
+  // Rows listed by id must not move `since` past changes a truncated listing has not read yet.
+  const latestOfChanges = latestUpdatedAt;
+  for (let offset = 0; offset < input.taskIds.length; offset += PAGE_SIZE) {
+    const wanted = input.taskIds.slice(offset, offset + PAGE_SIZE);
+    calls += 1;
+    const answer = await page({ task_ids: wanted });
+    if (!answer) return unsupported(calls);
+    const asked = new Set(wanted);
+    for (const raw of answer.rows ?? []) {
+      const row = listedTaskOf(raw);
+      // A seller that ignores the filter lists other tasks: only the ones asked for count as listed by id.
+      if (!row || !asked.has(row.taskId)) continue;
+      latestUpdatedAt = later(latestUpdatedAt, row.updatedAt);
+      keep(row);
+    }
+  }
+  if (truncated) latestUpdatedAt = latestOfChanges;
+  return {
+    supported: true,
+    rows: [...rows.values()],
+    ...(latestUpdatedAt !== undefined ? { latestUpdatedAt } : {}),
+    truncated,
+    ignoresUpdatedAfter,
+    calls,
+  };
+}
+
+export function createTaskListingActivities(deps: TaskListingDependencies) {
+  const storedCapabilities =
+    deps.storedCapabilities ?? new StoredCapabilitiesCache({ client: deps.client, taskQueue: deps.taskQueue });
+  const seller = withStoredWireVersion(deps.seller ?? createSdkSellerClient(), storedCapabilities);
+  const env = deps.env ?? process.env;
+  const readTimeoutMs = deps.readTimeoutMs ?? 60_000;
+  const settings = deps.settings ?? taskWatcherSettings(env);
+  const descriptions = new SellerDescriptionCache(10 * 60_000, deps.now ?? Date.now, storedCapabilities);
+
+  function contextBase(sellerId: string, tenant: string | undefined): Omit<CallContext, 'signal'> {
+    try {
+      const agent = deps.sellers.get(sellerId);
+      return { agent, token: deps.sellers.token(sellerId, env, tenant), timeoutMs: readTimeoutMs };
+    } catch (error) {
+      throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
+    }
+  }
+
+  /** One call with its own deadline inside the activity's cancellation. */
+  async function bounded<T>(work: (signal: AbortSignal) => Promise<T>, source?: AbortSignal): Promise<T> {
+    const cancellation = source ?? Context.current().cancellationSignal;
+    const deadline = deadlineSignal(cancellation, readTimeoutMs);
+    try {
+      return await raceSignal(deadline.signal, () => work(deadline.signal));
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  /** What the seller offers to list with: its stored capabilities, else its tools/list (cached per seller). */
+  async function listTool(base: Omit<CallContext, 'signal'>): Promise<'list_tasks' | 'tasks/list' | undefined> {
+    const stored = await descriptions.stored(base.agent.id);
+    if (stored) return listToolOf(stored.description);
+    if (base.agent.protocol !== 'mcp') return undefined; // A2A has no standard task list
+    return listToolOf(await bounded((signal) => descriptions.get(seller, { ...base, signal })));
+  }
+
+  return {
+    /**
+     * One listing of a group: what changed since `since` (when given), then the tasks named by id. A seller without
+     * a task list answers `supported: false`; transport failures throw (the watcher backs off).
+     */
+    async listWatchedTasks(input: ListWatchedTasksInput): Promise<ListWatchedTasksOutcome> {
+      const base = contextBase(input.sellerId, input.tenant);
+      const tool = await listTool(base);
+      if (!tool) return { supported: false, rows: [], truncated: false, ignoresUpdatedAfter: false, calls: 0 };
+      const context = Context.current();
+      const account = input.account !== undefined ? { account: input.account } : {};
+      const outcome = await listGroupTasks(input, async (filters, cursor, sort) => {
+        let answer: TaskListPage;
+        try {
+          answer = await bounded((signal) =>
+            seller.listTasks({
+              ...base,
+              signal,
+              tool,
+              filters,
+              maxResults: PAGE_SIZE,
+              ...account,
+              ...(cursor ? { cursor } : {}),
+              ...(sort ? { sort } : {}),
+            }),
+          );
+        } catch (error) {
+          if (context.cancellationSignal.aborted || !isUnknownToolError(error)) throw error;
+          return undefined;
+        }
+        context.heartbeat();
+        return answer.supported ? answer : undefined;
+      });
+      return outcome.supported ? { ...outcome, note: `${tool}, ${outcome.calls} call(s)` } : outcome;
+    },
+
+    /**
+     * Tells each operation what the watcher saw: a moved task is read first (the read an operation's own poll makes,
+     * so it learns the same), then signalled. An operation that ended is `gone`; one Temporal could not reach now is
+     * `failed` (the watcher tries again later).
+     */
+    async deliverTaskNotices(input: DeliverTaskNoticesInput): Promise<DeliverTaskNoticesOutcome> {
+      const context = Context.current();
+      const outcome: DeliverTaskNoticesOutcome = { delivered: [], gone: [], failed: [] };
+      let base: Omit<CallContext, 'signal'> | undefined;
+      try {
+        base = contextBase(input.sellerId, input.tenant);
+      } catch {
+        base = undefined; // no credentials: the operations read themselves
+      }
+      let next = 0;
+      let done = 0;
+      const worker = async () => {
+        for (;;) {
+          const index = next++;
+          if (index >= input.notices.length) return;
+          const pending = input.notices[index];
+          let notice: TaskWatchNotice;
+          if (pending.notice.kind === 'moved') {
+            const moved = pending.notice;
+            let snapshot;
+            if (base) {
+              const read = await bounded((signal) =>
+                readTaskWithStrategy(
+                  seller,
+                  { ...base!, signal },
+                  {
+                    task: pending.task,
+                    taskId: pending.taskId,
+                    ...(moved.contextId !== undefined ? { contextId: moved.contextId } : {}),
+                    ...(input.account !== undefined ? { account: input.account } : {}),
+                  },
+                  descriptions,
+                ),
+              ).catch(() => undefined);
+              snapshot = read?.snapshot;
+            }
+            notice = {
+              kind: 'moved',
+              eventKey: moved.eventKey,
+              taskId: pending.taskId,
+              listed: moved.listed,
+              ...(snapshot ? { snapshot: { ...snapshot, taskId: snapshot.taskId ?? pending.taskId } } : {}),
+              observedAt: moved.observedAt,
+              watcherId: input.watcherId,
+            };
+          } else {
+            notice = {
+              kind: 'released',
+              taskId: pending.taskId,
+              reason: pending.notice.reason,
+              observedAt: pending.notice.observedAt,
+              watcherId: input.watcherId,
+            };
+          }
+          try {
+            await deps.client.workflow.getHandle(pending.operationId).signal(taskMovedSignal, notice);
+            outcome.delivered.push(pending.operationId);
+          } catch (error) {
+            if (error instanceof WorkflowNotFoundError) outcome.gone.push(pending.operationId);
+            else outcome.failed.push(pending.operationId);
+          }
+          done += 1;
+          if (done % 20 === 0) context.heartbeat(done);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(DELIVERY_CONCURRENCY, input.notices.length) }, worker));
+      return outcome;
+    },
+
+    /**
+     * The operation side: joins the seller's watcher (signalWithStart) when the seller can list its tasks and the
+     * watcher is on. Run as a local activity by a parked operation; the answer says why not, when not.
+     */
+    async registerWithTaskWatcher(input: RegisterWithWatcherInput): Promise<RegisterWithWatcherOutcome> {
+      if (!settings.enabled) return { watching: false, reason: 'the task watcher is off (ADCP_TASK_WATCHER=off)' };
+      const base = contextBase(input.sellerId, input.registration.tenant);
+      let tool: string | undefined;
+      try {
+        tool = await listTool(base);
+      } catch (error) {
+        return { watching: false, reason: `could not learn whether ${input.sellerId} lists tasks: ${String(error)}` };
+      }
+      if (!tool) return { watching: false, reason: `${input.sellerId} offers no list_tasks or tasks/list` };
+      const shard = taskWatcherShard(input.registration.taskId, settings.shards);
+      const watcherId = taskWatcherWorkflowId(deps.taskQueue, input.sellerId, shard);
+      const watcherInput: TaskWatcherInput = { sellerId: input.sellerId, shard, shards: settings.shards };
+      await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
+        workflowId: watcherId,
+        taskQueue: deps.taskQueue,
+        args: [watcherInput],
+        signal: watchTaskSignal,
+        signalArgs: [input.registration],
+        staticSummary: `Watches the tasks of operations parked at ${input.sellerId} (shard ${shard + 1} of ${settings.shards})`,
+      });
+      return { watching: true, watcherId };
+    },
+
+    /** The operation stopped waiting: the watcher forgets it. A watcher that already ended is no error. */
+    async unregisterFromTaskWatcher(input: UnregisterFromWatcherInput): Promise<void> {
+      try {
+        await deps.client.workflow
+          .getHandle(input.watcherId)
+          .signal(unwatchTaskSignal, { operationId: input.operationId, reason: input.reason });
+      } catch (error) {
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+      }
+    },
+  };
+}
+
+export type TaskListingActivities = ReturnType<typeof createTaskListingActivities>;
