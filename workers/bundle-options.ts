@@ -40,6 +40,8 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/seller-capabilities/workflow',
   '../workflows/reconciliation/workflow',
   '../workflows/notification/workflow',
+  // Each workflow's versioning behaviour: setWorkflowOptions calls with a getter that runs when a run starts.
+  '../workflows/versioning',
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
   '../workflows/operation/machine',
   '../workflows/media-buy/machine',

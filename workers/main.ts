@@ -2,6 +2,7 @@
  * Worker process: `npm run worker`. Connects with the usual Temporal environment variables, reads the seller
  * list, and runs until SIGINT/SIGTERM, finishing in-flight activities within the grace time.
  */
+import { readFileSync } from 'node:fs';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { Runtime } from '@temporalio/worker';
 import { loadSellers } from '../config/sellers';
@@ -9,6 +10,7 @@ import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { connectClient, connectWorker, temporalSettings } from '../config/temporal-connection';
 import { loadWorkerTuning } from '../config/worker-tuning';
+import { loadWorkerVersioning } from '../config/worker-versioning';
 import { TemporalPinoLogger, createLogger } from '../observability/logger';
 import { tracingFromEnvironment } from '../observability/tracing';
 import { WORKER_HISTOGRAM_BUCKETS } from '../observability/worker-metrics';
@@ -17,13 +19,22 @@ import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
 import { keepTrying } from './keep-trying';
 import { createOperationWorker } from './worker';
 import { loadWorkflowBundle } from './workflow-bundle';
+import { buildIdFor, describeVersion, promoteBuild } from './versioning';
 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const sellerRegistry = loadSellers();
   const tuning = loadWorkerTuning();
+  const versioning = loadWorkerVersioning(runtime.taskQueue);
   // Bundled in a child process (or prebuilt): webpack's memory never enters the worker.
   const bundle = await loadWorkflowBundle();
+  // This build in its Worker Deployment (workers/versioning.ts): named by the code it runs unless ADCP_WORKER_BUILD_ID.
+  const deployment = versioning.enabled
+    ? {
+        deploymentName: versioning.deploymentName,
+        buildId: versioning.buildId ?? buildIdFor(readFileSync(bundle.codePath)),
+      }
+    : undefined;
   const logger = createLogger({ service: 'worker' });
   const tracing = tracingFromEnvironment('adcp-orchestrator-worker');
   Runtime.install({
@@ -80,6 +91,7 @@ async function main(): Promise<void> {
     workflowBundle: { codePath: bundle.codePath },
     maxCachedWorkflows: tuning.maxCachedWorkflows,
     ...(tracing ? { tracing } : {}),
+    ...(deployment ? { deployment } : {}),
   }).finally(() => bundle.dispose()); // Worker.create has read the code
   if (runtime.reconcileEveryMs !== undefined) {
     const schedules = await ensureReconciliationSchedules({
@@ -91,13 +103,35 @@ async function main(): Promise<void> {
     logger.info({ everySeconds: runtime.reconcileEveryMs / 1000, schedules }, 'Seller reconciliation scheduled');
   }
   console.log(
-    `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${sellerRegistry.sellers.length} seller(s) from ${sellerRegistry.source}`,
+    `worker: task queue "${runtime.taskQueue}" on ${temporalSettings().connectionOptions.address} (namespace ${namespace}), ${sellerRegistry.sellers.length} seller(s) from ${sellerRegistry.source}, ${deployment ? `build ${describeVersion(deployment)}` : 'unversioned'}`,
   );
   const running = worker.run();
+  const stopping = new AbortController();
+  // New workflows start on the deployment's current build: make this one current once it polls (docs/upgrades.md).
+  if (deployment && versioning.enabled && versioning.promote !== 'never') {
+    const mode = versioning.promote;
+    void keepTrying(() => promoteBuild({ client, namespace, version: deployment, mode, signal: stopping.signal }), {
+      what: `Making build ${describeVersion(deployment)} current`,
+      logger,
+      signal: stopping.signal,
+    }).then((promotion) => {
+      if (!promotion) return;
+      if (promotion.outcome === 'left')
+        logger.warn(
+          { build: describeVersion(deployment), current: describeVersion(promotion.current), reason: promotion.reason },
+          'Build not made current: new workflows start on the current build (temporal worker deployment set-current-version)',
+        );
+      else logger.info({ build: describeVersion(deployment), outcome: promotion.outcome }, 'Build is current');
+    });
+  } else if (deployment) {
+    logger.info(
+      { build: describeVersion(deployment) },
+      'Build not made current (ADCP_WORKER_PROMOTE=never): temporal worker deployment set-current-version',
+    );
+  }
   // One capabilities workflow per seller (#14): started if it is not running, left alone if it is. Beside polling,
   // not before it: nothing waits on them (a seller not asked yet is allowed every task), so a slow Temporal delays
   // only this, and a failure is logged and tried again until the worker stops.
-  const stopping = new AbortController();
   const capabilities = new SellerCapabilitiesClient({ client, taskQueue: runtime.taskQueue, sellers: sellerRegistry });
   void keepTrying(() => capabilities.ensureAll(), {
     what: "Starting the sellers' capabilities workflows",

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
 import { createCampaignActivities } from '../activities/campaign';
@@ -14,6 +15,7 @@ import type { Tracing } from '../observability/tracing';
 import { observabilityWorkerOptions } from '../observability/worker-options';
 import { WORKFLOWS_PATH } from './workflow-bundle';
 import { workflowPreloadModules } from './bundle-options';
+import { deploymentOptions } from './versioning';
 
 export { WORKFLOWS_PATH };
 
@@ -33,6 +35,12 @@ export interface OperationWorkerOptions {
   maxCachedWorkflows?: number;
   /** Default dataConverter(): gzip, plus encryption when ADCP_PAYLOAD_KEYS is set. Tests pass their own keys. */
   dataConverter?: WorkerOptions['dataConverter'];
+  /**
+   * The Worker Deployment version this worker runs (workers/versioning.ts): it then polls as that build, and each
+   * workflow keeps the behaviour workflows/versioning.ts declares. Unset: an unversioned worker (most tests, and the
+   * time-skipping server, which has no Worker Deployments).
+   */
+  deployment?: WorkerDeploymentVersion;
 }
 
 /** The worker that runs operation and reconciliation workflows and their activities; one per process, scaled by adding processes. */
@@ -90,5 +98,6 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
     // Correlation fields on activity log lines; OpenTelemetry interceptors and the workflow span sink when tracing.
     ...observabilityWorkerOptions({ tracing: options.tracing, prebuiltBundle: options.workflowBundle !== undefined }),
     ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+    ...(options.deployment ? { workerDeploymentOptions: deploymentOptions(options.deployment) } : {}),
   });
 }

@@ -19,7 +19,11 @@ const MODULE_SCOPE_FACTORIES = new Set([
   'defineSearchAttributeKey',
   'proxyActivities',
   'proxyLocalActivities',
+  // Attaches definition options to a workflow function (Object.assign); a getter among them runs when a run starts.
+  'setWorkflowOptions',
 ]);
+/** Module-scope statements allowed to run: declaring a workflow's options (workflows/versioning.ts). */
+const MODULE_SCOPE_STATEMENTS = new Set(['setWorkflowOptions']);
 const TEMPORAL_PACKAGES = /^@temporalio\/(workflow|common)(\/|$)/;
 const MUTATORS = new Set([
   'add',
@@ -182,6 +186,15 @@ function moduleScopeViolations(sources: Source[]): string[] {
         ts.isModuleDeclaration(statement)
       )
         continue;
+      if (
+        ts.isExpressionStatement(statement) &&
+        ts.isCallExpression(statement.expression) &&
+        ts.isIdentifier(statement.expression.expression) &&
+        MODULE_SCOPE_STATEMENTS.has(temporalImports.get(statement.expression.expression.text) ?? '')
+      ) {
+        checkCalls(statement, new Set());
+        continue;
+      }
       if (ts.isClassDeclaration(statement)) {
         for (const member of statement.members) {
           if (ts.isClassStaticBlockDeclaration(member))
@@ -321,7 +334,7 @@ describe('preloaded workflow modules (workers/bundle-options.ts)', () => {
     const bad = {
       file: 'bad.ts',
       text: [
-        "import { workflowInfo, defineSignal, proxyActivities, patched as p } from '@temporalio/workflow';",
+        "import { workflowInfo, defineSignal, proxyActivities, patched as p, setWorkflowOptions } from '@temporalio/workflow';",
         'let counter = 0;',
         "const seen = new Set<string>(['a']);",
         'const table: Record<string, number> = {};',
@@ -335,6 +348,8 @@ describe('preloaded workflow modules (workers/bundle-options.ts)', () => {
         'class Cache { static entries = new Map(); static readonly LIMIT = 3; static readonly byKey = new Map(); }',
         'export function remember(key: string) { seen.add(key); table[key] = 1; counter++; }',
         'export function fine(seen: Set<string>) { seen.add("x"); const table = {} as Record<string, number>; table.a = 1; }',
+        "setWorkflowOptions(() => ({ versioningBehavior: workflowInfo().workflowId ? 'PINNED' : undefined }), fine);",
+        'setWorkflowOptions({ versioningBehavior: workflowInfo().workflowType }, fine);',
       ].join('\n'),
     };
     const violations = moduleScopeViolations([bad]);
@@ -349,10 +364,12 @@ describe('preloaded workflow modules (workers/bundle-options.ts)', () => {
         expect.stringMatching(/bad\.ts:12: mutable static byKey/),
         expect.stringMatching(/bad\.ts:13: mutates module-level seen/),
         expect.stringMatching(/bad\.ts:13: mutates module-level table/),
+        expect.stringMatching(/bad\.ts:16: workflowInfo\(\) at module scope/),
       ]),
     );
-    // defineSignal, proxyActivities, a readonly static and a parameter or local shadowing a module name are fine.
-    expect(violations).toHaveLength(9);
+    // defineSignal, proxyActivities, a readonly static, a parameter or local shadowing a module name, and options
+    // attached with setWorkflowOptions (whose getter runs when a run starts) are fine.
+    expect(violations).toHaveLength(10);
   });
 
   it('sees a call through a namespace import of the workflow API', () => {
