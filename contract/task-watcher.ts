@@ -105,6 +105,8 @@ export interface TaskWatcherInput {
   shards: number;
   /** Between listings of one group while nothing fails (default WATCH_INTERVAL_MS). */
   intervalMs?: number;
+  /** Continue as new after this many history events instead of when Temporal suggests it (tests). */
+  continueAsNewAfterEvents?: number;
   /** Set only by continue-as-new. */
   carried?: CarriedWatcherState;
 }

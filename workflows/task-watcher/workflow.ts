@@ -91,7 +91,11 @@ export async function adcpTaskWatcher(input: TaskWatcherInput): Promise<TaskWatc
   setHandler(taskWatcherQuery, () => machine.view(Date.now()));
 
   for (;;) {
-    if (workflowInfo().continueAsNewSuggested) {
+    const info = workflowInfo();
+    if (
+      info.continueAsNewSuggested ||
+      (input.continueAsNewAfterEvents !== undefined && info.historyLength >= input.continueAsNewAfterEvents)
+    ) {
       await condition(allHandlersFinished);
       return await continueAsNew<typeof adcpTaskWatcher>({ ...input, carried: machine.carry() });
     }
