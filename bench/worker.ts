@@ -16,6 +16,7 @@ import { createActivities } from '../activities';
 import { createMediaBuyActivities } from '../activities/media-buy';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
 import { createReconciliationActivities } from '../activities/reconciliation';
+import { createTaskListingActivities } from '../activities/task-listing';
 import { dataConverter } from '../client/payload-codec';
 import { loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
@@ -56,6 +57,7 @@ async function main(): Promise<void> {
       ...createActivities(dependencies),
       ...createReconciliationActivities({ sellers: sellerRegistry, client: client! }),
       ...createMediaBuyActivities({ sellers: sellerRegistry }),
+      ...createTaskListingActivities({ sellers: sellerRegistry, client: client!, taskQueue: runtime.taskQueue }),
     };
   }
   const worker = await Worker.create({
