@@ -64,6 +64,22 @@ export interface SyncCampaignCreativesInput {
   updateId: string;
 }
 
+/** The buy's answer to an Update, as the campaign counts it. */
+function buyOutcome(outcome: string): BuyOutcome {
+  return outcome === 'applied' ? 'applied' : outcome === 'refused' ? 'refused' : 'failed';
+}
+
+/** The validator's refusal of an Update ("CODE: message"), as an error the campaign reports. */
+function refusalOf(error: WorkflowUpdateFailedError): { code: string; message: string } {
+  const message = error.cause instanceof Error ? error.cause.message : error.message;
+  const match = /^([A-Z_]+): (.*)$/s.exec(message);
+  return { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message };
+}
+
+function buyNotFound(workflowId: string): ChangeCampaignBuyOutcome {
+  return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${workflowId}.` } };
+}
+
 function sellerOf(state: SellerCapabilitiesState): BuyDigest['seller'] {
   return {
     ...(state.reachable !== undefined ? { reachable: state.reachable } : {}),
@@ -83,18 +99,13 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
           updateId: input.updateId,
         });
         return {
-          outcome: answer.outcome === 'applied' ? 'applied' : answer.outcome === 'refused' ? 'refused' : 'failed',
+          outcome: buyOutcome(answer.outcome),
           status: answer.status,
           ...(answer.error ? { error: { code: answer.error.code, message: answer.error.message } } : {}),
         };
       } catch (error) {
-        if (error instanceof WorkflowNotFoundError)
-          return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${input.workflowId}.` } };
-        if (error instanceof WorkflowUpdateFailedError) {
-          const message = error.cause instanceof Error ? error.cause.message : error.message;
-          const match = /^([A-Z_]+): (.*)$/s.exec(message);
-          return { outcome: 'refused', error: { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message } };
-        }
+        if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
+        if (error instanceof WorkflowUpdateFailedError) return { outcome: 'refused', error: refusalOf(error) };
         throw error;
       }
     },
@@ -134,8 +145,7 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
       try {
         state = await handle.query(mediaBuyStateQuery);
       } catch (error) {
-        if (error instanceof WorkflowNotFoundError)
-          return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${input.workflowId}.` } };
+        if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
         throw error;
       }
       if (ENDED.has(state.status) || state.done) {
@@ -167,20 +177,13 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
       try {
         const answer = await handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: input.updateId });
         return {
-          outcome: answer.outcome === 'applied' ? 'applied' : answer.outcome === 'refused' ? 'refused' : 'failed',
+          outcome: buyOutcome(answer.outcome),
           status: answer.status,
           ...(answer.error ? { error: answer.error } : {}),
         };
       } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) {
-          const message = error.cause instanceof Error ? error.cause.message : error.message;
-          const match = /^([A-Z_]+): (.*)$/s.exec(message);
-          return {
-            outcome: 'refused',
-            status: state.status,
-            error: { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message },
-          };
-        }
+        if (error instanceof WorkflowUpdateFailedError)
+          return { outcome: 'refused', status: state.status, error: refusalOf(error) };
         throw error;
       }
     },

@@ -2,27 +2,19 @@
  * The seller-capabilities activity: one `get_adcp_capabilities` call (and, for MCP sellers, one tools/list) per
  * refresh, parsed into SellerCapabilities (protocol/capabilities.ts). A seller that does not answer is not an
  * activity failure: the outcome says it was unreachable and why, and the workflow keeps the last good answer.
- * Calls go through the worker's per-seller circuit breaker when the worker shares one (workers/worker.ts), and the
- * outcome carries that breaker's state as this worker sees it.
+ * Calls go through the per-seller circuit breaker the operation's calls use when it is shared (activities/index.ts),
+ * and the outcome carries that breaker's state as this worker sees it.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
 import { type SellerRegistry, ConfigError } from '../config/sellers';
-import {
-  type SellerCapabilities,
-  parseCapabilities,
-  sdkAdcpVersionFor,
-  storedCapabilitiesOf,
-} from '../protocol/capabilities';
-import {
-  type CircuitView,
-  SELLER_CAPABILITIES_MEMO,
-  sellerCapabilitiesWorkflowId,
-} from '../contract/seller-capabilities';
+import { type SellerCapabilities, parseCapabilities } from '../protocol/capabilities';
+import type { CircuitView } from '../contract/seller-capabilities';
 import { type CircuitBreakerRegistry, countsAsCircuitFailure } from './circuit-breaker';
-import { deadlineSignal } from './linked-signal';
+import { configFailure } from './failures';
+import { boundAttempt } from './heartbeat';
 import { raceSignal } from './mcp-connection';
-import { type CallContext, type SellerAnswer, type SellerClient, createSdkSellerClient } from './seller-client';
+import { sellerAccess } from './seller-access';
+import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
 import { classifyTransportFailure } from './transport-errors';
 
 export interface CapabilityActivityDependencies {
@@ -51,8 +43,6 @@ export interface FetchCapabilitiesOutcome {
   latencyMs?: number;
 }
 
-const HEARTBEAT_EVERY_MS = 2_000;
-
 export function createCapabilityActivities(deps: CapabilityActivityDependencies) {
   const seller = deps.seller ?? createSdkSellerClient();
   const env = deps.env ?? process.env;
@@ -74,16 +64,7 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
     async fetchSellerCapabilities(input: FetchCapabilitiesInput): Promise<FetchCapabilitiesOutcome> {
       const activity = Context.current();
       const at = new Date(now()).toISOString();
-      let base: Omit<CallContext, 'signal'>;
-      try {
-        base = {
-          agent: deps.sellers.get(input.sellerId),
-          token: deps.sellers.token(input.sellerId, env),
-          timeoutMs,
-        };
-      } catch (error) {
-        throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
-      }
+      const base: Omit<CallContext, 'signal'> = { ...sellerAccess(deps.sellers, input.sellerId, env), timeoutMs };
       const breaker = deps.breakers?.for(input.sellerId);
       const permission = breaker?.beforeCall();
       if (permission && !permission.allowed) {
@@ -98,9 +79,8 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
           circuit: circuitView(input.sellerId),
         };
       }
-      const deadline = deadlineSignal(activity.cancellationSignal, timeoutMs);
-      const signal = deadline.signal;
-      const ticker = setInterval(() => activity.heartbeat(), HEARTBEAT_EVERY_MS);
+      const bounds = boundAttempt(timeoutMs, activity);
+      const signal = bounds.signal;
       const startedAt = now();
       try {
         const context: CallContext = { ...base, signal };
@@ -145,8 +125,7 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
         };
       } catch (error) {
         if (activity.cancellationSignal.aborted) throw error;
-        if (error instanceof ConfigError)
-          throw ApplicationFailure.create({ type: 'ConfigError', message: error.message, nonRetryable: true });
+        if (error instanceof ConfigError) throw configFailure(error.message);
         const classified = classifyTransportFailure(error, now());
         if (countsAsCircuitFailure(classified)) breaker?.recordFailure();
         return {
@@ -157,116 +136,10 @@ export function createCapabilityActivities(deps: CapabilityActivityDependencies)
           circuit: circuitView(input.sellerId),
         };
       } finally {
-        clearInterval(ticker);
-        deadline.dispose();
+        bounds.end();
       }
     },
   };
 }
 
 export type CapabilityActivities = ReturnType<typeof createCapabilityActivities>;
-
-// ---- stored capabilities for the calls ----------------------------------------------------------------------------
-//
-// The seller-capabilities workflow keeps each seller's answer and publishes it in its memo. Calls use it to choose the
-// wire version and the read strategy (activities/read-strategy.ts) instead of probing. Reading the memo (describe,
-// no worker needed) once per seller per TTL keeps it cheap; a seller whose capabilities are unknown (workflow not
-// started, no answer yet, Temporal slow) is called as before: default wire version, read methods probed. A lookup
-// never fails a call.
-
-/** What calls need of a seller's stored capabilities. */
-export interface StoredCapabilitiesLookup {
-  get(sellerId: string): Promise<SellerCapabilities | undefined>;
-}
-
-export interface StoredCapabilitiesCacheOptions {
-  client: Client;
-  /** The task queue whose capabilities workflows are read (the worker's own). */
-  taskQueue: string;
-  /** How long a known answer is reused (default 60 s). */
-  ttlMs?: number;
-  /** How long "unknown" is reused before asking again (default 15 s). */
-  unknownTtlMs?: number;
-  /** Bound of one memo read (default 2 s). */
-  timeoutMs?: number;
-  now?: () => number;
-}
-
-/** A per-process TTL cache over the capabilities workflows' memos; concurrent lookups of one seller share one read. */
-export class StoredCapabilitiesCache implements StoredCapabilitiesLookup {
-  private readonly entries = new Map<string, { at: number; capabilities?: SellerCapabilities }>();
-  private readonly inFlight = new Map<string, Promise<SellerCapabilities | undefined>>();
-  /** Memo reads made (for tests and the bench: the cache's cost). */
-  reads = 0;
-
-  constructor(private readonly options: StoredCapabilitiesCacheOptions) {}
-
-  async get(sellerId: string): Promise<SellerCapabilities | undefined> {
-    const now = this.options.now ?? Date.now;
-    const cached = this.entries.get(sellerId);
-    if (cached) {
-      const ttl = cached.capabilities ? (this.options.ttlMs ?? 60_000) : (this.options.unknownTtlMs ?? 15_000);
-      if (now() - cached.at < ttl) return cached.capabilities;
-    }
-    const pending = this.inFlight.get(sellerId);
-    if (pending) return pending;
-    const read = this.read(sellerId)
-      .then((capabilities) => {
-        this.entries.set(sellerId, { at: now(), ...(capabilities ? { capabilities } : {}) });
-        return capabilities;
-      })
-      .finally(() => this.inFlight.delete(sellerId));
-    this.inFlight.set(sellerId, read);
-    return read;
-  }
-
-  /** Forget a seller's answer (its stored strategy failed): the next lookup reads the memo again. */
-  forget(sellerId: string): void {
-    this.entries.delete(sellerId);
-  }
-
-  private async read(sellerId: string): Promise<SellerCapabilities | undefined> {
-    this.reads += 1;
-    const { client, taskQueue } = this.options;
-    try {
-      const handle = client.workflow.getHandle(sellerCapabilitiesWorkflowId(taskQueue, sellerId));
-      const description = await client.withDeadline(Date.now() + (this.options.timeoutMs ?? 2_000), () =>
-        handle.describe(),
-      );
-      const state = description.memo?.[SELLER_CAPABILITIES_MEMO] as { capabilities?: unknown } | undefined;
-      return storedCapabilitiesOf(state?.capabilities);
-    } catch {
-      return undefined; // not started, not found, Temporal slow: the call goes on as if nothing were stored
-    }
-  }
-}
-
-/**
- * A SellerClient whose calls and reads are shaped for the wire version the seller's stored capabilities name: a 3.1
- * seller gets the 3.1 envelope (`adcp_version: "3.1"` beside `adcp_major_version`), a 3.0 seller the SDK's default
- * (`adcp_major_version` only). rc.2 is configured per seller (`adcp_version: "rc.2"` in the agents file: rc.2 sellers
- * predate the capabilities block) and shaped by the call plan. Unknown capabilities change nothing.
- */
-export function withStoredWireVersion(
-  seller: SellerClient,
-  lookup: StoredCapabilitiesLookup | undefined,
-): SellerClient {
-  if (!lookup) return seller;
-  async function shaped<R extends CallContext>(request: R): Promise<R> {
-    if (request.adcpVersion) return request;
-    const adcpVersion = sdkAdcpVersionFor(await lookup!.get(request.agent.id));
-    return adcpVersion ? { ...request, adcpVersion } : request;
-  }
-  const overrides: Partial<SellerClient> = {
-    callTask: async (request): Promise<SellerAnswer> => seller.callTask(await shaped(request)),
-    readTask: async (request): Promise<SellerAnswer> => seller.readTask(await shaped(request)),
-    listTasks: async (request) => seller.listTasks(await shaped(request)),
-  };
-  return new Proxy(seller, {
-    get(target, property) {
-      if (typeof property === 'string' && property in overrides) return overrides[property as keyof SellerClient];
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}

@@ -178,7 +178,8 @@ export interface CircuitBreakerRegistryOptions extends Omit<CircuitBreakerOption
 
 /**
  * One breaker per seller id, created on first use with the registry's options. Holds state per process: each worker
- * opens its breakers on its own evidence, by design (README "Deployment" has the measured cost of not sharing).
+ * opens its breakers on its own evidence, by design (docs/deployment.md, "Circuit breakers across workers", has the
+ * measured cost of not sharing).
  */
 export class CircuitBreakerRegistry {
   private readonly breakers = new Map<string, CircuitBreaker>();

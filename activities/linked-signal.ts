@@ -2,8 +2,8 @@
  * `AbortSignal.any` and `AbortSignal.timeout` without their cost on Node 20: a signal made by `AbortSignal.any` that
  * has an abort listener (fetch, the MCP SDK and Temporal's `sleep` all add one) is kept in a process-wide set for
  * ever, aborted or not, and with it everything its listeners close over (an activity's context, its logger, its
- * call). One poll of a seller leaked about 50 KiB that way (bench/README.md, run F). These signals are plain
- * AbortController signals, so they live as long as whoever references them.
+ * call): 400 parked operations kept 2,528 activity contexts that way (bench/results/2026-11-30-run-F.md). These
+ * signals are plain AbortController signals, so they live as long as whoever references them.
  */
 import { setMaxListeners } from 'node:events';
 

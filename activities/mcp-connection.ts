@@ -35,9 +35,9 @@ export interface McpCallTarget {
  * Idle connections kept per (seller URL, token), and for how long. The cap bounds churn, not use: a worker that runs
  * N calls at once to a seller reuses N connections only if N fit here. Each one past the cap is closed after its call
  * (a DELETE) and the next wave opens a new one (initialize, initialized): three more requests for one call, on both
- * sides. Measured at 8 (bench/README.md, B1, 50 concurrent reads): 42 of every 50 calls did that, and a read cost
- * the worker 21.1 ms CPU and the seller's process 8.7 ms, against 18.9 and 5.9 ms at 64. An idle connection holds a
- * few KiB here and one session at the seller, for at most IDLE_TTL_MS.
+ * sides. Measured at 8 (B1, 50 concurrent reads: bench/results/2026-11-30-run-I.md): 42 of every 50 calls did that,
+ * and a read cost the worker 21.1 ms CPU and the seller's process 8.7 ms, against 18.9 and 5.9 ms at 64. An idle
+ * connection holds a few KiB here and one session at the seller, for at most IDLE_TTL_MS.
  */
 export const MAX_IDLE_PER_SELLER = 64;
 export const IDLE_TTL_MS = 30_000;

@@ -64,3 +64,4 @@ export function createNotificationActivities(deps: NotificationDependencies) {
     },
   };
 }
+export type NotificationActivities = ReturnType<typeof createNotificationActivities>;

@@ -2,20 +2,20 @@
  * How to read a seller's task, learned per seller. Sellers differ: AdCP 3.0 has the `tasks/get` tool,
  * 3.1 renamed it `get_task_status`, some sellers name it `get_task` or only offer a list, some serve MCP's own Tasks,
  * and for a create_media_buy whose buy is known the resource itself (`get_media_buys`) tells whether the create
- * completed. A seller without `tasks/get` used to fail every polled operation ("Unknown tool: tasks/get").
+ * completed. A seller without `tasks/get` must not fail every polled operation ("Unknown tool: tasks/get").
  *
  * Order: the method that worked last time, then the AdCP names, the list, MCP Tasks, the resource read; a method the
  * seller does not offer is skipped. What it offers comes from its stored capabilities (the seller-capabilities
- * workflow's answer, read through a per-process cache: activities/capabilities.ts), so no call is spent on learning
- * it, and a 3.1 seller is read by `get_task_status` before `tasks/get`; without stored capabilities, from its
- * tools/list (cached per seller per process). When every method the stored capabilities name fails as missing
+ * workflow's answer, read through a per-process cache: activities/stored-capabilities.ts), so no call is spent on
+ * learning it, and a 3.1 seller is read by `get_task_status` before `tasks/get`; without stored capabilities, from
+ * its tools/list (cached per seller per process). When every method the stored capabilities name fails as missing
  * (they are stale), the read probes as without them. A missing method is never a failed task: when nothing works
  * the outcome is `unreadable`, and the operation keeps its deadline, webhooks and reconciliation. Free of Temporal
  * so it is tested with a fake SellerClient.
  */
 import { type AdcpError, describeError } from '../protocol';
 import { type SellerCapabilities, storedReadMethods } from '../protocol/capabilities';
-import type { StoredCapabilitiesLookup } from './capabilities';
+import type { StoredCapabilitiesLookup } from './stored-capabilities';
 import type { ReadMethod, ReadTaskOutcome } from '../contract/activities';
 import { type CallContext, type SellerClient, type SellerDescription, isUnknownToolError } from './seller-client';
 

@@ -1,10 +1,11 @@
 /**
  * Reconciliation's I/O (adcp-protocol.md §1.7): which operations and media buys are open for a seller (Temporal
  * visibility, through the AdCP search attributes), which tasks the seller still has open (its `tasks/list`), and the
- * signals that make operations adopt a lost task or poll the seller now, and media buys read get_media_buys now. The decisions are the reconciliation workflow's.
+ * signals that make operations adopt a lost task or poll the seller now, and media buys read get_media_buys now.
+ * The decisions are the reconciliation workflow's.
  */
 import { Context } from '@temporalio/activity';
-import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { type Client, type WorkflowExecutionInfo, WorkflowNotFoundError } from '@temporalio/client';
 import { type SellerRegistry, ConfigError } from '../config/sellers';
 import {
   SA_SELLER,
@@ -13,6 +14,7 @@ import {
   SA_STATUS,
   SA_TASK,
   SA_TASK_ID,
+  SA_TENANT,
 } from '../config/search-attributes';
 import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../contract/operation';
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
@@ -32,6 +34,8 @@ export interface OpenOperation {
   task?: string;
   taskId?: string;
   status?: string;
+  /** The operation's tenant (AdcpTenant): a lookup of its lost task uses the tenant's own seller credential. */
+  tenant?: string;
 }
 
 export interface SellerTaskList {
@@ -59,7 +63,7 @@ const MAX_TASK_PAGES = 50;
 /** What reconciliation asks the seller for: tasks that are not finished. */
 export const OPEN_SELLER_STATUSES = ['submitted', 'working', 'input-required', 'auth-required'];
 
-/** Visibility queries quote values; agent ids are validated by the config schema, but escape anyway. */
+/** Visibility queries quote values; seller ids are validated by the config schema, but escape anyway. */
 function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
@@ -69,39 +73,48 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
 
+  /** The running workflows of `workflowType` at this seller (visibility: AdcpAgent), at most MAX_OPEN_OPERATIONS. */
+  async function listRunning<T>(
+    workflowType: string,
+    sellerId: string,
+    row: (execution: WorkflowExecutionInfo) => T,
+  ): Promise<T[]> {
+    const query = `WorkflowType = ${quoted(workflowType)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(sellerId)}`;
+    const open: T[] = [];
+    for await (const execution of deps.client.workflow.list({ query })) {
+      open.push(row(execution));
+      if (open.length % 500 === 0) Context.current().heartbeat(open.length);
+      if (open.length >= MAX_OPEN_OPERATIONS) break;
+    }
+    return open;
+  }
+
   return {
     async listOpenOperations(input: { sellerId: string }): Promise<OpenOperation[]> {
-      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
-      const open: OpenOperation[] = [];
-      for await (const execution of deps.client.workflow.list({ query })) {
-        const attributes = execution.typedSearchAttributes;
-        open.push({
-          operationId: execution.workflowId,
+      return listRunning(
+        OPERATION_WORKFLOW_TYPE,
+        input.sellerId,
+        ({ workflowId, typedSearchAttributes: attributes }) => ({
+          operationId: workflowId,
           ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
           ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
           ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
-        });
-        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
-        if (open.length >= MAX_OPEN_OPERATIONS) break;
-      }
-      return open;
+          ...(attributes.get(SA_TENANT) ? { tenant: attributes.get(SA_TENANT) } : {}),
+        }),
+      );
     },
 
     /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
     async listOpenMediaBuys(input: { sellerId: string }): Promise<OpenMediaBuy[]> {
-      const query = `WorkflowType = ${quoted(MEDIA_BUY_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(input.sellerId)}`;
-      const open: OpenMediaBuy[] = [];
-      for await (const execution of deps.client.workflow.list({ query })) {
-        const attributes = execution.typedSearchAttributes;
-        open.push({
-          workflowId: execution.workflowId,
+      return listRunning(
+        MEDIA_BUY_WORKFLOW_TYPE,
+        input.sellerId,
+        ({ workflowId, typedSearchAttributes: attributes }) => ({
+          workflowId,
           ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
           ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
-        });
-        if (open.length % 500 === 0) Context.current().heartbeat(open.length);
-        if (open.length >= MAX_OPEN_OPERATIONS) break;
-      }
-      return open;
+        }),
+      );
     },
 
     /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */

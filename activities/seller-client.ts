@@ -37,6 +37,21 @@ export interface SellerDescription {
   mcpTasks: boolean;
 }
 
+/**
+ * The same client with the methods in `overrides` replaced: every other method (and any added later) is the wrapped
+ * client's own, bound to it.
+ */
+export function withSellerOverrides(seller: SellerClient, overrides: Partial<SellerClient>): SellerClient {
+  return new Proxy(seller, {
+    get(target, property) {
+      if (typeof property === 'string' && Object.hasOwn(overrides, property))
+        return overrides[property as keyof SellerClient];
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 export interface TaskReadRequest extends CallContext {
   method: Exclude<ReadMethod, 'none'>;
   task: string;
@@ -84,7 +99,7 @@ export interface CallContext {
   signal: AbortSignal;
   /** Bound of each MCP request in the call; the signal bounds the whole call. Default 60 s. */
   timeoutMs?: number;
-  /** The AdCP version @adcp/sdk shapes the envelope for (`3.1`: stored capabilities, activities/capabilities.ts). */
+  /** The AdCP version @adcp/sdk shapes the envelope for (`3.1`, from stored capabilities: stored-capabilities.ts). */
   adcpVersion?: string;
 }
 

@@ -8,7 +8,7 @@
  * call). Rows of other shards are dropped here, so a watcher's history holds only its own shard's rows.
  * Credentials are the group's tenant's (config/sellers.ts), resolved at the call, never carried in inputs.
  */
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
 import { type SellerRegistry, ConfigError } from '../config/sellers';
@@ -32,7 +32,8 @@ import {
   unwatchTaskSignal,
   watchTaskSignal,
 } from '../contract/task-watcher';
-import { type StoredCapabilitiesLookup, StoredCapabilitiesCache, withStoredWireVersion } from './capabilities';
+import { sellerAccess } from './seller-access';
+import { type StoredCapabilitiesLookup, StoredCapabilitiesCache, withStoredWireVersion } from './stored-capabilities';
 import { deadlineSignal } from './linked-signal';
 import { raceSignal } from './mcp-connection';
 import { SellerDescriptionCache, readTaskWithStrategy } from './read-strategy';
@@ -71,8 +72,11 @@ export interface TaskListingDependencies {
   sellers: SellerRegistry;
   /** Signals operations and watchers. */
   client: Client;
-  /** The worker's task queue: watchers run on it, and their IDs name it. */
-  taskQueue: string;
+  /**
+   * The task queue watchers run on and their IDs name; default: the queue of the activity that registers (a local
+   * activity of the operation, so the operation's own queue).
+   */
+  taskQueue?: string;
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
   /** Bound of one list or read call (default 60 s). */
@@ -201,7 +205,10 @@ export async function listGroupTasks(
 
 export function createTaskListingActivities(deps: TaskListingDependencies) {
   const storedCapabilities =
-    deps.storedCapabilities ?? new StoredCapabilitiesCache({ client: deps.client, taskQueue: deps.taskQueue });
+    deps.storedCapabilities ??
+    (deps.taskQueue !== undefined
+      ? new StoredCapabilitiesCache({ client: deps.client, taskQueue: deps.taskQueue })
+      : undefined);
   const seller = withStoredWireVersion(deps.seller ?? createSdkSellerClient(), storedCapabilities);
   const env = deps.env ?? process.env;
   const readTimeoutMs = deps.readTimeoutMs ?? 60_000;
@@ -209,12 +216,7 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
   const descriptions = new SellerDescriptionCache(10 * 60_000, deps.now ?? Date.now, storedCapabilities);
 
   function contextBase(sellerId: string, tenant: string | undefined): Omit<CallContext, 'signal'> {
-    try {
-      const agent = deps.sellers.get(sellerId);
-      return { agent, token: deps.sellers.token(sellerId, env, tenant), timeoutMs: readTimeoutMs };
-    } catch (error) {
-      throw ApplicationFailure.create({ type: 'ConfigError', message: (error as Error).message, nonRetryable: true });
-    }
+    return { ...sellerAccess(deps.sellers, sellerId, env, tenant), timeoutMs: readTimeoutMs };
   }
 
   /** One call with its own deadline inside the activity's cancellation. */
@@ -361,11 +363,12 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
       }
       if (!tool) return { watching: false, reason: `${input.sellerId} offers no list_tasks or tasks/list` };
       const shard = taskWatcherShard(input.registration.taskId, settings.shards);
-      const watcherId = taskWatcherWorkflowId(deps.taskQueue, input.sellerId, shard);
+      const taskQueue = deps.taskQueue ?? Context.current().info.taskQueue;
+      const watcherId = taskWatcherWorkflowId(taskQueue, input.sellerId, shard);
       const watcherInput: TaskWatcherInput = { sellerId: input.sellerId, shard, shards: settings.shards };
       await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
         workflowId: watcherId,
-        taskQueue: deps.taskQueue,
+        taskQueue,
         args: [watcherInput],
         signal: watchTaskSignal,
         signalArgs: [input.registration],

@@ -12,7 +12,7 @@ import {
   reportingMasterSecret,
   reportingScheme,
   reportingWebhookCredential,
-} from '../activities/media-buy';
+} from '../activities/reporting-credentials';
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { SA_SELLER, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';

@@ -50,7 +50,7 @@ export interface CallPlan {
   args: Record<string, unknown>;
   /** The push config as registered (URL, operation_id); for A2A it goes into the JSON-RPC configuration. */
   pushNotificationConfig?: { url: string; operation_id: string; authentication?: { schemes: string[] } };
-  /** Which environment variable holds the webhook credential sent with the push config, if the seller's scheme has one. */
+  /** The environment variable holding the webhook credential sent with the push config, if the scheme has one. */
   webhookCredentialRef?: { env: string };
   contextId?: string;
   taskId?: string;
@@ -119,8 +119,9 @@ export interface ReadTaskOutcome {
 /**
  * `awaitTaskMoveOnCadence`: polls until the task moves from `since`, keeping the poll cadence itself. Its first
  * attempt only asks to be retried after `firstPollAfterMs` (no durable timer, no workflow task), and each unchanged
- * poll asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through `nextRetryDelay`. The retry policy's own interval is then short: it only applies to an attempt that was lost (a
- * killed worker), so a lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
+ * poll asks for the next interval (`initialIntervalMs`, doubling up to `maxIntervalMs`) through `nextRetryDelay`.
+ * The retry policy's own interval is then short: it only applies to an attempt that was lost (a killed worker), so a
+ * lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
  */
 export interface AwaitTaskMoveOnCadenceInput extends ReadTaskInput {
   since: { status: string; progress: unknown };

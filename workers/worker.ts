@@ -2,14 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDependencies } from '../activities';
-import { createCampaignActivities } from '../activities/campaign';
-import { StoredCapabilitiesCache, createCapabilityActivities } from '../activities/capabilities';
-import { CircuitBreakerRegistry } from '../activities/circuit-breaker';
-import { logCircuitTransition } from '../activities';
-import { createMediaBuyActivities, withReportingCredentials } from '../activities/media-buy';
-import { createSdkSellerClient } from '../activities/seller-client';
-import { createReconciliationActivities } from '../activities/reconciliation';
-import { createTaskListingActivities } from '../activities/task-listing';
+import { StoredCapabilitiesCache } from '../activities/stored-capabilities';
 import { dataConverter } from '../client/payload-codec';
 import type { Tracing } from '../observability/tracing';
 import { observabilityWorkerOptions } from '../observability/worker-options';
@@ -45,14 +38,6 @@ export interface OperationWorkerOptions {
 
 /** The worker that runs operation and reconciliation workflows and their activities; one per process, scaled by adding processes. */
 export async function createOperationWorker(options: OperationWorkerOptions): Promise<Worker> {
-  // One breaker per seller for the whole worker: operations and capability refreshes see the same circuit.
-  const breakers =
-    options.activities.breakers ??
-    new CircuitBreakerRegistry({
-      ...options.activities.circuitBreaker,
-      now: options.activities.now ?? Date.now,
-      onTransition: logCircuitTransition,
-    });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -61,39 +46,12 @@ export async function createOperationWorker(options: OperationWorkerOptions): Pr
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
       : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: { preloadModules: workflowPreloadModules() } }),
-    activities: {
-      ...createActivities({
-        // Calls choose the wire version and read method from the sellers' stored capabilities (memo, cached).
-        storedCapabilities: new StoredCapabilitiesCache({ client: options.client, taskQueue: options.taskQueue }),
-        ...options.activities,
-        breakers,
-        // Per-buy reporting-webhook credentials are added at the call, never in history (activities/media-buy.ts).
-        seller: withReportingCredentials(
-          options.activities.seller ?? createSdkSellerClient(),
-          options.activities.env ?? process.env,
-        ),
-      }),
-      ...createCapabilityActivities({
-        sellers: options.activities.sellers,
-        breakers,
-        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
-        ...(options.activities.env ? { env: options.activities.env } : {}),
-      }),
-      ...createCampaignActivities({ client: options.client }),
-      ...createReconciliationActivities({
-        sellers: options.activities.sellers,
-        client: options.client,
-        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
-        ...(options.activities.env ? { env: options.activities.env } : {}),
-      }),
-      ...createTaskListingActivities({ ...options.activities, client: options.client, taskQueue: options.taskQueue }),
-      ...createMediaBuyActivities({
-        sellers: options.activities.sellers,
-        ...(options.activities.seller ? { seller: options.activities.seller } : {}),
-        ...(options.activities.env ? { env: options.activities.env } : {}),
-        ...(options.activities.readTimeoutMs ? { readTimeoutMs: options.activities.readTimeoutMs } : {}),
-      }),
-    },
+    activities: createActivities({
+      // Calls choose the wire version and read method from the sellers' stored capabilities (memo, cached).
+      storedCapabilities: new StoredCapabilitiesCache({ client: options.client, taskQueue: options.taskQueue }),
+      ...options.activities,
+      client: options.client,
+    }),
     shutdownGraceTime: options.shutdownGraceTime ?? '10s',
     // Correlation fields on activity log lines; OpenTelemetry interceptors and the workflow span sink when tracing.
     ...observabilityWorkerOptions({ tracing: options.tracing, prebuiltBundle: options.workflowBundle !== undefined }),

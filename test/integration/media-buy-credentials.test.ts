@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import type { Payload } from '@temporalio/common';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import express from 'express';
-import { REPORTING_SECRET_ENV, reportingWebhookCredential } from '../../activities/media-buy';
+import { REPORTING_SECRET_ENV, reportingWebhookCredential } from '../../activities/reporting-credentials';
 import { createMediaBuyRouter } from '../../api/media-buys';
 import { createReportingWebhookRouter } from '../../api/reporting-webhooks';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';

@@ -11,7 +11,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { REPORTING_SECRET_ENV, reportingWebhookCredential } from '../../activities/media-buy';
+import { REPORTING_SECRET_ENV, reportingWebhookCredential } from '../../activities/reporting-credentials';
 import { createReportingWebhookRouter } from '../../api/reporting-webhooks';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { MediaBuyClient } from '../../client/media-buy-client';

@@ -5,7 +5,7 @@
  * against a real seller and a real Temporal server is test/integration/stored-capabilities.test.ts.
  */
 import type { ReadMethod } from '../../contract/activities';
-import { type StoredCapabilitiesLookup, withStoredWireVersion } from '../../activities/capabilities';
+import { type StoredCapabilitiesLookup, withStoredWireVersion } from '../../activities/stored-capabilities';
 import { SellerDescriptionCache, readTaskWithStrategy } from '../../activities/read-strategy';
 import type { SellerAnswer, SellerClient, TaskCallRequest, TaskReadRequest } from '../../activities/seller-client';
 import type { SellerConfig } from '../../config/sellers';

@@ -59,6 +59,8 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
           sellerId: input.sellerId,
           task: operation.task,
           step: 'call',
+          // The lost task was made with the tenant's own credential, where it has one: list with the same.
+          ...(operation.tenant !== undefined ? { tenant: operation.tenant } : {}),
         });
         const taskId = found.snapshot?.taskId;
         if (taskId && !trackedTaskIds.has(taskId)) {

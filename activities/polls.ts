@@ -1,0 +1,102 @@
+/**
+ * Reading a seller's task: `readTask` reads it once, `awaitTaskMoveOnCadence` polls it until it moves, each retry one
+ * poll, keeping the poll cadence itself through `nextRetryDelay` (no timer, no worker slot held between polls).
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type {
+  AwaitTaskMoveOnCadenceInput,
+  AwaitTaskMoveOutcome,
+  ReadTaskInput,
+  ReadTaskOutcome,
+} from '../contract/activities';
+import type { TaskReadDependencies } from './task-reader';
+
+export type PollActivityDependencies = TaskReadDependencies;
+
+export function createPollActivities(deps: PollActivityDependencies) {
+  const { guarded, readWithRetryAfter, ensureStorable } = deps;
+
+  async function read(input: ReadTaskInput): Promise<ReadTaskOutcome> {
+    return guarded(
+      input.sellerId,
+      (input.timeouts ?? deps.timeouts).readMs,
+      async (context) => {
+        const outcome = await readWithRetryAfter(context, input);
+        return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.sellerId}`);
+      },
+      input.tenant,
+    );
+  }
+
+  return {
+    /** One read of the task, by the method that works for this seller (activities/read-strategy.ts). */
+    async readTask(input: ReadTaskInput): Promise<ReadTaskOutcome> {
+      return read(input);
+    },
+
+    /**
+     * The polling twin of readTask: fails benignly while the task has not moved (or cannot be seen). Each retry is a
+     * poll, and each attempt names the delay of the next one itself (the cadence of AwaitTaskMoveOnCadenceInput).
+     */
+    async awaitTaskMoveOnCadence(input: AwaitTaskMoveOnCadenceInput): Promise<AwaitTaskMoveOutcome> {
+      const attempt = Context.current().info.attempt;
+      const cadence = input.cadence;
+      const waitsFirst = cadence.firstPollAfterMs > 0;
+      if (waitsFirst && attempt === 1) {
+        // The wait before the first poll, kept by the server as a retry delay: no timer, no worker slot held.
+        throw ApplicationFailure.create({
+          type: 'TaskPollDue',
+          message: `first poll in ${cadence.firstPollAfterMs} ms`,
+          category: 'BENIGN',
+          details: [{ polls: 0 }],
+          nextRetryDelay: cadence.firstPollAfterMs,
+        });
+      }
+      const polls = waitsFirst ? attempt - 1 : attempt;
+      // The delay until the next poll: the cadence's interval after poll `polls` (2x each time, capped).
+      const nextPollInMs = Math.min(
+        cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30),
+        cadence.maxIntervalMs,
+      );
+      let outcome: ReadTaskOutcome;
+      try {
+        outcome = await read(input);
+      } catch (error) {
+        if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
+        // A seller's "not before" (retry_after, an open circuit) is honoured when it is later than the next poll.
+        const askedDelay =
+          error instanceof ApplicationFailure && typeof error.nextRetryDelay === 'number' ? error.nextRetryDelay : 0;
+        // A failed poll is one more reason to poll again at the same cadence.
+        throw ApplicationFailure.create({
+          type: 'TaskPollFailed',
+          message: (error as Error).message,
+          category: 'BENIGN',
+          details: [{ polls }],
+          nextRetryDelay: Math.max(nextPollInMs, askedDelay),
+        });
+      }
+      const snapshot = outcome.snapshot;
+      // A read that cannot see the task is no news: keep polling (webhooks, the deadline and reconciliation decide).
+      const unchanged =
+        !snapshot ||
+        (snapshot.status === input.since.status &&
+          JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress ?? null));
+      if (unchanged) {
+        // The attempt count rides along: when the budget ends, this failure is what the workflow sees.
+        const why = snapshot
+          ? `still ${snapshot.status}`
+          : `cannot read the task now (${outcome.unreadable?.code ?? 'unreadable'})`;
+        throw ApplicationFailure.create({
+          type: 'TaskUnchanged',
+          message: why,
+          category: 'BENIGN',
+          details: [{ polls, readMethod: outcome.readMethod }],
+          nextRetryDelay: nextPollInMs,
+        });
+      }
+      return { ...outcome, polls };
+    },
+  };
+}
+
+export type PollActivities = ReturnType<typeof createPollActivities>;
