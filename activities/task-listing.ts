@@ -26,6 +26,7 @@ import {
   type TaskWatcherInput,
   TASK_WATCHER_WORKFLOW_TYPE,
   type UnregisterFromWatcherInput,
+  WATCH_INTERVAL_MS,
   taskMovedSignal,
   taskWatcherShard,
   taskWatcherWorkflowId,
@@ -51,11 +52,19 @@ const settingsSchema = z.object({
   ADCP_TASK_WATCHER: z.enum(['on', 'off']).default('on'),
   /** Watchers per seller: each holds up to MAX_ENTRIES parked operations (workflows/task-watcher/machine.ts). */
   ADCP_TASK_WATCHER_SHARDS: z.coerce.number().int().min(1).max(1024).default(1),
+  /** How often a watched operation still reads its task itself: `15m`, `30m`, `2h`. */
+  ADCP_TASK_WATCHER_SAFETY_POLL: z
+    .string()
+    .regex(/^\d+(s|m|h)$/, 'must be a duration such as 15m, 30m or 2h')
+    .default('30m'),
 });
+
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
 
 export interface TaskWatcherSettings {
   enabled: boolean;
   shards: number;
+  safetyPollMs: number;
 }
 
 export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskWatcherSettings {
@@ -65,7 +74,17 @@ export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskW
       `Invalid task watcher settings: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
     );
   }
-  return { enabled: parsed.data.ADCP_TASK_WATCHER === 'on', shards: parsed.data.ADCP_TASK_WATCHER_SHARDS };
+  const safety = parsed.data.ADCP_TASK_WATCHER_SAFETY_POLL;
+  const safetyPollMs = Number.parseInt(safety, 10) * UNIT_MS[safety.slice(-1) as keyof typeof UNIT_MS];
+  if (safetyPollMs < WATCH_INTERVAL_MS)
+    throw new ConfigError(
+      `ADCP_TASK_WATCHER_SAFETY_POLL=${safety} is shorter than the watcher's own round (${WATCH_INTERVAL_MS / 1000} s): use at least 1m.`,
+    );
+  return {
+    enabled: parsed.data.ADCP_TASK_WATCHER === 'on',
+    shards: parsed.data.ADCP_TASK_WATCHER_SHARDS,
+    safetyPollMs,
+  };
 }
 
 export interface TaskListingDependencies {
@@ -354,27 +373,26 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
      */
     async registerWithTaskWatcher(input: RegisterWithWatcherInput): Promise<RegisterWithWatcherOutcome> {
       if (!settings.enabled) return { watching: false, reason: 'the task watcher is off (ADCP_TASK_WATCHER=off)' };
-      const base = contextBase(input.sellerId, input.registration.tenant);
-      let tool: string | undefined;
+      // Whatever goes wrong here, the operation polls on its own: never a failure of the operation.
       try {
-        tool = await listTool(base);
+        const tool = await listTool(contextBase(input.sellerId, input.registration.tenant));
+        if (!tool) return { watching: false, reason: `${input.sellerId} offers no list_tasks or tasks/list` };
+        const shard = taskWatcherShard(input.registration.taskId, settings.shards);
+        const taskQueue = deps.taskQueue ?? Context.current().info.taskQueue;
+        const watcherId = taskWatcherWorkflowId(taskQueue, input.sellerId, shard);
+        const watcherInput: TaskWatcherInput = { sellerId: input.sellerId, shard, shards: settings.shards };
+        await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
+          workflowId: watcherId,
+          taskQueue,
+          args: [watcherInput],
+          signal: watchTaskSignal,
+          signalArgs: [input.registration],
+          staticSummary: `Watches the tasks of operations parked at ${input.sellerId} (shard ${shard + 1} of ${settings.shards})`,
+        });
+        return { watching: true, watcherId, safetyPollMs: settings.safetyPollMs };
       } catch (error) {
-        return { watching: false, reason: `could not learn whether ${input.sellerId} lists tasks: ${String(error)}` };
+        return { watching: false, reason: `the task watcher could not take it: ${(error as Error).message}` };
       }
-      if (!tool) return { watching: false, reason: `${input.sellerId} offers no list_tasks or tasks/list` };
-      const shard = taskWatcherShard(input.registration.taskId, settings.shards);
-      const taskQueue = deps.taskQueue ?? Context.current().info.taskQueue;
-      const watcherId = taskWatcherWorkflowId(taskQueue, input.sellerId, shard);
-      const watcherInput: TaskWatcherInput = { sellerId: input.sellerId, shard, shards: settings.shards };
-      await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
-        workflowId: watcherId,
-        taskQueue,
-        args: [watcherInput],
-        signal: watchTaskSignal,
-        signalArgs: [input.registration],
-        staticSummary: `Watches the tasks of operations parked at ${input.sellerId} (shard ${shard + 1} of ${settings.shards})`,
-      });
-      return { watching: true, watcherId };
     },
 
     /** The operation stopped waiting: the watcher forgets it. A watcher that already ended is no error. */

@@ -261,6 +261,8 @@ export interface RegisterWithWatcherInput {
 export interface RegisterWithWatcherOutcome {
   watching: boolean;
   watcherId?: string;
+  /** While watched, the operation still reads its task itself this often (the worker's ADCP_TASK_WATCHER_SAFETY_POLL). */
+  safetyPollMs?: number;
   /** Why not, when not (the seller cannot list, the watcher is off): the operation polls on its own. */
   reason?: string;
 }
@@ -280,5 +282,7 @@ export interface ListingFailure {
 
 /** Between listings of one group (the `submitted` poll cadence of one operation: nobody learns later than today). */
 export const WATCH_INTERVAL_MS = 60_000;
+/** A watched operation's own read of its task, in case the watcher misses a move: this often by default. */
+export const SAFETY_POLL_MS = 30 * 60_000;
 /** Longest wait after repeated listing failures. */
 export const MAX_LISTING_BACKOFF_MS = 15 * 60_000;
