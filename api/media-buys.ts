@@ -221,9 +221,12 @@ export function mediaBuyView(
   };
 }
 
-/** A change's or a creatives attachment's answer: 200 when applied, 409 when the buy or the seller refused it. */
+/**
+ * A change's or a creatives attachment's answer: 200 when applied, 202 when sent and not confirmed yet, 409 when the
+ * buy or the seller refused it, or the seller's buy shows it did not take effect.
+ */
 function sendChangeAnswer(res: Response, answer: Awaited<ReturnType<MediaBuyClient['change']>>): void {
-  res.status(answer.outcome === 'applied' ? 200 : 409).json({
+  res.status(answer.outcome === 'applied' ? 200 : answer.outcome === 'sent' ? 202 : 409).json({
     sequence: answer.sequence,
     outcome: answer.outcome,
     status: answer.status,

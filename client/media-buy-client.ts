@@ -35,11 +35,11 @@ import {
   type ReportingSettings,
   attachCreativesUpdate,
   changeMediaBuyUpdate,
+  checkChangeShape,
   mediaBuyStateQuery,
   mediaBuyWorkflowId,
   refreshMediaBuySignal,
 } from '../contract/media-buy';
-import { checkChangeShape } from '../workflows/media-buy/machine';
 
 export interface MediaBuyClientOptions {
   client: Client;

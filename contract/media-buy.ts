@@ -74,6 +74,11 @@ export interface MediaBuyInput {
    * every change that raises budget, report_plan_outcome once the seller answered. Absent: no governance calls.
    */
   governance?: GovernanceSettings;
+  /**
+   * Continue-as-new once the run's history has this many events (default 3,000, well before Temporal's 4,096-event
+   * suggestion; the server's suggestion is followed too). Tests lower it to cross a run boundary in seconds.
+   */
+  historyEventLimit?: number;
   /** Set only by continue-as-new. */
   carried?: MediaBuyCarried;
 }
@@ -95,7 +100,69 @@ export interface ChangeRequest {
   packages?: Record<string, unknown>[];
 }
 
-export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'failed' | 'refused';
+/**
+ * `applied`: a description of the buy after the change (a get_media_buys read, or where no read shows the buy the
+ * seller's answer) shows it. `sent`: the seller answered success and nothing could show the change yet (no read, or
+ * the change waits for the seller's approval). `failed`: the seller refused it, or answered success and its buy shows
+ * otherwise (`<KIND>_NOT_APPLIED`). `refused`: not sent (the buy's status, the seller's actions, governance).
+ */
+export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'sent' | 'failed' | 'refused';
+
+export type ChangeRefusal = {
+  ok: false;
+  code: 'INVALID_STATE' | 'NOT_CANCELLABLE' | 'ACTION_NOT_ALLOWED' | 'INVALID_REQUEST';
+  message: string;
+};
+export type ChangeVerdict = { ok: true } | ChangeRefusal;
+
+export const CHANGE_KINDS: readonly ChangeKind[] = ['pause', 'resume', 'budget', 'dates', 'packages', 'cancel'];
+
+function isIsoTime(value: unknown): value is string {
+  return typeof value === 'string' && !Number.isNaN(Date.parse(value));
+}
+
+/**
+ * The shape of a change alone (no state): what the typed client checks before it sends one, and the workflow's
+ * validator checks first.
+ */
+export function checkChangeShape(request: ChangeRequest | undefined): ChangeVerdict {
+  const refuse = (message: string): ChangeRefusal => ({ ok: false, code: 'INVALID_REQUEST', message });
+  if (!request || typeof request !== 'object') return refuse('A change is an object with kind and requestedBy.');
+  if (!CHANGE_KINDS.includes(request.kind)) {
+    return refuse(`kind must be one of ${CHANGE_KINDS.join(', ')}; got "${String(request.kind)}".`);
+  }
+  if (
+    typeof request.requestedBy !== 'string' ||
+    request.requestedBy.trim() === '' ||
+    request.requestedBy.length > 200
+  ) {
+    return refuse('requestedBy must say who asks for the change (1-200 characters).');
+  }
+  if (request.kind === 'budget') {
+    const budgets = request.budgets;
+    if (!budgets || typeof budgets !== 'object' || Object.keys(budgets).length === 0)
+      return refuse('budgets must map package ids to new budgets.');
+    for (const [packageId, amount] of Object.entries(budgets)) {
+      if (typeof amount !== 'number' || !Number.isFinite(amount) || amount <= 0)
+        return refuse(`budgets.${packageId} must be a positive number.`);
+    }
+  }
+  if (request.kind === 'dates') {
+    if (request.startTime === undefined && request.endTime === undefined)
+      return refuse('dates needs startTime, endTime or both.');
+    if (request.startTime !== undefined && !isIsoTime(request.startTime))
+      return refuse('startTime must be an ISO 8601 time.');
+    if (request.endTime !== undefined && !isIsoTime(request.endTime))
+      return refuse('endTime must be an ISO 8601 time.');
+    if (request.startTime && request.endTime && Date.parse(request.startTime) >= Date.parse(request.endTime)) {
+      return refuse('startTime must be before endTime.');
+    }
+  }
+  if (request.kind === 'packages' && (!Array.isArray(request.packages) || request.packages.length === 0)) {
+    return refuse('packages must list the package changes (update_media_buy packages[] entries).');
+  }
+  return { ok: true };
+}
 
 export interface ChangeRecord {
   sequence: number;
@@ -112,6 +179,10 @@ export interface ChangeRecord {
   taskStatus?: string;
   error?: AdcpError | { code: string; message: string };
   finishedAt?: string;
+  /** What showed the change made: a read of the buy after it, or (no read could show the buy) the seller's answer. */
+  verifiedBy?: 'read' | 'answer';
+  /** Why a change is `sent` rather than `applied`, or what the seller's buy showed instead. */
+  note?: string;
   /** The update's ID (idempotency: a repeated ID answers this record). */
   updateId?: string;
   statusAfter?: MediaBuyLifecycle;
@@ -227,8 +298,11 @@ export interface ReportingState {
   /** An adjustment arrived for a period already folded away: the end-of-flight pull settles it. */
   sealedAdjustments: number;
   finalReport?: { at: string; sequenceNumber?: number };
+  /** get_media_buy_delivery requests made: windowed fills and the lifetime pull at the settle. */
   pulls: number;
   latePulls: number;
+  /** Package ids delivery named that the buy does not have (each raised as an anomaly once; bounded). */
+  unknownPackages?: string[];
   reconciliation?: Reconciliation;
 }
 
@@ -295,6 +369,8 @@ export interface MediaBuyCarried {
   /** Update IDs already answered, with the change sequence they made (bounded). */
   answeredUpdates: [string, number][];
   alertsFired: string[];
+  /** Changes answered `sent` that a later read may still confirm, with what they asked for. */
+  unconfirmedChanges?: [number, ChangeRequest][];
 }
 
 export interface ChangeAnswer {

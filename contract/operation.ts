@@ -200,6 +200,12 @@ export interface CarriedState {
   pendingInput?: ProvidedInput;
   pendingCredentialsRefresh?: boolean;
   pendingAdoption?: { taskId: string; requestedBy: string };
+  /** A poll asked for (pollNow) and not made yet. */
+  pollRequested?: boolean;
+  /** The notifications started so far, by idempotency key (their child workflow IDs dedupe them too). */
+  notified?: string[];
+  /** How long the task has been in the status the polls wait on (its working window, its polls). */
+  sellerWait?: { status: OperationStatus; polls: number; workingSince: string };
 }
 
 /** A verified webhook, normalised by the gateway, as the signal carries it. */
@@ -261,6 +267,8 @@ export interface ProvidedInput {
   principal?: string;
   /** Set by the workflow from the update ID, so a retried update never answers twice. */
   requestId?: string;
+  /** Set by the workflow: the round the answer was given in (an answer is never sent to a later question). */
+  round?: number;
 }
 
 export interface CancelRequest {

@@ -8,8 +8,8 @@
 const OPERATION_SECONDS = [1, 5, 15, 60, 300, 900, 1_800, 3_600, 7_200, 14_400, 43_200, 86_400, 259_200];
 
 export const WORKER_HISTOGRAM_BUCKETS: Record<string, number[]> = {
-  /** Start to final status (workflows/operation/workflow.ts). */
+  /** Start to final status (workflows/operation/metrics.ts). */
   adcp_operation_duration: OPERATION_SECONDS,
-  /** input-required to the next status: the approval time (workflows/operation/workflow.ts). */
+  /** input-required to the next status: the approval time (workflows/operation/metrics.ts). */
   adcp_operation_input_wait: OPERATION_SECONDS,
 };

@@ -53,7 +53,10 @@ export interface PackageSnapshot {
   budget?: number;
   paused?: boolean;
   creativeDeadline?: string;
-  /** Creative ids assigned to the package (creative_assignments / creative_ids / creative_approvals). */
+  /**
+   * Creative ids assigned to the package (creative_assignments / creative_ids / creatives / creative_approvals);
+   * absent when the row carries none of those lists, empty when it carries them empty.
+   */
   creativeIds?: string[];
   /** Per-creative approval as the seller reports it on the package (creative_approvals). */
   creativeApprovals?: { creativeId: string; status: string; reason?: string }[];
@@ -75,6 +78,8 @@ export interface MediaBuySnapshot {
   endTime?: string;
   packages?: PackageSnapshot[];
   updatedAt?: string;
+  /** An update answer's `implementation_date: null`: the change waits for the seller's approval. */
+  pendingApproval?: boolean;
 }
 
 function packageFrom(value: unknown): PackageSnapshot | undefined {
@@ -90,14 +95,18 @@ function packageFrom(value: unknown): PackageSnapshot | undefined {
   const deadline = text(row.creative_deadline);
   if (deadline) snapshot.creativeDeadline = deadline;
   const ids = new Set<string>();
+  // A list the row carries, even empty, is the seller's word on the package's creatives.
+  let listed = false;
   for (const list of [row.creative_assignments, row.creative_ids, row.creatives]) {
     if (!Array.isArray(list)) continue;
+    listed = true;
     for (const entry of list) {
       const id = typeof entry === 'string' ? entry : text(asRecord(entry)?.creative_id);
       if (id) ids.add(id);
     }
   }
   if (Array.isArray(row.creative_approvals)) {
+    listed = true;
     snapshot.creativeApprovals = [];
     for (const entry of row.creative_approvals) {
       const approval = asRecord(entry);
@@ -112,7 +121,7 @@ function packageFrom(value: unknown): PackageSnapshot | undefined {
       });
     }
   }
-  if (ids.size > 0) snapshot.creativeIds = [...ids];
+  if (listed) snapshot.creativeIds = [...ids];
   return snapshot;
 }
 
@@ -155,9 +164,14 @@ export function mediaBuySnapshotFrom(value: unknown): MediaBuySnapshot {
   if (end) snapshot.endTime = end;
   const updatedAt = text(row.updated_at);
   if (updatedAt) snapshot.updatedAt = updatedAt;
-  if (Array.isArray(row.packages)) {
-    snapshot.packages = row.packages.map(packageFrom).filter((entry): entry is PackageSnapshot => !!entry);
-  }
+  // An update answer names the packages it changed in affected_packages (full packages in 3.1, ids only in 3.0).
+  const packages = Array.isArray(row.packages)
+    ? row.packages
+    : Array.isArray(row.affected_packages)
+      ? row.affected_packages
+      : undefined;
+  if (packages) snapshot.packages = packages.map(packageFrom).filter((entry): entry is PackageSnapshot => !!entry);
+  if (row.implementation_date === null) snapshot.pendingApproval = true;
   return snapshot;
 }
 
@@ -167,6 +181,175 @@ export function mediaBuyFromList(result: unknown, mediaBuyId: string): MediaBuyS
   if (!Array.isArray(buys)) return undefined;
   const row = buys.map(asRecord).find((entry) => entry?.media_buy_id === mediaBuyId);
   return row ? mediaBuySnapshotFrom(row) : undefined;
+}
+
+// ---- actions -------------------------------------------------------------------------------------------------------
+
+/** One value of AdCP's media-buy action vocabulary: the update_media_buy fields it covers. */
+export interface MediaBuyAction {
+  /** Dotted request paths (`packages[]` covers every field of a package). */
+  updateFields: readonly string[];
+  /** A coarse value kept from 3.0 (deprecated in 3.1, removed in 4.0): the finer actions it stands for. */
+  rollup?: readonly string[];
+}
+
+/**
+ * AdCP 3.1.19 `enums/media-buy-valid-action.json` `enumMetadata` (3.0.6's eight values are all in it). Sellers list
+ * these in `available_actions[].action` (3.1) or `valid_actions` (3.0, coarse names such as update_budget).
+ */
+export const MEDIA_BUY_ACTIONS: Readonly<Record<string, MediaBuyAction>> = {
+  pause: { updateFields: ['paused'] },
+  resume: { updateFields: ['paused'] },
+  cancel: { updateFields: ['canceled', 'cancellation_reason'] },
+  extend_flight: { updateFields: ['end_time', 'packages[].end_time'] },
+  shorten_flight: { updateFields: ['end_time', 'packages[].end_time'] },
+  update_flight_dates: {
+    updateFields: ['start_time', 'end_time', 'packages[].start_time', 'packages[].end_time'],
+  },
+  increase_budget: { updateFields: ['packages[].budget'] },
+  decrease_budget: { updateFields: ['packages[].budget'] },
+  reallocate_budget: { updateFields: ['packages[].budget'] },
+  update_targeting: {
+    updateFields: [
+      'packages[].targeting_overlay',
+      'packages[].keyword_targets_add',
+      'packages[].keyword_targets_remove',
+      'packages[].negative_keywords_add',
+      'packages[].negative_keywords_remove',
+    ],
+  },
+  update_pacing: { updateFields: ['packages[].pacing'] },
+  update_frequency_caps: { updateFields: ['packages[].targeting_overlay.frequency_cap'] },
+  replace_creative: { updateFields: ['packages[].creatives'] },
+  update_creative_assignments: { updateFields: ['packages[].creative_assignments'] },
+  remove_creative: { updateFields: ['packages[].creatives', 'packages[].creative_assignments'] },
+  add_packages: { updateFields: ['new_packages'] },
+  remove_packages: { updateFields: ['packages[].canceled'] },
+  update_budget: {
+    updateFields: ['packages[].budget'],
+    rollup: ['increase_budget', 'decrease_budget', 'reallocate_budget'],
+  },
+  update_dates: {
+    updateFields: ['start_time', 'end_time', 'packages[].start_time', 'packages[].end_time'],
+    rollup: ['extend_flight', 'shorten_flight', 'update_flight_dates'],
+  },
+  update_packages: {
+    updateFields: ['packages[]'],
+    rollup: ['update_targeting', 'update_pacing', 'update_frequency_caps', 'reallocate_budget', 'remove_packages'],
+  },
+  sync_creatives: {
+    updateFields: ['packages[].creatives', 'packages[].creative_assignments'],
+    rollup: ['replace_creative', 'update_creative_assignments', 'remove_creative'],
+  },
+};
+
+/** What the buy is now, as far as the orchestrator knows: what a change's direction is measured against. */
+export interface BuyTerms {
+  budgets: Record<string, number | undefined>;
+  startTime?: string;
+  endTime?: string;
+}
+
+/** The actions that each cover the whole of one part of a change (one of them listed lets that part through). */
+export interface ActionNeed {
+  part: string;
+  /** Any one of these permits the part... */
+  anyOf: readonly string[];
+  /** ...or all of these together. */
+  allOf?: readonly string[];
+}
+
+/** What a seller's list of actions says about one update_media_buy request. */
+export type ActionVerdict = { permitted: true } | { permitted: false; need: ActionNeed };
+
+/** The budget part of a change: which way it moves the budgets it names, from what the buy has now. */
+function budgetNeed(changes: { packageId: string; budget: number }[], terms: BuyTerms): ActionNeed | undefined {
+  const moves = changes.map(({ packageId, budget }) => {
+    const current = terms.budgets[packageId];
+    return current === undefined ? undefined : budget - current;
+  });
+  if (moves.length === 0) return undefined;
+  const any = ['update_budget', 'increase_budget', 'decrease_budget', 'reallocate_budget'];
+  if (moves.some((move) => move === undefined)) return { part: 'packages[].budget', anyOf: any };
+  const deltas = moves as number[];
+  const up = deltas.some((delta) => delta > 0);
+  const down = deltas.some((delta) => delta < 0);
+  if (!up && !down) return undefined;
+  const total = deltas.reduce((sum, delta) => sum + delta, 0);
+  // reallocate_budget moves budget between packages "without changing the sum"; update_packages rolls up to it.
+  if (Math.abs(total) < 1e-9)
+    return {
+      part: 'packages[].budget (reallocated)',
+      anyOf: ['update_budget', 'reallocate_budget', 'update_packages'],
+      allOf: ['increase_budget', 'decrease_budget'],
+    };
+  if (up && down)
+    return {
+      part: 'packages[].budget (raised and lowered)',
+      anyOf: ['update_budget'],
+      allOf: ['increase_budget', 'decrease_budget'],
+    };
+  return up
+    ? { part: 'packages[].budget (raised)', anyOf: ['update_budget', 'increase_budget'] }
+    : { part: 'packages[].budget (lowered)', anyOf: ['update_budget', 'decrease_budget'] };
+}
+
+/** The flight part of a change: moving the start is a shift of dates; moving only the end extends or shortens. */
+function datesNeed(args: JsonRecord, terms: BuyTerms): ActionNeed | undefined {
+  const start = text(args.start_time);
+  const end = text(args.end_time);
+  if (!start && !end) return undefined;
+  const coarse = ['update_dates', 'update_flight_dates'];
+  const startMoves =
+    start !== undefined && (terms.startTime === undefined || Date.parse(start) !== Date.parse(terms.startTime));
+  if (startMoves) return { part: 'start_time', anyOf: coarse };
+  if (!end) return undefined;
+  const current = terms.endTime ? Date.parse(terms.endTime) : NaN;
+  const next = Date.parse(end);
+  if (Number.isNaN(current)) return { part: 'end_time', anyOf: [...coarse, 'extend_flight', 'shorten_flight'] };
+  if (next > current) return { part: 'end_time (later)', anyOf: [...coarse, 'extend_flight'] };
+  if (next < current) return { part: 'end_time (earlier)', anyOf: [...coarse, 'shorten_flight'] };
+  return undefined;
+}
+
+/**
+ * What an update_media_buy request needs of the seller's action list: one need per part of the change (pause or
+ * resume, cancel, the flight by direction, the budgets by direction). Other package fields (targeting, pacing,
+ * creative assignments, a package's own pause) are left to the seller: sellers' lists are coarser than the
+ * vocabulary there (a 3.1 list without update_creative_assignments still takes assignments in a package update), so
+ * a local refusal would refuse what the seller accepts.
+ */
+export function actionNeeds(args: JsonRecord, terms: BuyTerms): ActionNeed[] {
+  const needs: ActionNeed[] = [];
+  if (args.paused === true) needs.push({ part: 'paused', anyOf: ['pause'] });
+  if (args.paused === false) needs.push({ part: 'paused', anyOf: ['resume'] });
+  if (args.canceled === true) needs.push({ part: 'canceled', anyOf: ['cancel'] });
+  const dates = datesNeed(args, terms);
+  if (dates) needs.push(dates);
+  const packages = Array.isArray(args.packages)
+    ? args.packages.map(asRecord).filter((row): row is JsonRecord => !!row)
+    : [];
+  const budgets = packages
+    .filter((row) => typeof row.package_id === 'string' && finite(row.budget) !== undefined)
+    .map((row) => ({ packageId: row.package_id as string, budget: finite(row.budget)! }));
+  const budget = budgetNeed(budgets, terms);
+  if (budget) needs.push(budget);
+  return needs;
+}
+
+/**
+ * Whether a seller's action list lets a request through. Refused only when every name in the list is one AdCP
+ * knows and none covers a part of the change; a name it does not know means the seller is asked.
+ */
+export function actionsPermit(actions: readonly string[], args: JsonRecord, terms: BuyTerms): ActionVerdict {
+  if (actions.some((action) => !Object.prototype.hasOwnProperty.call(MEDIA_BUY_ACTIONS, action)))
+    return { permitted: true };
+  for (const need of actionNeeds(args, terms)) {
+    const listed = need.anyOf.some((action) => actions.includes(action));
+    const together = need.allOf?.every((action) => actions.includes(action)) ?? false;
+    if (!listed && !together) return { permitted: false, need };
+  }
+  return { permitted: true };
 }
 
 // ---- delivery ------------------------------------------------------------------------------------------------------

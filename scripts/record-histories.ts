@@ -4,7 +4,8 @@
  * capabilities run here against a fresh Temporal dev server and the scripted seller (test/histories/); the media buy
  * and the campaigns are recorded by the integration tests that drive them, run here with their recording switch
  * (test/fixtures/media-buy-seller/histories/, test/fixtures/campaign-sellers/histories/). Record again only on
- * purpose (a new baseline, a new scenario), and commit the files.
+ * purpose (a new baseline, a new scenario), and commit the files. `npm run record-histories -- operations` records
+ * only the operations' histories (test/histories/operation-*.json), after a change to the operation workflow alone.
  */
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -33,9 +34,10 @@ const RECORDING_TESTS = [
   { file: 'test/integration/campaign-creatives.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
 ] as const;
 
-async function recordOperations(): Promise<void> {
+async function recordOperations(operationsOnly: boolean): Promise<void> {
   // The set is replaced as a whole: a scenario dropped from here leaves no stale file behind.
-  for (const file of readdirSync(OUT).filter((name) => name.endsWith('.json'))) rmSync(path.join(OUT, file));
+  const replaced = (name: string) => name.endsWith('.json') && (!operationsOnly || name.startsWith('operation-'));
+  for (const file of readdirSync(OUT).filter(replaced)) rmSync(path.join(OUT, file));
   const server = await startDevServer({ port: await freePort(), headless: true });
   const seller = await startScriptedSeller();
   const sellers = registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]);
@@ -136,6 +138,7 @@ async function recordOperations(): Promise<void> {
     );
     await stack.orchestrator.cancel(canceled, { requestedBy: 'recorder', reason: 'replay fixture' });
     await record('canceled-while-submitted', canceled);
+    if (operationsOnly) return;
 
     // A reconciliation of the seller while one operation waits in submitted: it is told to poll now.
     seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
@@ -192,8 +195,9 @@ function withoutClonePaths(): void {
 }
 
 async function main(): Promise<void> {
-  await recordOperations();
-  recordByTests();
+  const operationsOnly = process.argv.slice(2).includes('operations');
+  await recordOperations(operationsOnly);
+  if (!operationsOnly) recordByTests();
   withoutClonePaths();
 }
 

@@ -33,6 +33,8 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   // Workflow functions. Module scope: constants, patch names, proxyActivities/proxyLocalActivities groups (option
   // objects captured by a Proxy; the activity is scheduled on the running workflow when called), Sets read with has().
   '../workflows/operation/workflow',
+  '../workflows/operation/activity-options',
+  '../workflows/operation/metrics',
   '../workflows/media-buy/workflow',
   '../workflows/campaign/workflow',
   '../workflows/governance/workflow',
@@ -44,7 +46,12 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/versioning',
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
   '../workflows/operation/machine',
+  '../workflows/operation/observations',
+  '../workflows/operation/publication',
   '../workflows/media-buy/machine',
+  '../workflows/media-buy/lifecycle',
+  '../workflows/media-buy/changes',
+  '../workflows/media-buy/delivery',
   '../workflows/campaign/machine',
   '../workflows/campaign/proposals',
   '../workflows/campaign/proposal-rules',

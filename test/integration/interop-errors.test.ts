@@ -357,7 +357,7 @@ describe('the error-compliant example seller (adcpError answers)', () => {
     expect(retryAfter).toBeGreaterThan(0);
     expect(retryAfter).toBeLessThanOrEqual(60);
     const begun = await begin(name, 'create_media_buy', buy([{ ...display, budget: 2_000 }]));
-    // A read in the same window takes the other path: reads are local activities (workflows/operation/workflow.ts).
+    // A read in the same window takes the other path: reads are local activities (workflows/operation/activity-options.ts).
     const read = await begin(name, 'get_products', { buying_mode: 'wholesale' });
     // While it waits, the operation's view shows the call waiting for its next attempt, the refusal's code as the last
     // failure, retryable (the activity's transient failure type, no non_retryable flag).

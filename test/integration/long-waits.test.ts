@@ -83,45 +83,6 @@ test('a 24-hour approval that never comes times out at hour 24 with a clear reas
   expect(seller.mediaBuys()).toHaveLength(0);
 });
 
-test('input-required waits for the configured interaction deadline, then fails with input_timed_out', async () => {
-  seller.script('create_media_buy', [
-    { status: 'input-required', reason: 'APPROVAL_REQUIRED', message: 'Sign-off needed' },
-    { status: 'completed' },
-  ]);
-  const { operationId } = await stack.orchestrator.start({
-    sellerId: 'fixture',
-    task: 'create_media_buy',
-    params: createMediaBuyParams(),
-    idempotencyKey: randomUUID(),
-    interaction: { deadlineMs: 4 * HOUR },
-  });
-  const state = await stack.orchestrator.result(operationId);
-  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
-  expect(state.status).toBe('failed');
-  expect(state.failure?.reason).toBe('input_timed_out');
-  expect(state.failure?.message).toContain('APPROVAL_REQUIRED');
-  expect(tookMs).toBeGreaterThanOrEqual(4 * HOUR);
-  expect(tookMs).toBeLessThan(4 * HOUR + 60_000);
-  expect(state.pollCount).toBe(0); // nobody polls a question
-});
-
-test('auth-required waits for refreshed credentials until its deadline, then fails with auth_timed_out', async () => {
-  seller.script('create_media_buy', [{ status: 'auth-required', message: 'Token expired' }, { status: 'completed' }]);
-  const { operationId } = await stack.orchestrator.start({
-    sellerId: 'fixture',
-    task: 'create_media_buy',
-    params: createMediaBuyParams(),
-    idempotencyKey: randomUUID(),
-    authDeadlineMs: 2 * HOUR,
-  });
-  const state = await stack.orchestrator.result(operationId);
-  const tookMs = Date.parse(state.updatedAt) - Date.parse(state.startedAt);
-  expect(state.status).toBe('failed');
-  expect(state.failure?.reason).toBe('auth_timed_out');
-  expect(tookMs).toBeGreaterThanOrEqual(2 * HOUR);
-  expect(tookMs).toBeLessThan(2 * HOUR + 60_000);
-});
-
 test("RATE_LIMITED: the retry waits the seller's retry_after, then the same key creates one buy", async () => {
   seller.script('create_media_buy', [
     {

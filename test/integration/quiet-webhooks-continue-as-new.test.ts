@@ -1,6 +1,6 @@
 /**
  * Polls that webhooks keep busy still hand over to a new run: repeats of the status waited on are applied by the
- * signal handler without waking the wait (workflows/operation/workflow.ts appliesWithoutWaking), and the polls may last until
+ * signal handler without waking the wait (workflows/operation/machine.ts receiveWebhook), and the polls may last until
  * the deadline, so once Temporal suggests continue-as-new the next such webhook wakes the loop, which ends the polls
  * and continues as new. On a dev server that suggests it after 40 history events.
  */

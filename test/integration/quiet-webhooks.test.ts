@@ -1,6 +1,6 @@
 /**
  * Polls that stay cheap per webhook: a webhook that only repeats the status the polls wait on is applied by the
- * signal handler, without waking the wait (workflows/operation/workflow.ts appliesWithoutWaking). What must hold:
+ * signal handler, without waking the wait (workflows/operation/machine.ts receiveWebhook). What must hold:
  * every such webhook is applied; the polls go on (no cancel, no new activity, no patch marker); a new status still
  * ends the polls; the history replays. Real dev server, the scripted seller over MCP.
  */

@@ -14,18 +14,10 @@ import {
   parseReportingWebhook,
 } from '../../protocol/media-buy';
 import type { ChangeRequest, MediaBuyLifecycle, MediaBuyState } from '../../contract/media-buy';
-import {
-  LIFECYCLE_EDGES,
-  MAX_FILL_ATTEMPTS,
-  MediaBuyMachine,
-  chooseReportingFrequency,
-  isTerminal,
-  newMediaBuyState,
-  reachable,
-  statusAfterChange,
-  updateParamsFor,
-  validateChange,
-} from '../../workflows/media-buy/machine';
+import { MediaBuyMachine, newMediaBuyState } from '../../workflows/media-buy/machine';
+import { LIFECYCLE_EDGES, isTerminal, reachable } from '../../workflows/media-buy/lifecycle';
+import { statusAfterChange, updateParamsFor, validateChange } from '../../workflows/media-buy/changes';
+import { MAX_FILL_ATTEMPTS, chooseReportingFrequency } from '../../workflows/media-buy/delivery';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -291,9 +283,9 @@ describe('delivery reports', () => {
     machine.receiveReport(hourly(1, 0, 100), START + HOUR);
     machine.receiveReport(hourly(3, 2, 300), START + 3 * HOUR);
     clock.now = START + 3 * HOUR;
-    expect(machine.periodsDueForFill(clock.now)).toEqual([]);
+    expect(machine.delivery.periodsDueForFill(clock.now)).toEqual([]);
     const missing = new Date(START + HOUR).toISOString();
-    expect(machine.periodsDueForFill(START + 4 * HOUR)).toEqual([missing]);
+    expect(machine.delivery.periodsDueForFill(START + 4 * HOUR)).toEqual([missing]);
     const pull = parseDeliveryPull(
       {
         media_buy_deliveries: [
@@ -314,7 +306,7 @@ describe('delivery reports', () => {
       },
       'mb_1',
     )!;
-    expect(machine.applyPull(pull, [missing])).toEqual({ filled: 1, stillMissing: 0 });
+    expect(machine.delivery.applyPull(pull, [missing])).toEqual({ filled: 1, stillMissing: 0 });
     expect(state.reporting.totals).toEqual({ impressions: 600, spend: 6 });
     expect(state.reporting.periodGapsFilled).toBe(1);
     expect(state.reporting.periods[missing].source).toBe('pull');
@@ -326,9 +318,9 @@ describe('delivery reports', () => {
     machine.receiveReport(hourly(3, 2, 300), START + 3 * HOUR);
     const missing = new Date(START + HOUR).toISOString();
     for (let attempt = 0; attempt < MAX_FILL_ATTEMPTS; attempt++)
-      machine.applyPull({ mediaBuyId: 'mb_1', totals: {}, byPackage: {}, windows: [] }, [missing]);
+      machine.delivery.applyPull({ mediaBuyId: 'mb_1', totals: {}, byPackage: {}, windows: [] }, [missing]);
     expect(state.reporting.unfilledPeriods).toEqual([missing]);
-    machine.seal(START + 30 * DAY);
+    machine.delivery.seal(START + 30 * DAY);
     machine.receiveReport(hourly(2, 1, 200), START + 30 * DAY);
     expect(state.reporting.unfilledPeriods).toEqual([]);
     expect(state.reporting.totals.impressions).toBe(600);
@@ -368,8 +360,8 @@ describe('delivery reports', () => {
       ),
     ).toBe('notice');
     expect(state.reporting.delayedNotices).toBe(1);
-    expect(machine.lateAtMs()).toBe(START + 6 * HOUR + 60 * 60_000);
-    machine.noteLate(START + 7 * HOUR);
+    expect(machine.delivery.lateAtMs()).toBe(START + 6 * HOUR + 60 * 60_000);
+    machine.delivery.noteLate(START + 7 * HOUR);
     expect(Object.keys(state.reporting.missingPeriods).length).toBe(5); // hours 1-5
     expect(Date.parse(state.reporting.nextExpectedAt!)).toBeGreaterThan(START + 7 * HOUR);
   });
@@ -379,7 +371,7 @@ describe('delivery reports', () => {
     for (let hour = 0; hour < 90 * 24; hour++) {
       const now = START + (hour + 1) * HOUR;
       machine.receiveReport(hourly(hour + 1, hour, 10), now);
-      machine.seal(now);
+      machine.delivery.seal(now);
     }
     expect(state.reporting.totals.impressions).toBe(90 * 24 * 10);
     expect(Object.keys(state.reporting.periods).length).toBeLessThanOrEqual(7 * 24 + 1);
@@ -390,7 +382,7 @@ describe('delivery reports', () => {
   it('reconciles with the seller’s lifetime numbers at the thresholds the reporting page names', () => {
     const { state, machine } = reportingMachine();
     machine.receiveReport(hourly(1, 0, 1000), START + HOUR);
-    machine.reconcile({
+    machine.delivery.reconcile({
       mediaBuyId: 'mb_1',
       totals: { impressions: 1010, spend: 10 },
       byPackage: { p1: { impressions: 1010, spend: 10 } },
@@ -399,14 +391,14 @@ describe('delivery reports', () => {
     // Within the thresholds, yet the seller's numbers are the record.
     expect(state.reporting.reconciliation).toMatchObject({ outcome: 'reconciled', replaced: true });
     expect(state.reporting.totals.impressions).toBe(1010);
-    machine.reconcile({
+    machine.delivery.reconcile({
       mediaBuyId: 'mb_1',
       totals: { impressions: 1010, spend: 10 },
       byPackage: { p1: { impressions: 1010, spend: 10 } },
       windows: [],
     });
     expect(state.reporting.reconciliation).toMatchObject({ outcome: 'reconciled', replaced: false });
-    machine.reconcile({
+    machine.delivery.reconcile({
       mediaBuyId: 'mb_1',
       totals: { impressions: 1050, spend: 10 },
       byPackage: { p1: { impressions: 1050, spend: 10 } },
@@ -414,7 +406,7 @@ describe('delivery reports', () => {
     });
     expect(state.reporting.reconciliation).toMatchObject({ outcome: 'discrepancy', replaced: true });
     expect(state.reporting.totals.impressions).toBe(1050);
-    machine.reconcile({
+    machine.delivery.reconcile({
       mediaBuyId: 'mb_1',
       totals: { impressions: 2000, spend: 10 },
       byPackage: { p1: { impressions: 2000, spend: 10 } },
@@ -425,7 +417,7 @@ describe('delivery reports', () => {
 
   it('with no reports at all, the lifetime pull is the record (nothing to compare)', () => {
     const { state, machine } = reportingMachine();
-    machine.reconcile({
+    machine.delivery.reconcile({
       mediaBuyId: 'mb_1',
       totals: { impressions: 500, spend: 5 },
       byPackage: { p1: { impressions: 500, spend: 5 } },

@@ -1,10 +1,14 @@
 /**
  * The operation state machine, without a server: every route a result can take (call answer, webhooks, reads,
- * reconciliation, cancel) feeds one truth. The last block drives it with thousands of seeded random interleavings.
+ * reconciliation, cancel) feeds one truth (workflows/operation/observations.ts), and the operation machine
+ * (workflows/operation/machine.ts) decides every step from it. The last blocks drive both with thousands of seeded
+ * random interleavings: of observations, and of facts and step results through the machine's step API.
  */
 import type { AdcpError, TaskSnapshot, TaskStatus } from '../../protocol';
 import type { OperationState, WebhookDelivery } from '../../contract/operation';
-import { OperationMachine, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/machine';
+import type { Step, StepResult } from '../../workflows/operation/machine';
+import { Observations, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/observations';
+import { DAY, type Driven, drive, operationInput, planFor } from '../harness/operation-machine';
 
 const OPERATION = 'adcp-create_media_buy-k1';
 
@@ -27,8 +31,8 @@ function freshState(task = 'create_media_buy'): OperationState {
   };
 }
 
-function machineFor(task = 'create_media_buy', clock = { now: 1_000 }): OperationMachine {
-  return new OperationMachine(freshState(task), {
+function machineFor(task = 'create_media_buy', clock = { now: 1_000 }): Observations {
+  return new Observations(freshState(task), {
     task,
     deadlineMs: 86_400_000,
     interactionDeadlineMs: 3_600_000,
@@ -176,7 +180,7 @@ describe('operation state machine: convergence rules', () => {
 
   it('a cancel accepted before the result ends canceled, keeping the buy the call in flight made', () => {
     const machine = machineFor();
-    machine.requestCancel({ requestedBy: 'ops', reason: 'pulled' });
+    machine.beginCancel({ requestedBy: 'ops', reason: 'pulled' });
     machine.applyCallAnswer({ status: 'completed', result: BUY });
     expect(machine.terminal).toBe(false);
     expect(machine.state.resource).toEqual({ mediaBuyId: 'mb_1' });
@@ -228,10 +232,7 @@ interface World {
 }
 
 /** One random event from the routes an operation's results take, true to the world or hostile to it. */
-function randomEvent(
-  random: () => number,
-  world: World,
-): { apply: (machine: OperationMachine) => void; label: string } {
+function randomEvent(random: () => number, world: World): { apply: (machine: Observations) => void; label: string } {
   const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
   const truth = (): TaskSnapshot =>
     random() < 0.5
@@ -275,7 +276,7 @@ function randomEvent(
   if (roll < 0.9)
     return {
       label: 'cancel requested',
-      apply: (machine) => machine.requestCancel({ requestedBy: 'ops', reason: 'r' }),
+      apply: (machine) => machine.beginCancel({ requestedBy: 'ops', reason: 'r' }),
     };
   if (roll < 0.95)
     return {
@@ -362,5 +363,360 @@ describe('operation state machine: randomized interleavings', () => {
         expect(machine.state.taskId).toBeUndefined();
       }
     }
+  });
+});
+
+// ---- randomized interleavings through the step API ---------------------------------------------------------------
+
+const ERRORS: AdcpError[] = [
+  { code: 'TIMEOUT', message: 'no answer', recovery: 'transient' },
+  { code: 'SERVICE_UNAVAILABLE', message: 'down', recovery: 'transient' },
+  { code: 'IDEMPOTENCY_CONFLICT', message: 'key reused', recovery: 'correctable' },
+  { code: 'IDEMPOTENCY_EXPIRED', message: 'key expired', recovery: 'correctable' },
+  { code: 'INVALID_REQUEST', message: 'bad field', recovery: 'correctable' },
+  { code: 'ANSWER_TOO_LARGE', message: '9 MB', recovery: 'terminal' },
+];
+
+/** What the invariants remember over one operation's runs (continue-as-new included). */
+interface Watch {
+  context: string;
+  settled?: { status: string; result: string };
+  cancelAsked: boolean;
+  temporalCancelAsked: boolean;
+  cancelsAtSeller: number;
+  notified: Set<string>;
+  planned: Set<string>;
+  answeredRounds: Set<number>;
+  pollCount: number;
+}
+
+function fail(watch: Watch, what: string): never {
+  throw new Error(`${what}: ${watch.context}`);
+}
+
+/** The facts a handler may record between steps: webhooks true or hostile, answers, refreshes, cancels, requests. */
+function randomFacts(random: () => number, driven: Driven, world: World, watch: Watch, trail: string[]): void {
+  const machine = driven.machine;
+  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
+  const truth = (): TaskSnapshot =>
+    random() < 0.35
+      ? { status: world.final, taskId: world.taskId, ...(world.final === 'completed' ? { result: world.result } : {}) }
+      : { status: pick(PROGRESS), taskId: world.taskId, ...(random() < 0.3 ? { progress: { percentage: 10 } } : {}) };
+  const count = random() < 0.6 ? 0 : random() < 0.7 ? 1 : 2;
+  for (let index = 0; index < count; index += 1) {
+    const roll = random();
+    if (roll < 0.35) {
+      trail.push('webhook');
+      machine.receiveWebhook(webhook(truth(), random() < 0.2 ? { operationId: OPERATION } : {}));
+    } else if (roll < 0.42) {
+      trail.push('misrouted webhook');
+      const hostile: TaskSnapshot = { status: 'completed', taskId: 'other-1', result: { media_buy_id: 'mb_stolen' } };
+      machine.receiveWebhook(
+        webhook(hostile, machine.state.taskId && random() < 0.5 ? {} : { operationId: 'adcp-create_media_buy-other' }),
+      );
+    } else if (roll < 0.55) {
+      try {
+        machine.validateInput({ input: { approved: true } });
+      } catch {
+        continue;
+      }
+      trail.push('answer');
+      watch.answeredRounds.add(machine.provideInput({ input: { approved: true }, providedBy: 'ops' }).round);
+    } else if (roll < 0.65) {
+      try {
+        machine.validateCredentialsRefresh({ refreshedBy: 'ops' });
+      } catch {
+        continue;
+      }
+      trail.push('credentials');
+      machine.refreshCredentials({ refreshedBy: 'ops' });
+    } else if (roll < 0.7) {
+      try {
+        machine.validateCancel({ requestedBy: 'ops', reason: 'pulled' });
+      } catch {
+        continue;
+      }
+      trail.push('cancel');
+      machine.requestCancel({ requestedBy: 'ops', reason: 'pulled' });
+      watch.cancelAsked = true;
+    } else if (roll < 0.74) {
+      trail.push('adopt');
+      machine.requestAdoption({ taskId: world.taskId, requestedBy: 'reconciliation' });
+    } else if (roll < 0.82) {
+      trail.push('poll now');
+      machine.requestPoll();
+    } else if (roll < 0.84) {
+      trail.push('temporal cancel');
+      if (!machine.terminal) watch.cancelAsked = true;
+      watch.temporalCancelAsked = true;
+      machine.cancelledThroughTemporal();
+    } else if (roll < 0.86) {
+      trail.push('refused by the gateway');
+      machine.receiveRefusal({
+        reason: 'task_id_mismatch',
+        status: 'completed',
+        note: 'another task',
+        receivedAt: new Date(0).toISOString(),
+      });
+    } else if (roll < 0.9) {
+      trail.push('history long');
+      driven.history.long = true;
+    }
+  }
+}
+
+/** A random answer from the world for the step the machine asked for. */
+function randomResult(
+  random: () => number,
+  driven: Driven,
+  step: Step,
+  world: World,
+  watch: Watch,
+  trail: string[],
+): StepResult {
+  const { machine, clock } = driven;
+  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
+  const snapshot = (): TaskSnapshot => {
+    const roll = random();
+    if (roll < 0.3)
+      return {
+        status: world.final,
+        taskId: world.taskId,
+        ...(world.final === 'completed' ? { result: world.result } : {}),
+      };
+    if (roll < 0.4) return { status: 'completed', taskId: world.taskId, result: { note: 'no buy named' } };
+    return { status: pick([...PROGRESS, 'auth-required'] as const), taskId: world.taskId };
+  };
+  const error = () => pick(ERRORS);
+  const temporalCancelNow = (): boolean => {
+    if (step.shielded || random() > 0.02) return false;
+    trail.push('temporal cancel (interrupts)');
+    if (!machine.terminal) watch.cancelAsked = true;
+    watch.temporalCancelAsked = true;
+    return true;
+  };
+  switch (step.kind) {
+    case 'planCall':
+      return { kind: 'planned', plan: planFor(step.input) };
+    case 'call': {
+      randomFacts(random, driven, world, watch, trail);
+      if (machine.wakes() && machine.woken() && random() < 0.8) return { kind: 'stopped' };
+      if (random() < 0.25) return { kind: 'failed', error: error() };
+      const answer = random() < 0.6 ? { status: 'submitted' as const, taskId: world.taskId } : snapshot();
+      return { kind: 'answered', answer: { snapshot: answer, webhookRegistered: random() < 0.5 } };
+    }
+    case 'poll': {
+      if (temporalCancelNow()) return { kind: 'interrupted' };
+      const roll = random();
+      if (roll < 0.6) return { kind: 'read', outcome: { snapshot: snapshot(), readMethod: 'tasks/get' } };
+      if (roll < 0.8)
+        return {
+          kind: 'read',
+          outcome: { readMethod: 'none', unreadable: { code: 'NOT_FOUND', message: 'not now', recovery: 'transient' } },
+        };
+      return { kind: 'failed', error: error() };
+    }
+    case 'pollOnCadence': {
+      if (temporalCancelNow()) return { kind: 'interrupted' };
+      randomFacts(random, driven, world, watch, trail);
+      if (machine.wakes() && machine.woken()) return { kind: 'stopped' };
+      const roll = random();
+      if (roll < 0.5) {
+        clock.now += Math.floor(random() * Math.min(step.budgetMs, 600_000));
+        return { kind: 'moved', outcome: { snapshot: snapshot(), readMethod: 'tasks/get', polls: 1 } };
+      }
+      if (roll < 0.8) {
+        clock.now += step.budgetMs - Math.floor(random() * 2) * Math.min(step.budgetMs, 30_000);
+        return { kind: 'budgetRanOut', polls: 2 };
+      }
+      return { kind: 'failed', error: error() };
+    }
+    case 'wait': {
+      if (temporalCancelNow()) return { kind: 'interrupted' };
+      randomFacts(random, driven, world, watch, trail);
+      if (machine.wakes()) return { kind: 'woke' };
+      clock.now = Math.max(clock.now, step.untilMs);
+      return { kind: 'timedOut' };
+    }
+    case 'reconcile': {
+      const roll = random();
+      if (roll < 0.3) return { kind: 'found', outcome: { supported: true, snapshot: snapshot(), note: 'found' } };
+      if (roll < 0.6) return { kind: 'found', outcome: { supported: true, note: 'no task from that key' } };
+      if (roll < 0.8) return { kind: 'found', outcome: { supported: false, note: 'no listing' } };
+      return { kind: 'failed', error: error() };
+    }
+    case 'cancelAtSeller':
+      return random() < 0.7
+        ? { kind: 'toldSeller', outcome: { notified: true, note: 'told' } }
+        : { kind: 'failed', error: error() };
+    case 'notify':
+      return { kind: 'notified' };
+    case 'continueAsNew':
+    case 'end':
+      throw new Error(`no result for ${step.kind}`);
+  }
+}
+
+/** What must hold of every step the machine asks for. */
+function checkStep(driven: Driven, step: Step, watch: Watch, terminalBefore: boolean): void {
+  const { machine, clock } = driven;
+  const state = machine.state;
+  const deadline = Date.parse(state.deadline);
+  if (terminalBefore && !['notify', 'end', 'cancelAtSeller'].includes(step.kind))
+    fail(watch, `a ${step.kind} step after the operation ended ${state.status}`);
+  if (step.kind === 'cancelAtSeller') {
+    watch.cancelsAtSeller += 1;
+    if (!watch.cancelAsked) fail(watch, 'told the seller to cancel without a cancel');
+    if (watch.cancelsAtSeller > 1) fail(watch, 'told the seller to cancel twice');
+    if (terminalBefore && !state.resource?.mediaBuyId)
+      fail(watch, 'a cancel at the seller after the end, no buy to cancel');
+  }
+  if ((step.kind === 'call' || step.kind === 'planCall') && watch.cancelAsked)
+    fail(watch, `a ${step.kind} after a cancel`);
+  if (watch.temporalCancelAsked && step.kind !== 'end' && !step.shielded && !terminalBefore && step.kind !== 'notify')
+    fail(watch, `an unshielded ${step.kind} while the workflow is being canceled`);
+  if (step.kind === 'wait' && !(Number.isFinite(step.untilMs) && step.untilMs <= deadline))
+    fail(watch, `a wait until ${step.untilMs} past the deadline ${deadline}`);
+  if (step.kind === 'pollOnCadence' && !(step.budgetMs > 0 && step.budgetMs <= deadline - clock.now))
+    fail(watch, `polls with a budget of ${step.budgetMs} ms, ${deadline - clock.now} ms before the deadline`);
+  if (step.kind === 'notify') {
+    const key = step.notification.idempotency_key;
+    if (watch.notified.has(key)) fail(watch, `notified ${key} twice`);
+    watch.notified.add(key);
+  }
+  if (step.kind === 'planCall') {
+    if (watch.planned.has(step.input.step)) fail(watch, `planned ${step.input.step} twice`);
+    watch.planned.add(step.input.step);
+  }
+  if (step.kind === 'call') {
+    const round = /^input-(\d+)/.exec(step.step)?.[1];
+    if (round !== undefined && !watch.answeredRounds.has(Number(round)))
+      fail(watch, `sent an answer to round ${round} nobody gave`);
+  }
+  if (step.kind === 'end') {
+    if (!machine.terminal) fail(watch, `ended ${state.status}`);
+    const failed = state.status === 'failed' || state.status === 'rejected';
+    const canceled = state.status === 'canceled' && watch.temporalCancelAsked;
+    const expected = failed ? 'fail' : canceled ? 'cancel' : 'return';
+    if (step.how !== expected) fail(watch, `ended ${step.how} for ${state.status}`);
+    if (watch.cancelAsked && !state.cancellation) fail(watch, 'a cancel left no record');
+  }
+  if (step.kind === 'continueAsNew' && (machine.terminal || watch.cancelAsked))
+    fail(watch, 'continued as new after the end or a cancel');
+}
+
+/** The run continues as new: what arrives until then is carried, and a continued run carries the same again. */
+function continueAsNew(random: () => number, driven: Driven, world: World, watch: Watch, trail: string[]): Driven {
+  const { machine } = driven;
+  const pending = [
+    () => machine.receiveWebhook(webhook({ status: 'working', taskId: world.taskId })),
+    () => machine.requestPoll(),
+    () => machine.requestAdoption({ taskId: world.taskId, requestedBy: 'reconciliation' }),
+  ];
+  for (const fact of pending) if (random() < 0.5) fact();
+  trail.push('carried');
+  const carried = JSON.stringify(machine.carried());
+  const continued = driven.continued();
+  if (JSON.stringify(continued.machine.carried()) !== carried) fail(watch, 'continue-as-new lost something');
+  continued.history.long = false;
+  return continued;
+}
+
+/** What must hold of the state after every step and fact. */
+function checkState(driven: Driven, watch: Watch): void {
+  const { machine } = driven;
+  const state = machine.state;
+  if (watch.settled) {
+    if (state.status !== watch.settled.status) fail(watch, `left terminal ${watch.settled.status} for ${state.status}`);
+    if (canonicalJson(state.result ?? null) !== watch.settled.result) fail(watch, 'the accepted result changed');
+  } else if (machine.terminal) {
+    watch.settled = { status: state.status, result: canonicalJson(state.result ?? null) };
+  }
+  const terminalTransitions = state.transitions.filter(
+    (t) => ['completed', 'failed', 'rejected', 'canceled'].includes(t.to) && t.from !== t.to,
+  );
+  if (terminalTransitions.length > 1) fail(watch, 'two terminal transitions');
+  if (state.taskId?.startsWith('other-')) fail(watch, 'bound a misrouted task');
+  if (state.result?.media_buy_id === 'mb_stolen') fail(watch, 'applied a misrouted result');
+  if (state.pollCount < watch.pollCount) fail(watch, 'the poll count went down');
+  watch.pollCount = state.pollCount;
+}
+
+describe('operation machine: randomized steps', () => {
+  const RUNS = 3_000;
+
+  it(`keeps its invariants over ${RUNS} seeded random interleavings of facts and step results`, () => {
+    const endings = new Map<string, number>();
+    for (let seed = 1; seed <= RUNS; seed += 1) {
+      const random = mulberry32(seed);
+      const world: World = {
+        taskId: `t-${seed}`,
+        final: FINALS[seed % FINALS.length]!,
+        result: { media_buy_id: `mb-${seed}`, packages: [{ package_id: 'p1' }] },
+      };
+      const read = random() < 0.25;
+      const input = operationInput({
+        ...(read ? { task: 'get_products', params: { brief: 'b' } } : {}),
+        ...(random() < 0.5 ? { tenant: 'acme', notify: true } : {}),
+        interaction: { deadlineMs: 3_600_000, maxRounds: 1 + Math.floor(random() * 3) },
+        authDeadlineMs: 1_800_000,
+        budgetMs: DAY,
+      });
+      let driven = drive(input, { now: 1_000 }, { long: false });
+      const trail: string[] = [];
+      const watch: Watch = {
+        context: '',
+        cancelAsked: false,
+        temporalCancelAsked: false,
+        cancelsAtSeller: 0,
+        notified: new Set(),
+        planned: new Set(),
+        answeredRounds: new Set(),
+        pollCount: 0,
+      };
+      let ended = false;
+      for (let count = 0; count < 400 && !ended; count += 1) {
+        watch.context = `seed ${seed}: ${trail.join(' → ')}`;
+        // Past a few hundred steps, only time moves: the deadline must end it.
+        if (count < 300) randomFacts(random, driven, world, watch, trail);
+        else driven.clock.now += 3_600_000;
+        checkState(driven, watch);
+        const terminalBefore = driven.machine.terminal;
+        const step = driven.machine.next();
+        trail.push(
+          step.kind === 'poll' ? `poll (${step.purpose})` : step.kind === 'wait' ? `wait (${step.for})` : step.kind,
+        );
+        watch.context = `seed ${seed}: ${trail.join(' → ')}`;
+        checkStep(driven, step, watch, terminalBefore);
+        if (step.kind === 'end') {
+          ended = true;
+          endings.set(
+            `${driven.machine.state.status} ${step.how}`,
+            (endings.get(`${driven.machine.state.status} ${step.how}`) ?? 0) + 1,
+          );
+          // The end is stable: asked again, the machine ends the same way.
+          expect(driven.machine.next()).toEqual(step);
+          break;
+        }
+        if (step.kind === 'continueAsNew') {
+          driven = continueAsNew(random, driven, world, watch, trail);
+          continue;
+        }
+        driven.machine.resolve(randomResult(random, driven, step, world, watch, trail));
+        driven.clock.now += 1 + Math.floor(random() * 5_000);
+        checkState(driven, watch);
+      }
+      if (!ended) fail(watch, 'did not end');
+    }
+    // Every way an operation ends was reached.
+    expect([...endings.keys()].sort()).toEqual(
+      expect.arrayContaining([
+        'canceled cancel',
+        'canceled return',
+        'completed return',
+        'failed fail',
+        'rejected fail',
+      ]),
+    );
   });
 });

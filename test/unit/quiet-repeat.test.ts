@@ -1,17 +1,17 @@
 /**
- * isQuietRepeat (workflows/operation/machine.ts): the webhooks a revision 4 operation applies in its signal handler while
+ * isQuietRepeat (workflows/operation/observations.ts): the webhooks an operation applies in its signal handler while
  * the polls of a wait run, without waking the wait. The promise it makes: applying such a webhook changes nothing a
  * wait, the search attributes or the memo depend on, so it issues no command wherever it is applied. Checked here on
  * the named cases and on thousands of seeded random webhooks against the state machine itself.
  */
 import type { TaskSnapshot, TaskStatus } from '../../protocol';
 import type { OperationState, OperationStatus, WebhookDelivery } from '../../contract/operation';
-import { OperationMachine, isQuietRepeat } from '../../workflows/operation/machine';
+import { Observations, isQuietRepeat } from '../../workflows/operation/observations';
 
 const OPERATION = 'adcp-create_media_buy-k1';
 const TASK = 't1';
 
-function parked(status: TaskStatus = 'submitted'): OperationMachine {
+function parked(status: TaskStatus = 'submitted'): Observations {
   const state: OperationState = {
     operationId: OPERATION,
     sellerId: 'seller',
@@ -28,7 +28,7 @@ function parked(status: TaskStatus = 'submitted'): OperationMachine {
     updatedAt: new Date(0).toISOString(),
     deadline: new Date(86_400_000).toISOString(),
   };
-  const machine = new OperationMachine(state, {
+  const machine = new Observations(state, {
     task: 'create_media_buy',
     deadlineMs: 86_400_000,
     interactionDeadlineMs: 3_600_000,
@@ -45,11 +45,11 @@ function delivery(snapshot: TaskSnapshot, extra: Partial<WebhookDelivery> = {}):
   return { eventKey: `k${keys}`, snapshot, receivedAt: new Date(0).toISOString(), ...extra };
 }
 
-const quiet = (machine: OperationMachine, waitedOn: OperationStatus, webhook: WebhookDelivery) =>
+const quiet = (machine: Observations, waitedOn: OperationStatus, webhook: WebhookDelivery) =>
   isQuietRepeat(machine.state, machine.terminal, waitedOn, webhook);
 
 /** What the workflow publishes (search attributes, memo fingerprint) and what its waits decide on. */
-function published(machine: OperationMachine): string {
+function published(machine: Observations): string {
   const { state } = machine;
   return JSON.stringify([
     state.status,

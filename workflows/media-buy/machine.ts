@@ -1,375 +1,147 @@
 /**
- * The media buy's state machine, pure and deterministic: which lifecycle moves exist, which changes a buy accepts in
- * which status, and how answers, reads and delivery reports change the state. The workflow (./media-buy.ts) feeds it
- * and acts on what it decides; unit tests drive it directly and against the conformance storyboard.
+ * The media buy's state machine, pure and deterministic: every rule of a buy's life, from the create to the settle
+ * after its flight. It records what handlers hand it (reports, refresh requests, changes, creative attachments),
+ * decides the next step of the workflow's loop (`next`: create, run a change, read the buy, pull delivery, settle,
+ * continue-as-new, wait until a time), and applies what each step came back with. The workflow (./workflow.ts) only
+ * wires handlers, timers, activities and child operations to it; unit tests drive it directly, with seeded random
+ * interleavings.
+ *
+ * Rules by topic: ./lifecycle.ts (the moves), ./changes.ts (which change a status accepts, what it sends),
+ * ./delivery.ts (reports, pulls, gaps, sealing, reconciliation).
  */
-import type { AdcpError } from '../../protocol';
+import { type AdcpError, operationIdFor } from '../../protocol';
 import {
   type DeliveryPull,
   type MediaBuySnapshot,
-  type MediaBuyStatus,
-  type MetricTotals,
   type ReportingNotification,
-  TERMINAL_MEDIA_BUY_STATUSES,
+  mediaBuySnapshotFrom,
 } from '../../protocol/media-buy';
+import type { OperationState } from '../../contract/operation';
+import type { GovernanceState } from '../../contract/governance';
 import type {
+  ChangeAnswer,
+  ChangeRecord,
   ChangeRequest,
+  ChangeVerdict,
   CreativeAlert,
   CreativeAttachment,
+  MediaBuyCarried,
   MediaBuyEventSource,
+  MediaBuyInput,
   MediaBuyLifecycle,
   MediaBuyState,
-  OpenPeriod,
+  ReportDelivery,
   ReportingFrequency,
-  ReportingSettings,
-  ReportingState,
 } from '../../contract/media-buy';
+import {
+  type ChangeEvidence,
+  changeEvidence,
+  notAppliedCode,
+  statusAfterChange,
+  updateParamsFor,
+  validateChange,
+} from './changes';
+import {
+  DeliveryLedger,
+  type ReportEffect,
+  chooseReportingFrequency,
+  fillGraceMs,
+  floorPeriod,
+  iso,
+  newReportingState,
+  nextPeriod,
+  periodMs,
+} from './delivery';
+import { isTerminal, reachable } from './lifecycle';
 
-export const iso = (ms: number): string => new Date(ms).toISOString();
-
-const HOUR = 3_600_000;
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 const MAX_HISTORY = 50;
-const MAX_CHANGES = 50;
+export const MAX_CHANGES = 50;
 const MAX_ANOMALIES = 50;
-const MAX_ADJUSTMENTS = 50;
-const MAX_MISSING_SEQUENCES = 200;
-const MAX_UNFILLED = 100;
-/** A skipped sequence number older than this many reports is given up on (its period is handled by the fill). */
-const SEQUENCE_WINDOW = 256;
-/** Pulls that could not fill a period before it is given up on (and flagged). */
-export const MAX_FILL_ATTEMPTS = 3;
+const MAX_CREATIVE_ALERTS = 20;
+const MAX_SEEN_EVENT_KEYS = 500;
+const MAX_ANSWERED_UPDATES = 200;
+/** Continue-as-new well before Temporal's 4,096-event suggestion threshold, whether the server suggests it or not. */
+export const HISTORY_EVENT_LIMIT = 3_000;
+export const DEFAULT_CREATIVE_ALERT_LEAD_MS = 48 * HOUR;
+/** A windowed pull covers at most this many days (a gap older than that is pulled in several requests). */
+const MAX_PULL_DAYS = 7;
+/** At the settle, every period still missing gets this many more pulls, without the grace. */
+const SETTLE_FILL_ROUNDS = 3;
 
-// ---- lifecycle ---------------------------------------------------------------------------------------------------
+// ---- what the workflow hands the machine, and what the machine asks of it ------------------------------------------
 
-/** The moves of media-buy_media-buys_lifecycle.mdx ("Transitions"), plus the orchestrator's own create states. */
-export const LIFECYCLE_EDGES: Readonly<Record<MediaBuyLifecycle, readonly MediaBuyLifecycle[]>> = {
-  creating: ['pending_creatives', 'pending_start', 'active', 'paused', 'rejected', 'create_failed'],
-  pending_creatives: ['pending_start', 'paused', 'rejected', 'canceled'],
-  pending_start: ['active', 'paused', 'rejected', 'canceled'],
-  active: ['paused', 'completed', 'canceled'],
-  paused: ['active', 'completed', 'canceled'],
-  completed: [],
-  rejected: [],
-  canceled: [],
-  create_failed: [],
-};
+type Failure = { error: { code: string; message: string } };
+/** A child operation's end: its final state, or why it could not run at all. */
+export type OperationOutcome = { operation: OperationState } | Failure;
+/** A get_media_buys read of the buy. */
+export type ReadOutcome = { snapshot?: MediaBuySnapshot; note?: string } | Failure;
+/** A get_media_buy_delivery pull. */
+export type PullOutcome = { pull?: DeliveryPull; unsupportedGranularity?: boolean; note?: string } | Failure;
 
-export function isTerminal(status: MediaBuyLifecycle): boolean {
-  return status === 'create_failed' || TERMINAL_MEDIA_BUY_STATUSES.has(status as MediaBuyStatus);
+/** The arguments of the buy's reads and pulls (the media-buy activities' inputs). */
+export interface ReadRequest {
+  sellerId: string;
+  mediaBuyId: string;
+  account?: unknown;
+}
+export interface PullRequest extends ReadRequest {
+  startDate?: string;
+  endDate?: string;
+  timeGranularity?: ReportingFrequency;
 }
 
-/** Whether `to` can follow `from` through zero or more lifecycle moves (a read may miss the states in between). */
-export function reachable(from: MediaBuyLifecycle, to: MediaBuyLifecycle): boolean {
-  if (from === to) return true;
-  const seen = new Set<MediaBuyLifecycle>([from]);
-  const queue: MediaBuyLifecycle[] = [from];
-  while (queue.length > 0) {
-    for (const next of LIFECYCLE_EDGES[queue.shift()!]) {
-      if (next === to) return true;
-      if (!seen.has(next)) {
-        seen.add(next);
-        queue.push(next);
-      }
-    }
-  }
-  return false;
+/** The next thing the workflow's loop does. */
+export type MediaBuyStep =
+  | { kind: 'create' }
+  | { kind: 'change'; sequence: number }
+  | { kind: 'attach'; sequence: number }
+  | { kind: 'read'; request: ReadRequest }
+  | { kind: 'pull'; request: PullRequest; periods: string[] }
+  | { kind: 'lifetime-pull'; request: PullRequest }
+  | { kind: 'continue-as-new' }
+  | { kind: 'wait'; untilMs?: number }
+  | { kind: 'done' };
+
+export interface HistoryInfo {
+  length: number;
+  continueAsNewSuggested: boolean;
 }
 
-// ---- changes -----------------------------------------------------------------------------------------------------
-
-export type ChangeRefusal = {
-  ok: false;
-  code: 'INVALID_STATE' | 'NOT_CANCELLABLE' | 'ACTION_NOT_ALLOWED' | 'INVALID_REQUEST';
-  message: string;
-};
-export type ChangeVerdict = { ok: true } | ChangeRefusal;
-
-/** The update_media_buy actions a change maps to (the normative table in update_media_buy.mdx). */
-const CHANGE_ACTIONS: Readonly<Record<ChangeRequest['kind'], readonly string[]>> = {
-  pause: ['pause'],
-  resume: ['resume'],
-  cancel: ['cancel'],
-  budget: ['increase_budget', 'decrease_budget', 'reallocate_budget'],
-  dates: ['extend_flight', 'shorten_flight', 'update_flight_dates'],
-  packages: [],
-};
-
-/** The status a change leads to when the seller applies it. */
-export function statusAfterChange(kind: ChangeRequest['kind'], current: MediaBuyLifecycle): MediaBuyLifecycle {
-  if (kind === 'pause') return 'paused';
-  if (kind === 'cancel') return 'canceled';
-  if (kind === 'resume') return 'active';
-  return current;
+/** A spend the governance agent approved: the payload to send, and what correlates its outcome report. */
+export interface GovernedSpend {
+  payload: Record<string, unknown>;
+  governanceContext?: string;
+  checkId?: string;
 }
 
-function isIsoTime(value: unknown): value is string {
-  return typeof value === 'string' && !Number.isNaN(Date.parse(value));
+/** report_plan_outcome's arguments for a governed spend (see workflows/governance). */
+export interface PlanOutcomeReport {
+  action: string;
+  outcome: 'completed' | 'failed';
+  checkId?: string;
+  governanceContext?: string;
+  sellerResponse?: Record<string, unknown>;
+  error?: { code: string; message: string };
 }
-
-/** The shape of a change alone (no state): what an update validator and the HTTP API check first. */
-export function checkChangeShape(request: ChangeRequest | undefined): ChangeVerdict {
-  const refuse = (message: string): ChangeRefusal => ({ ok: false, code: 'INVALID_REQUEST', message });
-  if (!request || typeof request !== 'object') return refuse('A change is an object with kind and requestedBy.');
-  if (!['pause', 'resume', 'budget', 'dates', 'packages', 'cancel'].includes(request.kind)) {
-    return refuse(`kind must be one of pause, resume, budget, dates, packages, cancel; got "${String(request.kind)}".`);
-  }
-  if (
-    typeof request.requestedBy !== 'string' ||
-    request.requestedBy.trim() === '' ||
-    request.requestedBy.length > 200
-  ) {
-    return refuse('requestedBy must say who asks for the change (1-200 characters).');
-  }
-  if (request.kind === 'budget') {
-    const budgets = request.budgets;
-    if (!budgets || typeof budgets !== 'object' || Object.keys(budgets).length === 0)
-      return refuse('budgets must map package ids to new budgets.');
-    for (const [packageId, amount] of Object.entries(budgets)) {
-      if (typeof amount !== 'number' || !Number.isFinite(amount) || amount <= 0)
-        return refuse(`budgets.${packageId} must be a positive number.`);
-    }
-  }
-  if (request.kind === 'dates') {
-    if (request.startTime === undefined && request.endTime === undefined)
-      return refuse('dates needs startTime, endTime or both.');
-    if (request.startTime !== undefined && !isIsoTime(request.startTime))
-      return refuse('startTime must be an ISO 8601 time.');
-    if (request.endTime !== undefined && !isIsoTime(request.endTime))
-      return refuse('endTime must be an ISO 8601 time.');
-    if (request.startTime && request.endTime && Date.parse(request.startTime) >= Date.parse(request.endTime)) {
-      return refuse('startTime must be before endTime.');
-    }
-  }
-  if (request.kind === 'packages' && (!Array.isArray(request.packages) || request.packages.length === 0)) {
-    return refuse('packages must list the package changes (update_media_buy packages[] entries).');
-  }
-  return { ok: true };
-}
-
-/**
- * Whether a buy in `status` accepts the change, following the lifecycle and the storyboard's terminal enforcement:
- * nothing changes a completed, rejected or canceled buy (a second cancel is NOT_CANCELLABLE, anything else
- * INVALID_STATE); resume only a paused buy, pause only a buy that is not paused; the seller's available_actions,
- * when it sends them, have the last word.
- */
-export function validateChange(
-  state: Pick<MediaBuyState, 'status' | 'mediaBuyId' | 'availableActions' | 'packages' | 'endTime'>,
-  request: ChangeRequest,
-): ChangeVerdict {
-  const shape = checkChangeShape(request);
-  if (!shape.ok) return shape;
-  const { status } = state;
-  if (isTerminal(status)) {
-    if (request.kind === 'cancel')
-      return {
-        ok: false,
-        code: 'NOT_CANCELLABLE',
-        message: `The media buy is ${status}; a ${status} buy cannot be canceled.`,
-      };
-    return {
-      ok: false,
-      code: 'INVALID_STATE',
-      message: `The media buy is ${status}; a ${status} buy accepts no changes.`,
-    };
-  }
-  if (status === 'creating' || !state.mediaBuyId) {
-    return {
-      ok: false,
-      code: 'INVALID_STATE',
-      message: 'The media buy is still being created; change it once the seller has answered with its media_buy_id.',
-    };
-  }
-  if (request.kind === 'resume' && status !== 'paused') {
-    return {
-      ok: false,
-      code: 'INVALID_STATE',
-      message: `Only a paused media buy can be resumed; this one is ${status}.`,
-    };
-  }
-  if (request.kind === 'pause' && status === 'paused') {
-    return { ok: false, code: 'INVALID_STATE', message: 'The media buy is already paused.' };
-  }
-  if (request.kind === 'budget') {
-    const unknown = Object.keys(request.budgets ?? {}).filter(
-      (id) => Object.keys(state.packages).length > 0 && !state.packages[id],
-    );
-    if (unknown.length > 0)
-      return { ok: false, code: 'INVALID_REQUEST', message: `No package ${unknown.join(', ')} in this media buy.` };
-  }
-  const actions = CHANGE_ACTIONS[request.kind];
-  if (
-    state.availableActions &&
-    actions.length > 0 &&
-    !actions.some((action) => state.availableActions!.includes(action))
-  ) {
-    return {
-      ok: false,
-      code: 'ACTION_NOT_ALLOWED',
-      message: `The seller does not offer ${actions.join(' / ')} on this buy now (available: ${state.availableActions.join(', ') || 'none'}).`,
-    };
-  }
-  return { ok: true };
-}
-
-/** The update_media_buy arguments of a change (idempotency_key and push config are the operation's). */
-export function updateParamsFor(
-  mediaBuyId: string,
-  request: ChangeRequest,
-  base: { account?: unknown; revision?: number },
-): Record<string, unknown> {
-  const params: Record<string, unknown> = { media_buy_id: mediaBuyId };
-  if (base.account !== undefined) params.account = base.account;
-  if (base.revision !== undefined) params.revision = base.revision;
-  switch (request.kind) {
-    case 'pause':
-      params.paused = true;
-      break;
-    case 'resume':
-      params.paused = false;
-      break;
-    case 'cancel':
-      params.canceled = true;
-      if (request.reason) params.cancellation_reason = request.reason;
-      break;
-    case 'budget':
-      params.packages = Object.entries(request.budgets ?? {}).map(([package_id, budget]) => ({ package_id, budget }));
-      break;
-    case 'dates':
-      if (request.startTime) params.start_time = request.startTime;
-      if (request.endTime) params.end_time = request.endTime;
-      break;
-    case 'packages':
-      params.packages = request.packages;
-      break;
-  }
-  return params;
-}
-
-// ---- reporting ---------------------------------------------------------------------------------------------------
-
-const FREQUENCY_ORDER: readonly ReportingFrequency[] = ['hourly', 'daily', 'monthly'];
-
-/**
- * The reporting frequency to register: the requested one when every product supports it, else the finest one every
- * product supports (the schema: "Must be supported by all products in the media buy"); undefined when none is common.
- */
-export function chooseReportingFrequency(settings: Pick<ReportingSettings, 'frequency' | 'productFrequencies'>): {
-  frequency?: ReportingFrequency;
-  note?: string;
-} {
-  const requested = settings.frequency ?? 'daily';
-  const products = settings.productFrequencies?.filter((list) => Array.isArray(list)) ?? [];
-  if (products.length === 0) return { frequency: requested };
-  const common = FREQUENCY_ORDER.filter((frequency) => products.every((list) => list.includes(frequency)));
-  if (common.includes(requested)) return { frequency: requested };
-  if (common.length === 0)
-    return {
-      note: `no reporting frequency is supported by every product (asked for ${requested}); delivery is pulled instead`,
-    };
-  return { frequency: common[0], note: `${requested} is not supported by every product; registered ${common[0]}` };
-}
-
-export function periodMs(frequency: ReportingFrequency): number {
-  return frequency === 'hourly' ? HOUR : frequency === 'daily' ? DAY : 31 * DAY;
-}
-
-/** The start of the period that contains `ms` (UTC: top of hour, midnight, first of month). */
-export function floorPeriod(ms: number, frequency: ReportingFrequency): number {
-  if (frequency === 'hourly') return Math.floor(ms / HOUR) * HOUR;
-  if (frequency === 'daily') return Math.floor(ms / DAY) * DAY;
-  const date = new Date(ms);
-  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1);
-}
-
-export function nextPeriod(startMs: number, frequency: ReportingFrequency): number {
-  if (frequency === 'monthly') {
-    const date = new Date(startMs);
-    return Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1);
-  }
-  return startMs + periodMs(frequency);
-}
-
-/** How long periods stay open for adjustments before they are folded into the sealed totals. */
-export function openHorizonMs(frequency: ReportingFrequency): number {
-  return frequency === 'hourly' ? 7 * DAY : frequency === 'daily' ? 45 * DAY : 400 * DAY;
-}
-
-/** How long a missing period waits for a reordered report before it is pulled. */
-export function fillGraceMs(frequency: ReportingFrequency): number {
-  return Math.min(Math.max(periodMs(frequency), 15 * 60_000), 6 * HOUR);
-}
-
-function round(value: number): number {
-  return Math.round(value * 1e6) / 1e6;
-}
-
-function addInto(target: MetricTotals, source: MetricTotals, sign = 1): void {
-  for (const [metric, value] of Object.entries(source)) target[metric] = round((target[metric] ?? 0) + sign * value);
-}
-
-function sumPackages(byPackage: Record<string, MetricTotals>): MetricTotals {
-  const totals: MetricTotals = {};
-  for (const metrics of Object.values(byPackage)) addInto(totals, metrics);
-  return totals;
-}
-
-function sameNumbers(a: Record<string, MetricTotals>, b: Record<string, MetricTotals>): boolean {
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  for (const key of keys) {
-    const left = a[key] ?? {};
-    const right = b[key] ?? {};
-    const metrics = new Set([...Object.keys(left), ...Object.keys(right)]);
-    for (const metric of metrics) if (round(left[metric] ?? 0) !== round(right[metric] ?? 0)) return false;
-  }
-  return true;
-}
-
-/** A report's per-package numbers; a report without packages counts under "*" (the buy as a whole). */
-function numbersOf(period: {
-  byPackage: Record<string, MetricTotals>;
-  totals: MetricTotals;
-}): Record<string, MetricTotals> {
-  return Object.keys(period.byPackage).length > 0 ? period.byPackage : { '*': period.totals };
-}
-
-export function newReportingState(expectedDelayMinutes = 60): ReportingState {
-  return {
-    expectedDelayMinutes,
-    contiguousThrough: 0,
-    receivedAbove: [],
-    highestSequence: 0,
-    missingSequences: [],
-    reportsReceived: 0,
-    reportsApplied: 0,
-    duplicates: 0,
-    reordered: 0,
-    sequenceGaps: 0,
-    periodGapsDetected: 0,
-    periodGapsFilled: 0,
-    unfilledPeriods: [],
-    periods: {},
-    sealed: { byPackage: {}, periods: 0 },
-    byPackage: {},
-    totals: {},
-    periodsCounted: 0,
-    finalPeriods: 0,
-    missingPeriods: {},
-    delayedNotices: 0,
-    adjustments: [],
-    adjustmentCount: 0,
-    sealedAdjustments: 0,
-    pulls: 0,
-    latePulls: 0,
-  };
-}
-
-export type ReportEffect = 'applied' | 'duplicate' | 'restated' | 'adjusted' | 'notice' | 'ignored';
 
 export interface MachineHooks {
   now(): number;
   onStatusChange?(from: MediaBuyLifecycle, to: MediaBuyLifecycle, source: MediaBuyEventSource): void;
   onAnomaly?(source: MediaBuyEventSource, note: string): void;
+  onCreativeAlert?(alert: CreativeAlert): void;
+}
+
+interface QueuedChange {
+  record: ChangeRecord;
+  request: ChangeRequest;
+}
+interface QueuedAttachment {
+  sequence: number;
+  attachment: CreativeAttachment;
+  updateId?: string;
 }
 
 function pushBounded<T>(list: T[], item: T, max: number): void {
@@ -377,14 +149,165 @@ function pushBounded<T>(list: T[], item: T, max: number): void {
   if (list.length > max) list.splice(0, list.length - max);
 }
 
+function failed(outcome: OperationOutcome | ReadOutcome | PullOutcome): outcome is Failure {
+  return 'error' in outcome && outcome.error !== undefined;
+}
+
+function dateOf(ms: number): string {
+  return iso(ms).slice(0, 10);
+}
+
+function withGovernance(spend: GovernedSpend): Record<string, unknown> {
+  return { ...spend.payload, ...(spend.governanceContext ? { governance_context: spend.governanceContext } : {}) };
+}
+
+function checkOf(spend: GovernedSpend): { checkId?: string; governanceContext?: string } {
+  return {
+    ...(spend.checkId ? { checkId: spend.checkId } : {}),
+    ...(spend.governanceContext ? { governanceContext: spend.governanceContext } : {}),
+  };
+}
+
+export function newMediaBuyState(input: {
+  buyKey: string;
+  workflowId: string;
+  sellerId: string;
+  createOperationId: string;
+  requestedBy?: string;
+  nowMs: number;
+  expectedDelayMinutes?: number;
+  params: Record<string, unknown>;
+  tenant?: string;
+  principal?: string;
+  governance?: GovernanceState;
+}): MediaBuyState {
+  const at = iso(input.nowMs);
+  const start =
+    typeof input.params.start_time === 'string' && input.params.start_time !== 'asap'
+      ? input.params.start_time
+      : undefined;
+  const end = typeof input.params.end_time === 'string' ? input.params.end_time : undefined;
+  return {
+    buyKey: input.buyKey,
+    workflowId: input.workflowId,
+    sellerId: input.sellerId,
+    // Tenancy: only buys created with a tenant carry these fields.
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.principal !== undefined ? { principal: input.principal } : {}),
+    status: 'creating',
+    createOperationId: input.createOperationId,
+    ...(start ? { startTime: start } : {}),
+    ...(end ? { endTime: end } : {}),
+    packages: {},
+    statusHistory: [],
+    statusChangeCount: 0,
+    changes: [],
+    changeCount: 0,
+    creatives: {},
+    creativeSyncs: 0,
+    creativeAlerts: [],
+    reporting: newReportingState(input.expectedDelayMinutes),
+    anomalies: [],
+    anomalyCount: 0,
+    reads: 0,
+    ...(input.requestedBy ? { createdBy: input.requestedBy } : {}),
+    startedAt: at,
+    updatedAt: at,
+    run: 1,
+    done: false,
+    ...(input.governance ? { governance: input.governance } : {}),
+  };
+}
+
 export class MediaBuyMachine {
+  readonly delivery: DeliveryLedger;
+  private readonly input: Omit<MediaBuyInput, 'carried'>;
+  private readonly seenEventKeys: Set<string>;
+  private readonly inbox: ReportDelivery[];
+  private readonly changeQueue: QueuedChange[];
+  private readonly attachmentQueue: QueuedAttachment[];
+  private changeSequence: number;
+  private readonly answeredUpdates: Map<string, number>;
+  private readonly alertsFired: Set<string>;
+  /** Answers of the changes and attachments finished in this run, for the update handlers waiting on them. */
+  private readonly finished = new Map<number, ChangeAnswer>();
+  private refreshRequested = false;
+  private terminalAtMs: number | undefined;
+  private createAttempted = false;
+  private createCheck: { checkId?: string; governanceContext?: string } | undefined;
+  private createError: { code: string; message: string } | undefined;
+  /** Pulls decided and not yet made (a fill of several windows is several requests). */
+  private readonly pullQueue: Extract<MediaBuyStep, { kind: 'pull' }>[] = [];
+  private settling: { rounds: number; lifetimePulled: boolean } | undefined;
+  /** Changes answered `sent` that a later read may still confirm (bounded by the changes kept on record). */
+  private readonly unconfirmed: Map<number, ChangeRequest>;
+  /** What the seller's answer said about a change whose verifying read is in flight. */
+  private readonly verifying = new Map<
+    number,
+    { answer: ChangeEvidence; answeredStatus?: string; pendingApproval: boolean }
+  >();
+
+  /** A buy's first run, or a run continued from `input.carried`. */
+  static start(
+    input: MediaBuyInput,
+    context: { workflowId: string; nowMs: number; governance?: GovernanceState },
+    hooks: MachineHooks,
+  ): MediaBuyMachine {
+    const carried = input.carried;
+    const state =
+      carried?.state ??
+      newMediaBuyState({
+        buyKey: input.buyKey,
+        workflowId: context.workflowId,
+        sellerId: input.sellerId,
+        createOperationId: operationIdFor('create_media_buy', input.buyKey),
+        ...(input.requestedBy ? { requestedBy: input.requestedBy } : {}),
+        nowMs: context.nowMs,
+        ...(input.reporting?.expectedDelayMinutes !== undefined
+          ? { expectedDelayMinutes: input.reporting.expectedDelayMinutes }
+          : {}),
+        params: input.params,
+        ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+        ...(input.principal !== undefined ? { principal: input.principal } : {}),
+        ...(context.governance ? { governance: context.governance } : {}),
+      });
+    if (carried) state.run += 1;
+    return new MediaBuyMachine(state, hooks, input);
+  }
+
   constructor(
     readonly state: MediaBuyState,
     private readonly hooks: MachineHooks,
-  ) {}
+    input?: MediaBuyInput,
+  ) {
+    const { carried, ...rest } = input ?? { buyKey: state.buyKey, sellerId: state.sellerId, params: {} };
+    this.input = rest;
+    this.seenEventKeys = new Set(carried?.seenEventKeys ?? []);
+    this.inbox = [...(carried?.inbox ?? [])];
+    this.changeQueue = [...(carried?.queuedChanges ?? [])];
+    this.attachmentQueue = [...(carried?.queuedAttachments ?? [])];
+    this.changeSequence = carried?.changeSequence ?? 0;
+    this.answeredUpdates = new Map(carried?.answeredUpdates ?? []);
+    this.alertsFired = new Set(carried?.alertsFired ?? []);
+    this.unconfirmed = new Map(carried?.unconfirmedChanges ?? []);
+    this.delivery = new DeliveryLedger(state, {
+      now: () => hooks.now(),
+      anomaly: (source, note) => this.anomaly(source, note),
+      observeStatus: (status, source) => this.observeStatus(status, source),
+      touch: () => this.touch(),
+    });
+  }
 
   get terminal(): boolean {
     return isTerminal(this.state.status);
+  }
+
+  private get account(): unknown {
+    return this.input.params.account;
+  }
+
+  private get alertLeadMs(): number {
+    return this.input.creativeAlertLeadMs ?? DEFAULT_CREATIVE_ALERT_LEAD_MS;
   }
 
   private touch(): void {
@@ -397,6 +320,8 @@ export class MediaBuyMachine {
     this.hooks.onAnomaly?.(source, note);
     this.touch();
   }
+
+  // ---- lifecycle -----------------------------------------------------------------------------------------------
 
   /** A status the seller (or a report, or the orchestrator) states. Terminal statuses are never left. */
   observeStatus(to: MediaBuyLifecycle, source: MediaBuyEventSource, note?: string): boolean {
@@ -420,12 +345,12 @@ export class MediaBuyMachine {
     return true;
   }
 
-  /** What a seller answer or read says about the buy. Older revisions never overwrite newer ones. */
-  applySnapshot(snapshot: MediaBuySnapshot, source: MediaBuyEventSource): void {
+  /** What a seller answer or read says about the buy. Older revisions never overwrite newer ones (false then). */
+  applySnapshot(snapshot: MediaBuySnapshot, source: MediaBuyEventSource): boolean {
     const state = this.state;
     if (snapshot.revision !== undefined && state.revision !== undefined && snapshot.revision < state.revision) {
       this.anomaly(source, `stale answer ignored (revision ${snapshot.revision} < ${state.revision})`);
-      return;
+      return false;
     }
     if (snapshot.mediaBuyId && !state.mediaBuyId) state.mediaBuyId = snapshot.mediaBuyId;
     if (snapshot.revision !== undefined) state.revision = snapshot.revision;
@@ -441,7 +366,7 @@ export class MediaBuyMachine {
       if (pkg.budget !== undefined) known.budget = pkg.budget;
       if (pkg.paused !== undefined) known.paused = pkg.paused;
       if (pkg.creativeDeadline) known.creativeDeadline = pkg.creativeDeadline;
-      if (pkg.creativeIds) known.creativeIds = [...new Set([...known.creativeIds, ...pkg.creativeIds])];
+      if (pkg.creativeIds) this.replaceCreatives(known, pkg.creativeIds);
       for (const approval of pkg.creativeApprovals ?? []) {
         const creative = state.creatives[approval.creativeId];
         if (creative) creative.status = approval.status;
@@ -451,15 +376,21 @@ export class MediaBuyMachine {
     if (snapshot.status) this.observeStatus(snapshot.status, source);
     else if (snapshot.rawStatus) this.anomaly(source, `unknown media-buy status "${snapshot.rawStatus}" ignored`);
     this.touch();
+    return true;
   }
 
-  /** After a change the seller applied: its answer, or (when the answer names no status) the status the change implies. */
-  applyChangeAnswer(kind: ChangeRequest['kind'], snapshot: MediaBuySnapshot): void {
-    this.applySnapshot(snapshot, 'change');
-    if (!snapshot.status) {
-      const implied = statusAfterChange(kind, this.state.status);
-      if (implied !== this.state.status) this.observeStatus(implied, 'change', `implied by the applied ${kind}`);
+  /** A package's creatives as the seller lists them; the creatives' records follow (which packages they run on). */
+  private replaceCreatives(pkg: MediaBuyState['packages'][string], creativeIds: string[]): void {
+    for (const creativeId of pkg.creativeIds) {
+      const creative = this.state.creatives[creativeId];
+      if (creative && !creativeIds.includes(creativeId))
+        creative.packageIds = creative.packageIds.filter((id) => id !== pkg.packageId);
     }
+    for (const creativeId of creativeIds) {
+      const creative = this.state.creatives[creativeId];
+      if (creative && !creative.packageIds.includes(pkg.packageId)) creative.packageIds.push(pkg.packageId);
+    }
+    pkg.creativeIds = [...creativeIds];
   }
 
   fail(reason: string, message: string, error?: AdcpError): void {
@@ -467,7 +398,771 @@ export class MediaBuyMachine {
     this.observeStatus('create_failed', 'create', message);
   }
 
+  // ---- what handlers hand the machine ------------------------------------------------------------------------------
+
+  /** A verified reporting webhook (signal): recorded once per event key, acted on by the loop. */
+  recordReport(delivery: ReportDelivery): void {
+    if (!delivery || typeof delivery.eventKey !== 'string' || !delivery.notification) return;
+    if (this.seenEventKeys.has(delivery.eventKey)) {
+      this.state.reporting.duplicates += 1;
+      return;
+    }
+    this.seenEventKeys.add(delivery.eventKey);
+    if (this.seenEventKeys.size > MAX_SEEN_EVENT_KEYS)
+      this.seenEventKeys.delete(this.seenEventKeys.values().next().value!);
+    this.inbox.push(delivery);
+  }
+
+  /** Read the seller now (signal: reconciliation, an operator, a task webhook about the buy). */
+  requestRefresh(): void {
+    this.refreshRequested = true;
+  }
+
+  /** Whether the loop has something to do before its next due time. */
+  hasWork(): boolean {
+    return (
+      this.inbox.length > 0 || this.changeQueue.length > 0 || this.attachmentQueue.length > 0 || this.refreshRequested
+    );
+  }
+
+  /** The change update's validator: against the status the buy will have once the changes already accepted ran. */
+  checkChange(request: ChangeRequest, updateId?: string): ChangeVerdict {
+    if (updateId !== undefined && this.answeredUpdates.has(updateId)) return { ok: true }; // answers the first one
+    const projected = this.changeQueue.reduce(
+      (status, queued) => statusAfterChange(queued.request.kind, status),
+      this.state.status,
+    );
+    if (projected === this.state.status) return validateChange(this.state, request);
+    // The seller's action list describes the buy now, not after the changes queued ahead: the change is checked
+    // against it again when it runs.
+    const { availableActions: _now, ...rest } = this.state;
+    return validateChange({ ...rest, status: projected }, request);
+  }
+
+  /** A change accepted by the validator: queued (a repeated update ID names the change it made). */
+  acceptChange(request: ChangeRequest, updateId?: string): number {
+    const earlier = updateId !== undefined ? this.answeredUpdates.get(updateId) : undefined;
+    if (earlier !== undefined) return earlier;
+    const sequence = ++this.changeSequence;
+    const record: ChangeRecord = {
+      sequence,
+      kind: request.kind,
+      requestedBy: request.requestedBy,
+      ...(request.principal !== undefined ? { principal: request.principal } : {}),
+      ...(request.reason ? { reason: request.reason } : {}),
+      requestedAt: iso(this.hooks.now()),
+      outcome: 'queued',
+      ...(updateId ? { updateId } : {}),
+    };
+    pushBounded(this.state.changes, record, MAX_CHANGES);
+    this.state.changeCount += 1;
+    this.changeQueue.push({ record, request });
+    this.rememberUpdate(updateId, sequence);
+    return sequence;
+  }
+
+  /** The answer of a change once it has one (in this run, or on record from an earlier run). */
+  changeAnswer(sequence: number): ChangeAnswer | undefined {
+    const done = this.finished.get(sequence);
+    if (done) return done;
+    const record = this.state.changes.find((change) => change.sequence === sequence);
+    if (record && record.outcome !== 'queued' && record.outcome !== 'running') {
+      return {
+        sequence,
+        outcome: record.outcome,
+        status: this.state.status,
+        ...(record.error ? { error: record.error } : {}),
+        ...(record.operationId ? { operationId: record.operationId } : {}),
+      };
+    }
+    return undefined;
+  }
+
+  /** The attach-creatives update's validator. */
+  checkAttachment(attachment: CreativeAttachment, updateId?: string): ChangeVerdict {
+    if (updateId !== undefined && this.answeredUpdates.has(updateId)) return { ok: true };
+    const refuse = (code: 'INVALID_STATE' | 'INVALID_REQUEST', message: string): ChangeVerdict => ({
+      ok: false,
+      code,
+      message,
+    });
+    if (this.terminal)
+      return refuse('INVALID_STATE', `The media buy is ${this.state.status}; creatives can no longer be attached.`);
+    if (!this.state.mediaBuyId)
+      return refuse(
+        'INVALID_STATE',
+        'The media buy is still being created; attach creatives once it has a media_buy_id.',
+      );
+    if (!attachment || typeof attachment.requestedBy !== 'string' || attachment.requestedBy.trim() === '')
+      return refuse('INVALID_REQUEST', 'requestedBy must say who attaches the creatives.');
+    if (!Array.isArray(attachment.creatives) || attachment.creatives.length === 0)
+      return refuse('INVALID_REQUEST', 'creatives must list at least one creative.');
+    for (const creative of attachment.creatives) {
+      if (!creative || typeof creative.creative_id !== 'string' || creative.creative_id === '')
+        return refuse('INVALID_REQUEST', 'every creative needs a creative_id.');
+    }
+    const known = Object.keys(this.state.packages);
+    for (const [creativeId, packageIds] of Object.entries(attachment.assignments ?? {})) {
+      if (!Array.isArray(packageIds))
+        return refuse('INVALID_REQUEST', `assignments.${creativeId} must list package ids.`);
+      const unknown = packageIds.filter((id) => known.length > 0 && !known.includes(id));
+      if (unknown.length > 0)
+        return refuse('INVALID_REQUEST', `assignments.${creativeId} names unknown package ${unknown.join(', ')}.`);
+    }
+    return { ok: true };
+  }
+
+  /** An attachment accepted by the validator: queued, unless its update ID was answered before. */
+  acceptAttachment(attachment: CreativeAttachment, updateId?: string): { sequence: number; repeated: boolean } {
+    const earlier = updateId !== undefined ? this.answeredUpdates.get(updateId) : undefined;
+    if (earlier !== undefined) return { sequence: earlier, repeated: true };
+    const sequence = ++this.changeSequence;
+    this.attachmentQueue.push({ sequence, attachment, ...(updateId ? { updateId } : {}) });
+    this.rememberUpdate(updateId, sequence);
+    return { sequence, repeated: false };
+  }
+
+  /** An attachment's answer; a repeated one that finished in an earlier run answers applied. */
+  attachmentAnswer(sequence: number, repeated: boolean): ChangeAnswer | undefined {
+    const done = this.finished.get(sequence);
+    if (done) return done;
+    if (repeated && !this.attachmentQueue.some((queued) => queued.sequence === sequence))
+      return { sequence, outcome: 'applied', status: this.state.status };
+    return undefined;
+  }
+
+  private rememberUpdate(updateId: string | undefined, sequence: number): void {
+    if (!updateId) return;
+    this.answeredUpdates.set(updateId, sequence);
+    if (this.answeredUpdates.size > MAX_ANSWERED_UPDATES)
+      this.answeredUpdates.delete(this.answeredUpdates.keys().next().value!);
+  }
+
+  // ---- the loop ------------------------------------------------------------------------------------------------
+
+  /**
+   * The next step, in this order: the create; reports received are applied; pulls already decided run; changes and
+   * attachments one at a time in the order they were accepted; a read when asked for or due by the buy's calendar;
+   * missing periods past their grace; late reports; creative alerts and sealing; the settle once the buy has ended;
+   * continue-as-new when history is long; otherwise wait for the next due time.
+   */
+  next(nowMs: number, history: HistoryInfo): MediaBuyStep {
+    // Reports wait for the create: only its answer says which buy they must name.
+    if (this.state.status === 'creating' && !this.createAttempted) {
+      this.createAttempted = true;
+      return { kind: 'create' };
+    }
+    this.drainInbox();
+    if (this.terminal && this.terminalAtMs === undefined) {
+      const last = this.state.statusHistory[this.state.statusHistory.length - 1];
+      this.terminalAtMs = last ? Date.parse(last.at) : nowMs;
+    }
+    if (this.state.done) return { kind: 'done' };
+    const queuedPull = this.pullQueue.shift();
+    if (queuedPull) return queuedPull;
+    if (this.settling) return this.nextSettleStep();
+    const nextChange = this.changeQueue[0];
+    const nextAttachment = this.attachmentQueue[0];
+    if (nextChange && (!nextAttachment || nextChange.record.sequence < nextAttachment.sequence))
+      return { kind: 'change', sequence: nextChange.record.sequence };
+    if (nextAttachment) return { kind: 'attach', sequence: nextAttachment.sequence };
+    if (this.refreshRequested || (this.nextReadAtMs() ?? Infinity) <= nowMs) {
+      this.refreshRequested = false;
+      const request = this.readRequest();
+      if (request) {
+        this.state.reads += 1;
+        this.state.lastReadAt = iso(nowMs);
+        return { kind: 'read', request };
+      }
+    }
+    const due = this.delivery.periodsDueForFill(nowMs);
+    if (due.length > 0 && this.queueFill(due, false)) return this.pullQueue.shift()!;
+    if ((this.lateCheckAtMs() ?? Infinity) <= nowMs && (this.delivery.lateAtMs() ?? Infinity) <= nowMs) {
+      this.delivery.noteLate(nowMs);
+      const late = this.delivery.periodsDueForFill(nowMs + fillGraceMs(this.state.reporting.frequency!));
+      if (this.queueFill(late, true)) return this.pullQueue.shift()!;
+      return this.next(nowMs, history);
+    }
+    this.fireCreativeAlerts(nowMs);
+    this.delivery.seal(nowMs);
+    if ((this.settleAtMs() ?? Infinity) <= nowMs) {
+      this.beginSettle(nowMs);
+      return this.nextSettleStep();
+    }
+    const limit = this.input.historyEventLimit ?? HISTORY_EVENT_LIMIT;
+    if (history.length >= limit || history.continueAsNewSuggested) return { kind: 'continue-as-new' };
+    return { kind: 'wait', untilMs: this.nextDueMs() };
+  }
+
+  /** What the next run starts from (continue-as-new). Only taken when nothing is queued (see `hasWork`). */
+  carry(): MediaBuyCarried {
+    return {
+      state: this.state,
+      seenEventKeys: [...this.seenEventKeys],
+      inbox: this.inbox,
+      queuedChanges: this.changeQueue,
+      queuedAttachments: this.attachmentQueue,
+      changeSequence: this.changeSequence,
+      answeredUpdates: [...this.answeredUpdates],
+      alertsFired: [...this.alertsFired],
+      unconfirmedChanges: [...this.unconfirmed],
+    };
+  }
+
+  /** The earliest time something is due: a read, a fill, a late check, a creative alert, the settle. */
+  nextDueMs(): number | undefined {
+    const candidates = [
+      this.nextReadAtMs(),
+      this.delivery.nextFillAtMs(),
+      this.lateCheckAtMs(),
+      this.nextCreativeAlertAt(this.alertLeadMs, this.alertsFired),
+      this.settleAtMs(),
+    ].filter((value): value is number => value !== undefined);
+    return candidates.length > 0 ? Math.min(...candidates) : undefined;
+  }
+
+  private drainInbox(): void {
+    while (this.inbox.length > 0) {
+      const delivery = this.inbox.shift()!;
+      const receivedAtMs = Date.parse(delivery.receivedAt) || this.hooks.now();
+      this.receiveReport(delivery.notification, receivedAtMs);
+    }
+  }
+
+  /** One verified report: refused when it names another buy than the one this workflow follows. */
+  receiveReport(notification: ReportingNotification, receivedAtMs: number): ReportEffect {
+    if (this.state.mediaBuyId && notification.mediaBuyId !== this.state.mediaBuyId) {
+      this.anomaly(
+        'report',
+        `report for media buy ${notification.mediaBuyId} refused: this workflow follows ${this.state.mediaBuyId}`,
+      );
+      return 'ignored';
+    }
+    return this.delivery.receiveReport(notification, receivedAtMs);
+  }
+
+  /** When the buy should next be read, by status: the reads follow the buy's calendar, not a fixed poll. */
+  nextReadAtMs(): number | undefined {
+    const state = this.state;
+    if (!state.mediaBuyId || this.terminal) return undefined;
+    const last = state.lastReadAt ? Date.parse(state.lastReadAt) : Date.parse(state.startedAt);
+    const start = state.startTime ? Date.parse(state.startTime) : undefined;
+    const end = state.endTime ? Date.parse(state.endTime) : undefined;
+    switch (state.status) {
+      case 'pending_creatives':
+        return last + 6 * HOUR;
+      case 'pending_start':
+        if (start !== undefined && last < start + MINUTE) return Math.min(start + MINUTE, last + DAY);
+        return last + HOUR;
+      case 'active':
+      case 'paused':
+        if (end !== undefined && last < end + MINUTE) return Math.min(end + MINUTE, last + DAY);
+        return last + HOUR;
+      default:
+        return undefined;
+    }
+  }
+
+  /** When a missing report counts as late, on a coarse grid so each report does not move the workflow's timer. */
+  private lateCheckAtMs(): number | undefined {
+    const lateAt = this.delivery.lateAtMs();
+    const frequency = this.state.reporting.frequency;
+    if (lateAt === undefined || !frequency || this.terminal) return undefined;
+    const grid = Math.min(4 * periodMs(frequency), 6 * HOUR);
+    return Math.ceil(lateAt / grid) * grid;
+  }
+
+  /** After the buy ended: how long to wait for the final report before settling with a lifetime pull. */
+  private settleAtMs(): number | undefined {
+    if (this.terminalAtMs === undefined) return undefined;
+    const reporting = this.state.reporting;
+    if (!this.state.mediaBuyId || !reporting.registered || reporting.finalReport) return this.terminalAtMs;
+    const frequency = reporting.frequency ?? 'daily';
+    return this.terminalAtMs + reporting.expectedDelayMinutes * MINUTE + fillGraceMs(frequency) + HOUR;
+  }
+
+  private readRequest(): ReadRequest | undefined {
+    if (!this.state.mediaBuyId) return undefined;
+    return {
+      sellerId: this.state.sellerId,
+      mediaBuyId: this.state.mediaBuyId,
+      ...(this.account !== undefined ? { account: this.account } : {}),
+    };
+  }
+
+  /** Queues the windowed pulls for `keys` (at most MAX_PULL_DAYS each); false when there is nothing to pull. */
+  private queueFill(keys: string[], late: boolean): boolean {
+    const frequency = this.state.reporting.frequency;
+    const read = this.readRequest();
+    if (!frequency || !read || keys.length === 0) return false;
+    if (late) this.state.reporting.latePulls += 1;
+    const sorted = [...keys].sort();
+    while (sorted.length > 0) {
+      const firstMs = Date.parse(sorted[0]);
+      const chunkEnd = floorPeriod(firstMs, 'daily') + MAX_PULL_DAYS * DAY;
+      const chunk = sorted.filter((key) => Date.parse(key) < chunkEnd);
+      sorted.splice(0, chunk.length);
+      const lastMs = Date.parse(chunk[chunk.length - 1]);
+      this.pullQueue.push({
+        kind: 'pull',
+        periods: chunk,
+        request: {
+          ...read,
+          startDate: dateOf(firstMs),
+          endDate: dateOf(floorPeriod(lastMs, 'daily') + DAY),
+          timeGranularity: frequency,
+        },
+      });
+    }
+    return true;
+  }
+
+  private beginSettle(nowMs: number): void {
+    this.settling = { rounds: 0, lifetimePulled: false };
+    const frequency = this.state.reporting.frequency;
+    if (this.state.mediaBuyId && frequency && this.state.startTime) {
+      const terminalAt = this.terminalAtMs!;
+      const endMs = Math.min(this.state.endTime ? Date.parse(this.state.endTime) : terminalAt, terminalAt);
+      this.delivery.noteMissingThrough(nextPeriod(floorPeriod(endMs - 1, frequency), frequency), nowMs);
+    }
+  }
+
+  /** The settle: a last try for every period still missing (without the grace), the lifetime pull, then done. */
+  private nextSettleStep(): MediaBuyStep {
+    const settling = this.settling!;
+    const missing = Object.keys(this.state.reporting.missingPeriods);
+    if (this.state.startTime && settling.rounds < SETTLE_FILL_ROUNDS && missing.length > 0) {
+      settling.rounds += 1;
+      if (this.queueFill(missing, false)) return this.pullQueue.shift()!;
+    }
+    const read = this.readRequest();
+    if (!settling.lifetimePulled && read && this.state.status !== 'rejected' && this.state.status !== 'create_failed') {
+      settling.lifetimePulled = true;
+      return { kind: 'lifetime-pull', request: read };
+    }
+    this.state.done = true;
+    this.touch();
+    return { kind: 'done' };
+  }
+
+  // ---- the create ----------------------------------------------------------------------------------------------
+
+  /** What the governance agent checks before the create: the caller's create_media_buy arguments. */
+  createPayload(): Record<string, unknown> {
+    return { ...this.input.params };
+  }
+
+  /** The governance agent refused the create: nothing was sent, the buy ends with the agent's explanation. */
+  refuseCreate(verdict: { code: string; message: string }): void {
+    this.fail(verdict.code.toLowerCase(), verdict.message, {
+      code: verdict.code,
+      message: verdict.message,
+      recovery: 'terminal',
+    });
+  }
+
+  /** The create_media_buy arguments: the caller's (or the governed payload), with the reporting webhook to register. */
+  createParams(governed?: GovernedSpend): Record<string, unknown> {
+    const params = governed ? withGovernance(governed) : this.createPayload();
+    if (governed) this.createCheck = checkOf(governed);
+    const reporting = this.input.reporting;
+    if (!reporting) return params;
+    const chosen = chooseReportingFrequency(reporting);
+    if (chosen.frequency) this.state.reporting.frequency = chosen.frequency;
+    if (reporting.url && chosen.frequency) {
+      params.reporting_webhook = {
+        url: reporting.url,
+        reporting_frequency: chosen.frequency,
+        ...(reporting.requestedMetrics?.length ? { requested_metrics: reporting.requestedMetrics } : {}),
+        ...(reporting.authentication ? { authentication: reporting.authentication } : {}),
+      };
+      this.state.reporting.registered = {
+        url: reporting.url,
+        frequency: chosen.frequency,
+        ...(reporting.requestedMetrics ? { requestedMetrics: reporting.requestedMetrics } : {}),
+        ...(chosen.note ? { note: chosen.note } : {}),
+      };
+    } else if (chosen.note) {
+      this.anomaly('create', chosen.note);
+    }
+    return params;
+  }
+
+  /** The create operation's end: the buy it made, a rejection, or why there is no buy. */
+  applyCreate(outcome: OperationOutcome): void {
+    this.applyCreateOutcome(outcome);
+    // The create's answer is fresher than any refresh asked for while it ran.
+    if (!this.terminal) this.refreshRequested = false;
+  }
+
+  private applyCreateOutcome(outcome: OperationOutcome): void {
+    if (failed(outcome)) {
+      this.fail(
+        'create_failed',
+        `The create_media_buy operation ${this.state.createOperationId} failed: ${outcome.error.message}`,
+      );
+      return;
+    }
+    const operation = outcome.operation;
+    if (operation.status !== 'completed') {
+      const error = operation.errors?.[0];
+      if (error) this.createError = { code: error.code, message: error.message };
+      if (operation.status === 'rejected') {
+        this.observeStatus('rejected', 'create', operation.message ?? error?.message ?? 'the seller rejected the buy');
+        return;
+      }
+      this.fail(
+        operation.failure?.reason ?? operation.status,
+        operation.failure?.message ?? operation.message ?? `create_media_buy ended ${operation.status}`,
+        error,
+      );
+      return;
+    }
+    const snapshot = mediaBuySnapshotFrom(operation.result);
+    if (!snapshot.mediaBuyId) {
+      this.fail(
+        'no_media_buy_id',
+        `create_media_buy completed without a media_buy_id (operation ${this.state.createOperationId}).`,
+      );
+      return;
+    }
+    this.applySnapshot(snapshot, 'create');
+    // A 3.0 seller's answer may lose the buy's status under the envelope's: a buy without creatives waits for them.
+    if (this.state.status === 'creating')
+      this.observeStatus('pending_creatives', 'create', 'the answer named no media-buy status');
+  }
+
+  /** report_plan_outcome for the governed create: the seller's buy, or why there is none. */
+  createOutcomeReport(): PlanOutcomeReport {
+    const state = this.state;
+    const packages = Object.values(state.packages);
+    const committed = packages.reduce((sum, pkg) => sum + (pkg.budget ?? 0), 0);
+    if (!state.mediaBuyId)
+      return {
+        action: 'create',
+        ...this.createCheck,
+        outcome: 'failed',
+        error: this.createError ?? {
+          code: state.failure?.reason ?? (state.status === 'rejected' ? 'REJECTED' : 'FAILED'),
+          message: state.failure?.message ?? `The seller did not make the buy (${state.status}).`,
+        },
+      };
+    return {
+      action: 'create',
+      ...this.createCheck,
+      outcome: 'completed',
+      sellerResponse: {
+        seller_reference: state.mediaBuyId,
+        ...(packages.length > 0 ? { committed_budget: committed } : {}),
+        packages: packages.map((pkg) => ({
+          package_id: pkg.packageId,
+          ...(pkg.productId ? { product_id: pkg.productId } : {}),
+          ...(pkg.budget !== undefined ? { budget: pkg.budget } : {}),
+        })),
+        ...(state.creativeDeadline ? { creative_deadline: state.creativeDeadline } : {}),
+      },
+    };
+  }
+
+  // ---- changes -------------------------------------------------------------------------------------------------
+
+  private queuedChange(sequence: number): QueuedChange {
+    const queued = this.changeQueue.find((entry) => entry.record.sequence === sequence);
+    if (!queued) throw new Error(`No change ${sequence} is queued.`);
+    return queued;
+  }
+
+  /**
+   * Starts the change the loop picked: checked again (the buy may have moved since it was accepted), then the
+   * update_media_buy arguments and the operation's caller key. Undefined when it is refused now.
+   */
+  beginChange(
+    sequence: number,
+  ): { request: ChangeRequest; callerKey: string; params: Record<string, unknown> } | undefined {
+    const { record, request } = this.queuedChange(sequence);
+    const verdict = validateChange(this.state, request);
+    if (!verdict.ok) {
+      this.finishChange(sequence, 'refused', { code: verdict.code, message: verdict.message });
+      return undefined;
+    }
+    const callerKey = `${this.state.buyKey}.change-${sequence}`;
+    record.operationId = operationIdFor('update_media_buy', callerKey);
+    record.outcome = 'running';
+    const params = updateParamsFor(this.state.mediaBuyId!, request, {
+      account: this.account,
+      ...(this.state.revision !== undefined ? { revision: this.state.revision } : {}),
+    });
+    return { request, callerKey, params };
+  }
+
+  /** The governance agent refused a change that raises spend: the seller never hears of it. */
+  refuseChange(sequence: number, verdict: { code: string; message: string }): void {
+    this.finishChange(sequence, 'refused', { code: verdict.code, message: verdict.message });
+  }
+
+  /** The update_media_buy arguments of a governed change. */
+  governedChangeParams(spend: GovernedSpend): Record<string, unknown> {
+    return withGovernance(spend);
+  }
+
+  /** report_plan_outcome for a governed change, once its operation ended. */
+  changeOutcomeReport(
+    sequence: number,
+    spend: GovernedSpend,
+    outcome: OperationOutcome,
+  ): PlanOutcomeReport | undefined {
+    if (failed(outcome)) return undefined;
+    const operation = outcome.operation;
+    const action = `change-${sequence}`;
+    if (operation.status === 'completed')
+      return {
+        action,
+        ...checkOf(spend),
+        outcome: 'completed',
+        sellerResponse: { seller_reference: this.state.mediaBuyId!, ...(operation.result ?? {}) },
+      };
+    const error = operation.errors?.[0];
+    return {
+      action,
+      ...checkOf(spend),
+      outcome: 'failed',
+      error: {
+        code: error?.code ?? operation.status,
+        message: error?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
+      },
+    };
+  }
+
+  /**
+   * The change's update_media_buy operation ended. A refusal ends the change; a success is applied to the view as the
+   * seller answered it, and the buy is read to verify it: the returned request (undefined when the change ended).
+   */
+  applyChangeOutcome(sequence: number, outcome: OperationOutcome): ReadRequest | undefined {
+    const { record, request } = this.queuedChange(sequence);
+    if (failed(outcome)) {
+      this.finishChange(sequence, 'failed', outcome.error);
+      return undefined;
+    }
+    const operation = outcome.operation;
+    record.taskStatus = operation.status;
+    // A 3.0 seller answers a cancel with the buy's `status: "canceled"` at the root, where the task status lives
+    // (3.1 moved it to media_buy_status): the operation reads it as its task canceled. Not canceled by anyone here
+    // and without errors, it is the buy that was canceled.
+    const canceledBuy =
+      request.kind === 'cancel' &&
+      operation.status === 'canceled' &&
+      !operation.cancellation &&
+      !operation.errors?.length;
+    if (canceledBuy)
+      this.anomaly('change', `${record.operationId} ended "canceled": read as the 3.0 root status of the canceled buy`);
+    if (operation.status !== 'completed' && !canceledBuy) {
+      // The seller's error whole (recovery, field, suggestion, details): the buyer needs them to correct the change.
+      this.finishChange(
+        sequence,
+        'failed',
+        operation.errors?.[0] ?? {
+          code: operation.failure?.reason ?? operation.status,
+          message: operation.failure?.message ?? operation.message ?? `update_media_buy ended ${operation.status}`,
+        },
+      );
+      return undefined;
+    }
+    const answered = mediaBuySnapshotFrom(operation.result);
+    // The answer's other fields are the view at once; its status waits for the read (a canceled status is terminal,
+    // and a read right after must be able to say the buy is still live).
+    const { status: answeredStatus, rawStatus: _raw, ...rest } = answered;
+    const current = this.applySnapshot(rest, 'change');
+    this.verifying.set(sequence, {
+      answer: canceledBuy
+        ? { evidence: 'shown' }
+        : current
+          ? changeEvidence(request, answered)
+          : { evidence: 'unknown' },
+      ...(canceledBuy ? { answeredStatus: 'canceled' } : answeredStatus && current ? { answeredStatus } : {}),
+      pendingApproval: answered.pendingApproval === true,
+    });
+    const read = this.readRequest()!;
+    this.state.reads += 1;
+    this.state.lastReadAt = iso(this.hooks.now());
+    return read;
+  }
+
+  /**
+   * The read after a change came back. The read is the judge where it shows the buy: `applied` when it shows the
+   * change; when it shows otherwise, `<KIND>_NOT_APPLIED` if the seller's answer did not say the change was made, or
+   * `sent` (not confirmed) if it did. Where no read shows the buy, the seller's answer decides the same way; `sent`
+   * when nothing tells, or when the change waits for the seller's approval.
+   */
+  verifyChange(sequence: number, outcome: ReadOutcome): void {
+    const { record, request } = this.queuedChange(sequence);
+    const answered = this.verifying.get(sequence)!;
+    this.verifying.delete(sequence);
+    let why: string;
+    let read: ChangeEvidence = { evidence: 'unknown' };
+    if (failed(outcome)) {
+      why = `get_media_buys failed (${outcome.error.code}: ${outcome.error.message})`;
+    } else if (!outcome.snapshot) {
+      why = outcome.note ?? `get_media_buys did not return ${this.state.mediaBuyId}`;
+    } else if (!this.applySnapshot(outcome.snapshot, 'read')) {
+      why = `the read of the buy is older than its answer (revision ${outcome.snapshot.revision})`;
+    } else {
+      read = changeEvidence(request, outcome.snapshot);
+      why = 'the read of the buy carries none of the changed fields';
+    }
+    const byRead = read.evidence !== 'unknown';
+    // Without a read that speaks, the answer's own status is the seller's word on the buy.
+    if (!byRead && answered.answeredStatus) this.observeStatus(answered.answeredStatus as MediaBuyLifecycle, 'change');
+    const evidence = byRead ? read : answered.answer;
+    const finish = (outcome: 'applied' | 'sent', note?: string) => {
+      if (outcome === 'applied') record.verifiedBy = byRead ? 'read' : 'answer';
+      if (note) record.note = note;
+      if (outcome === 'sent') this.unconfirmed.set(sequence, request);
+      this.finishChange(sequence, outcome);
+    };
+    if (evidence.evidence === 'shown') return finish('applied');
+    if (answered.pendingApproval)
+      return finish(
+        'sent',
+        `the seller accepted the ${request.kind} pending its approval (implementation_date null); later reads confirm it`,
+      );
+    if (evidence.evidence === 'unknown')
+      return finish('sent', `the seller answered success, and nothing shows the ${request.kind} yet: ${why}`);
+    if (byRead && answered.answer.evidence === 'shown') {
+      const note = `the seller answered the ${request.kind} as made, and a read of the buy right after shows ${evidence.differences.join('; ')}: not confirmed; the view follows the read, later reads confirm it`;
+      this.anomaly('change', `${record.operationId}: ${note}`);
+      return finish('sent', note);
+    }
+    const message = this.notAppliedMessage(record, request, evidence.differences, byRead, answered.answeredStatus);
+    this.anomaly('change', message);
+    record.verifiedBy = byRead ? 'read' : 'answer';
+    this.finishChange(sequence, 'failed', { code: notAppliedCode(request.kind), message });
+  }
+
+  /** A later read that shows a change still `sent` confirms it (applied, by read). */
+  private confirmSentChanges(snapshot: MediaBuySnapshot): void {
+    for (const [sequence, request] of this.unconfirmed) {
+      const record = this.state.changes.find((change) => change.sequence === sequence);
+      if (!record || record.outcome !== 'sent') {
+        this.unconfirmed.delete(sequence);
+        continue;
+      }
+      if (changeEvidence(request, snapshot).evidence !== 'shown') continue;
+      this.unconfirmed.delete(sequence);
+      record.outcome = 'applied';
+      record.verifiedBy = 'read';
+      record.note = `confirmed by a read at ${iso(this.hooks.now())} (${record.note ?? 'sent'})`;
+      const answer = this.finished.get(sequence);
+      if (answer) this.finished.set(sequence, { ...answer, outcome: 'applied' });
+    }
+  }
+
+  private notAppliedMessage(
+    record: ChangeRecord,
+    request: ChangeRequest,
+    differences: string[],
+    byRead: boolean,
+    answeredStatus: string | undefined,
+  ): string {
+    const status = this.state.status;
+    if (request.kind === 'cancel') {
+      const seen = byRead
+        ? `the seller's buy reads "${status}"`
+        : `the seller answered the buy as "${answeredStatus ?? status}"`;
+      return `${record.operationId} completed, but ${seen}, not "canceled": the cancel did not take effect. The buy is still ${status} at the seller; ask the seller to cancel it, or cancel again.`;
+    }
+    const seen = byRead ? 'a read of the buy (get_media_buys) shows' : "the seller's answer shows";
+    return `${record.operationId} completed, but ${seen} ${differences.join('; ')}: the ${request.kind} change did not take effect at the seller. The view shows the buy as the seller has it; send the change again, or ask the seller.`;
+  }
+
+  private finishChange(sequence: number, outcome: ChangeRecord['outcome'], error?: ChangeRecord['error']): void {
+    const index = this.changeQueue.findIndex((entry) => entry.record.sequence === sequence);
+    const [{ record, request }] = this.changeQueue.splice(index, 1);
+    // A later change of the same field supersedes an earlier one still unconfirmed: a read cannot tell them apart.
+    const family = (kind: ChangeRequest['kind']) => (kind === 'resume' ? 'pause' : kind);
+    for (const [earlier, other] of this.unconfirmed)
+      if (earlier < sequence && family(other.kind) === family(request.kind)) this.unconfirmed.delete(earlier);
+    record.outcome = outcome;
+    record.finishedAt = iso(this.hooks.now());
+    record.statusAfter = this.state.status;
+    if (error) record.error = error;
+    this.finished.set(sequence, {
+      sequence,
+      outcome,
+      status: this.state.status,
+      ...(error ? { error } : {}),
+      ...(record.operationId ? { operationId: record.operationId } : {}),
+    });
+  }
+
   // ---- creatives -------------------------------------------------------------------------------------------------
+
+  /** Starts the attachment the loop picked: the sync_creatives arguments, or undefined when the buy has ended. */
+  beginAttachment(sequence: number): { callerKey: string; params: Record<string, unknown> } | undefined {
+    const queued = this.attachmentQueue.find((entry) => entry.sequence === sequence);
+    if (!queued) throw new Error(`No attachment ${sequence} is queued.`);
+    const callerKey = `${this.state.buyKey}.creatives-${sequence}`;
+    if (this.terminal) {
+      this.finishAttachment(sequence, 'refused', {
+        code: 'INVALID_STATE',
+        message: `The media buy is ${this.state.status}.`,
+      });
+      return undefined;
+    }
+    const assignments = Object.entries(queued.attachment.assignments ?? {}).flatMap(([creative_id, packageIds]) =>
+      packageIds.map((package_id) => ({ creative_id, package_id })),
+    );
+    const params: Record<string, unknown> = {
+      creatives: queued.attachment.creatives,
+      ...(assignments.length > 0 ? { assignments } : {}),
+      ...(this.account !== undefined ? { account: this.account } : {}),
+    };
+    return { callerKey, params };
+  }
+
+  /** The attachment's sync_creatives operation ended. */
+  applyAttachment(sequence: number, outcome: OperationOutcome): void {
+    const queued = this.attachmentQueue.find((entry) => entry.sequence === sequence)!;
+    if (failed(outcome)) {
+      this.finishAttachment(sequence, 'failed', outcome.error);
+      return;
+    }
+    const operation = outcome.operation;
+    if (operation.status !== 'completed') {
+      this.finishAttachment(
+        sequence,
+        'failed',
+        operation.errors?.[0] ?? {
+          code: operation.status,
+          message: operation.message ?? `sync_creatives ended ${operation.status}`,
+        },
+      );
+      return;
+    }
+    this.applyCreativeSync(
+      queued.attachment,
+      operation.result,
+      operationIdFor('sync_creatives', this.attachmentKey(sequence)),
+    );
+    // The seller moves the buy on (pending_creatives → pending_start) once creatives are in: read it.
+    this.refreshRequested = true;
+    this.finishAttachment(sequence, 'applied');
+  }
+
+  private attachmentKey(sequence: number): string {
+    return `${this.state.buyKey}.creatives-${sequence}`;
+  }
+
+  private finishAttachment(sequence: number, outcome: ChangeAnswer['outcome'], error?: ChangeRecord['error']): void {
+    const index = this.attachmentQueue.findIndex((entry) => entry.sequence === sequence);
+    this.attachmentQueue.splice(index, 1);
+    this.finished.set(sequence, {
+      sequence,
+      outcome,
+      status: this.state.status,
+      operationId: operationIdFor('sync_creatives', this.attachmentKey(sequence)),
+      ...(error ? { error } : {}),
+    });
+  }
 
   applyCreativeSync(
     attachment: CreativeAttachment,
@@ -554,454 +1249,91 @@ export class MediaBuyMachine {
     return undefined;
   }
 
-  // ---- delivery reporting ------------------------------------------------------------------------------------------
-
-  private get reporting(): ReportingState {
-    return this.state.reporting;
-  }
-
-  private recomputeTotals(): void {
-    const byPackage: Record<string, MetricTotals> = {};
-    for (const [packageId, metrics] of Object.entries(this.reporting.sealed.byPackage))
-      byPackage[packageId] = { ...metrics };
-    for (const key of Object.keys(this.reporting.periods).sort()) {
-      for (const [packageId, metrics] of Object.entries(this.reporting.periods[key].byPackage)) {
-        byPackage[packageId] ??= {};
-        addInto(byPackage[packageId], metrics);
-      }
-    }
-    this.reporting.byPackage = byPackage;
-    this.reporting.totals = sumPackages(byPackage);
-    this.reporting.periodsCounted = this.reporting.sealed.periods + Object.keys(this.reporting.periods).length;
-  }
-
-  /** Records the sequence number; false when that notification was already seen. */
-  private trackSequence(sequence: number): { duplicate: boolean; reordered: boolean } {
-    const reporting = this.reporting;
-    if (sequence <= reporting.contiguousThrough || reporting.receivedAbove.includes(sequence))
-      return { duplicate: true, reordered: false };
-    const reordered = sequence < reporting.highestSequence;
-    if (reordered) {
-      reporting.reordered += 1;
-      reporting.missingSequences = reporting.missingSequences.filter((missing) => missing !== sequence);
-    }
-    if (sequence > reporting.highestSequence + 1) {
-      const skipped = sequence - reporting.highestSequence - 1;
-      reporting.sequenceGaps += skipped;
-      for (let missing = reporting.highestSequence + 1; missing < sequence; missing++)
-        pushBounded(reporting.missingSequences, missing, MAX_MISSING_SEQUENCES);
-    }
-    reporting.highestSequence = Math.max(reporting.highestSequence, sequence);
-    reporting.receivedAbove.push(sequence);
-    reporting.receivedAbove.sort((a, b) => a - b);
-    // Advance the contiguous mark; numbers skipped long ago are given up on so the list stays bounded.
-    while (reporting.receivedAbove.length > 0) {
-      const next = reporting.contiguousThrough + 1;
-      if (reporting.receivedAbove[0] === next) {
-        reporting.receivedAbove.shift();
-        reporting.contiguousThrough = next;
-      } else if (next < reporting.highestSequence - SEQUENCE_WINDOW) {
-        reporting.contiguousThrough = next;
-      } else break;
-    }
-    return { duplicate: false, reordered };
-  }
-
-  private recordAdjustment(
-    periodStart: string,
-    notificationType: string,
-    before: MetricTotals | undefined,
-    after: MetricTotals,
-    note?: string,
-  ): void {
-    pushBounded(
-      this.reporting.adjustments,
-      {
-        at: iso(this.hooks.now()),
-        periodStart,
-        notificationType,
-        ...(before ? { before } : {}),
-        after,
-        ...(note ? { note } : {}),
-      },
-      MAX_ADJUSTMENTS,
-    );
-    this.reporting.adjustmentCount += 1;
-  }
-
-  /** Puts a period's numbers in place (replacing earlier ones); returns what it did. */
-  private setPeriod(key: string, entry: OpenPeriod, notificationType: string): ReportEffect {
-    const reporting = this.reporting;
-    const existing = reporting.periods[key];
-    if (reporting.missingPeriods[key]) {
-      delete reporting.missingPeriods[key];
-      reporting.periodGapsFilled += 1;
-    }
-    if (!existing) {
-      reporting.periods[key] = entry;
-      if (entry.isFinal) reporting.finalPeriods += 1;
-      return 'applied';
-    }
-    if (sameNumbers(existing.byPackage, entry.byPackage) && notificationType === 'scheduled') {
-      return 'duplicate';
-    }
-    const replacing =
-      notificationType === 'adjusted' || notificationType === 'window_update' || entry.source === 'pull';
-    reporting.periods[key] = { ...entry, revisions: (existing.revisions ?? 0) + 1 };
-    if (entry.isFinal && !existing.isFinal) reporting.finalPeriods += 1;
-    this.recordAdjustment(
-      key,
-      notificationType,
-      sumPackages(existing.byPackage),
-      sumPackages(entry.byPackage),
-      replacing
-        ? entry.measurementWindow
-          ? `window ${entry.measurementWindow}`
-          : undefined
-        : 'a scheduled report restated a period already reported',
-    );
-    return replacing ? 'adjusted' : 'restated';
-  }
-
-  /** One verified report for this buy. */
-  receiveReport(notification: ReportingNotification, receivedAtMs: number): ReportEffect {
-    const reporting = this.reporting;
-    reporting.reportsReceived += 1;
-    let reordered = false;
-    if (notification.sequenceNumber !== undefined) {
-      const sequence = this.trackSequence(notification.sequenceNumber);
-      if (sequence.duplicate) {
-        reporting.duplicates += 1;
-        return 'duplicate';
-      }
-      reordered = sequence.reordered;
-    }
-    reporting.lastReportAt = iso(receivedAtMs);
-    if (notification.nextExpectedAt && !reordered) reporting.nextExpectedAt = notification.nextExpectedAt;
-    if (notification.status) {
-      // A report states the status when it was fired: one fired before the last known change is history, not news.
-      const firedAtMs = notification.timestamp
-        ? Date.parse(notification.timestamp)
-        : reordered
-          ? Number.NEGATIVE_INFINITY
-          : receivedAtMs;
-      const last = this.state.statusHistory[this.state.statusHistory.length - 1];
-      if (!last || firedAtMs >= Date.parse(last.at)) this.observeStatus(notification.status, 'report');
-    }
-    if (notification.health) this.state.health = notification.health;
-    const type = notification.notificationType;
-    if (type === 'final')
-      reporting.finalReport = {
-        at: iso(receivedAtMs),
-        ...(notification.sequenceNumber !== undefined ? { sequenceNumber: notification.sequenceNumber } : {}),
-      };
-    if (type === 'delayed') {
-      reporting.delayedNotices += 1;
-      this.touch();
-      return 'notice';
-    }
-    if (type === 'impairment' || !notification.period) {
-      this.touch();
-      return 'notice';
-    }
-    const period = notification.period;
-    const startMs = Date.parse(period.start);
-    if (Number.isNaN(startMs)) {
-      this.anomaly('report', `report with an unreadable period start "${period.start}" ignored`);
-      return 'ignored';
-    }
-    const key = iso(startMs);
-    const numbers = numbersOf(period);
-    const effect = this.placePeriod(key, period.end, numbers, 'report', type, period.isFinal, period.measurementWindow);
-    if (effect !== 'duplicate' && effect !== 'ignored') reporting.reportsApplied += 1;
-    if (type === 'final') this.noteMissingThrough(Date.parse(period.end), receivedAtMs);
-    else this.noteMissingThrough(startMs, receivedAtMs);
-    this.recomputeTotals();
-    this.touch();
-    return effect;
-  }
-
-  private placePeriod(
-    key: string,
-    end: string,
-    numbers: Record<string, MetricTotals>,
-    source: OpenPeriod['source'],
-    type: string,
-    isFinal: boolean | undefined,
-    measurementWindow: string | undefined,
-  ): ReportEffect {
-    const reporting = this.reporting;
-    if (reporting.sealedBefore && key < reporting.sealedBefore) {
-      const unfilled = reporting.unfilledPeriods.indexOf(key);
-      if (unfilled >= 0) {
-        // A period given up on arrives after all: count it now.
-        reporting.unfilledPeriods.splice(unfilled, 1);
-        for (const [packageId, metrics] of Object.entries(numbers)) {
-          reporting.sealed.byPackage[packageId] ??= {};
-          addInto(reporting.sealed.byPackage[packageId], metrics);
-        }
-        reporting.sealed.periods += 1;
-        reporting.periodGapsFilled += 1;
-        return 'applied';
-      }
-      if (type === 'adjusted' || type === 'window_update') {
-        reporting.sealedAdjustments += 1;
-        this.recordAdjustment(
-          key,
-          type,
-          undefined,
-          sumPackages(numbers),
-          'period already sealed: settled by the end-of-flight pull',
-        );
-        this.anomaly('report', `${type} report for sealed period ${key}: the end-of-flight reconciliation settles it`);
-        return 'adjusted';
-      }
-      return 'duplicate';
-    }
-    return this.setPeriod(
-      key,
-      {
-        end,
-        byPackage: numbers,
-        source,
-        ...(isFinal !== undefined ? { isFinal } : {}),
-        ...(measurementWindow ? { measurementWindow } : {}),
-      },
-      type,
-    );
-  }
-
-  private flightStartMs(): number | undefined {
-    const start = this.state.startTime ? Date.parse(this.state.startTime) : NaN;
-    return Number.isNaN(start) ? undefined : start;
-  }
-
-  private flightEndMs(): number | undefined {
-    const end = this.state.endTime ? Date.parse(this.state.endTime) : NaN;
-    return Number.isNaN(end) ? undefined : end;
-  }
-
-  /** Marks every period before `untilMs` (exclusive) that has no numbers as missing. */
-  noteMissingThrough(untilMs: number, nowMs: number): void {
-    const frequency = this.reporting.frequency;
-    const flightStart = this.flightStartMs();
-    if (!frequency || flightStart === undefined) return;
-    const reporting = this.reporting;
-    const flightEnd = this.flightEndMs() ?? Number.POSITIVE_INFINITY;
-    const firstPeriod = floorPeriod(flightStart, frequency);
-    let cursor = reporting.sealedBefore ? Math.max(Date.parse(reporting.sealedBefore), firstPeriod) : firstPeriod;
-    const limit = Math.min(untilMs, flightEnd);
-    for (let guard = 0; cursor < limit && guard < 20_000; guard++) {
-      const key = iso(cursor);
-      if (!reporting.periods[key] && !reporting.missingPeriods[key] && !reporting.unfilledPeriods.includes(key)) {
-        reporting.missingPeriods[key] = { since: iso(nowMs), attempts: 0 };
-        reporting.periodGapsDetected += 1;
-      }
-      cursor = nextPeriod(cursor, frequency);
+  private fireCreativeAlerts(nowMs: number): void {
+    for (const alert of this.dueCreativeAlerts(nowMs, this.alertLeadMs, this.alertsFired)) {
+      this.alertsFired.add(`${alert.kind}:${alert.deadline}`);
+      pushBounded(this.state.creativeAlerts, alert, MAX_CREATIVE_ALERTS);
+      this.hooks.onCreativeAlert?.(alert);
     }
   }
 
-  /** When reports count as late: `next_expected_at` plus the products' expected delay. */
-  lateAtMs(): number | undefined {
-    const next = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
-    if (Number.isNaN(next) || !this.reporting.frequency) return undefined;
-    return next + this.reporting.expectedDelayMinutes * 60_000;
-  }
+  // ---- reads and pulls -----------------------------------------------------------------------------------------
 
-  /**
-   * A report is late: the periods it should have covered (up to `next_expected_at`) are missing, and the next
-   * expectation moves one period on so lateness is checked again, not in a loop.
-   */
-  noteLate(nowMs: number): void {
-    const frequency = this.reporting.frequency;
-    const next = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
-    if (!frequency || Number.isNaN(next)) return;
-    this.noteMissingThrough(next, nowMs);
-    this.reporting.nextExpectedAt = iso(Math.max(next, floorPeriod(nowMs, frequency)) + periodMs(frequency));
-    this.touch();
-  }
-
-  /** Missing periods whose grace for reordered reports has passed, oldest first. */
-  periodsDueForFill(nowMs: number): string[] {
-    const frequency = this.reporting.frequency;
-    if (!frequency) return [];
-    const grace = fillGraceMs(frequency);
-    return Object.entries(this.reporting.missingPeriods)
-      .filter(([, missing]) => Date.parse(missing.since) + grace * (missing.attempts + 1) <= nowMs)
-      .map(([key]) => key)
-      .sort();
-  }
-
-  /** When the next fill is due (undefined when nothing is missing). */
-  nextFillAtMs(): number | undefined {
-    const frequency = this.reporting.frequency;
-    if (!frequency) return undefined;
-    const grace = fillGraceMs(frequency);
-    let earliest: number | undefined;
-    for (const missing of Object.values(this.reporting.missingPeriods)) {
-      const due = Date.parse(missing.since) + grace * (missing.attempts + 1);
-      earliest = earliest === undefined ? due : Math.min(earliest, due);
-    }
-    return earliest;
-  }
-
-  /** A windowed pull's answer for the wanted periods: fills what it can, counts an attempt for the rest. */
-  applyPull(pull: DeliveryPull, wanted: string[]): { filled: number; stillMissing: number } {
-    const reporting = this.reporting;
-    reporting.pulls += 1;
-    const windows = new Map(pull.windows.map((window) => [iso(Date.parse(window.start)), window]));
-    let filled = 0;
-    for (const key of wanted) {
-      const window = windows.get(key);
-      if (window && reporting.missingPeriods[key]) {
-        this.placePeriod(key, window.end, numbersOf(window), 'pull', 'pull', window.isFinal, window.measurementWindow);
-        filled += 1;
-        continue;
-      }
-      const missing = reporting.missingPeriods[key];
-      if (!missing) continue;
-      missing.attempts += 1;
-      if (missing.attempts >= MAX_FILL_ATTEMPTS) {
-        delete reporting.missingPeriods[key];
-        pushBounded(reporting.unfilledPeriods, key, MAX_UNFILLED);
-        this.anomaly('pull', `period ${key} could not be filled after ${MAX_FILL_ATTEMPTS} pulls`);
-      }
-    }
-    if (pull.status) this.observeStatus(pull.status, 'pull');
-    this.recomputeTotals();
-    this.touch();
-    return { filled, stillMissing: Object.keys(reporting.missingPeriods).length };
-  }
-
-  /** Folds periods older than the open horizon into the sealed totals, never past a period still being filled. */
-  seal(nowMs: number): number {
-    const frequency = this.reporting.frequency;
-    if (!frequency) return 0;
-    const reporting = this.reporting;
-    let limit = floorPeriod(nowMs - openHorizonMs(frequency), frequency);
-    const pending = Object.keys(reporting.missingPeriods).sort()[0];
-    if (pending) limit = Math.min(limit, Date.parse(pending));
-    const limitKey = iso(limit);
-    if (reporting.sealedBefore && limitKey <= reporting.sealedBefore) return 0;
-    let folded = 0;
-    for (const key of Object.keys(reporting.periods)) {
-      if (key >= limitKey) continue;
-      for (const [packageId, metrics] of Object.entries(reporting.periods[key].byPackage)) {
-        reporting.sealed.byPackage[packageId] ??= {};
-        addInto(reporting.sealed.byPackage[packageId], metrics);
-      }
-      reporting.sealed.periods += 1;
-      delete reporting.periods[key];
-      folded += 1;
-    }
-    reporting.sealedBefore = limitKey;
-    this.recomputeTotals();
-    return folded;
-  }
-
-  /** Compares our totals with the seller's lifetime numbers (thresholds of the reporting page); the seller's win. */
-  reconcile(pull: DeliveryPull): void {
-    const ours = { ...this.reporting.totals };
-    const seller = Object.keys(pull.totals).length > 0 ? pull.totals : sumPackages(pull.byPackage);
-    if (this.reporting.reportsReceived === 0 && this.reporting.periodsCounted === 0) {
-      // Nothing was reported (no reporting webhook): there is nothing to compare, the seller's numbers are the totals.
-      this.reporting.reconciliation = {
-        at: iso(this.hooks.now()),
-        seller: { totals: seller, byPackage: pull.byPackage },
-        ours,
-        impressionsVariance: 0,
-        spendVariance: 0,
-        outcome: 'reconciled',
-        replaced: true,
-        note: 'no delivery reports were received; the lifetime pull is the record',
-      };
-      this.reporting.byPackage = pull.byPackage;
-      this.reporting.totals = seller;
-      this.touch();
+  /** A read of the buy (get_media_buys) came back. */
+  applyRead(outcome: ReadOutcome): void {
+    if (failed(outcome)) {
+      this.anomaly(
+        'read',
+        `get_media_buys failed (${outcome.error.code}: ${outcome.error.message}); reading again later`,
+      );
       return;
     }
-    const variance = (metric: string) => {
-      const theirs = seller[metric] ?? 0;
-      const mine = ours[metric] ?? 0;
-      if (theirs === 0) return mine === 0 ? 0 : 1;
-      return Math.abs(theirs - mine) / Math.abs(theirs);
-    };
-    const impressionsVariance = round(variance('impressions'));
-    const spendVariance = round(variance('spend'));
-    const outcome =
-      impressionsVariance > 0.1 || spendVariance > 0.05
-        ? 'large_discrepancy'
-        : impressionsVariance > 0.02 || spendVariance > 0.01
-          ? 'discrepancy'
-          : 'reconciled';
-    const differs = !sameNumbers({ t: ours }, { t: seller });
-    this.reporting.reconciliation = {
-      at: iso(this.hooks.now()),
-      seller: { totals: seller, byPackage: pull.byPackage },
-      ours,
-      impressionsVariance,
-      spendVariance,
-      outcome,
-      replaced: differs && Object.keys(pull.byPackage).length > 0,
-    };
-    if (outcome !== 'reconciled') {
+    if (!outcome.snapshot) {
+      this.anomaly('read', outcome.note ?? `get_media_buys did not return ${this.state.mediaBuyId}`);
+      return;
+    }
+    if (this.applySnapshot(outcome.snapshot, 'read')) this.confirmSentChanges(outcome.snapshot);
+  }
+
+  /** A windowed pull for missing periods came back: it fills what it can; a failure counts as an empty pull. */
+  applyWindowPull(step: Extract<MediaBuyStep, { kind: 'pull' }>, outcome: PullOutcome): void {
+    const empty: DeliveryPull = { mediaBuyId: step.request.mediaBuyId, totals: {}, byPackage: {}, windows: [] };
+    if (failed(outcome)) {
+      this.anomaly('pull', `get_media_buy_delivery failed (${outcome.error.code}: ${outcome.error.message})`);
+      this.delivery.applyPull(empty, step.periods);
+      return;
+    }
+    if (outcome.unsupportedGranularity)
+      this.anomaly('pull', `the seller has no ${step.request.timeGranularity} windowed pull: ${outcome.note ?? ''}`);
+    this.delivery.applyPull(outcome.pull ?? empty, step.periods);
+  }
+
+  /** The lifetime pull at the settle: the reconciliation with the seller's numbers. */
+  applyLifetimePull(outcome: PullOutcome): void {
+    this.state.reporting.pulls += 1;
+    if (failed(outcome)) {
       this.anomaly(
         'pull',
-        `delivery ${outcome.replace('_', ' ')}: impressions ${(impressionsVariance * 100).toFixed(2)}%, spend ${(spendVariance * 100).toFixed(2)}% off the seller's lifetime numbers`,
+        `the lifetime pull failed (${outcome.error.code}: ${outcome.error.message}); totals are unreconciled`,
       );
+      return;
     }
-    if (this.reporting.reconciliation.replaced) {
-      // The API is the source of truth (for billing too): its lifetime numbers replace ours; the difference stays on record.
-      this.reporting.byPackage = pull.byPackage;
-      this.reporting.totals = seller;
-    }
-    this.touch();
+    if (outcome.pull) this.delivery.reconcile(outcome.pull);
+    else this.anomaly('pull', `no lifetime delivery to reconcile with: ${outcome.note ?? 'not found'}`);
+  }
+
+  // ---- what operators see ----------------------------------------------------------------------------------------
+
+  /** The buy's search attribute values (indexed buys). */
+  indexValues(): {
+    status: string;
+    id: string | null;
+    end: string | null;
+    deadline: string | null;
+    missing: boolean | null;
+  } {
+    const state = this.state;
+    return {
+      status: state.status,
+      id: state.mediaBuyId ?? null,
+      end: state.endTime ?? null,
+      deadline: state.creativeDeadline ?? null,
+      missing: state.mediaBuyId ? this.packagesLackingCreatives().length > 0 : null,
+    };
+  }
+
+  /** One line for the Web UI's current details. */
+  details(): string {
+    const state = this.state;
+    const totals = state.reporting.totals;
+    const parts = [`media buy ${state.mediaBuyId ?? '(creating)'} at ${state.sellerId}: ${state.status}`];
+    if (totals.impressions !== undefined) parts.push(`${totals.impressions} impressions`);
+    if (totals.spend !== undefined) parts.push(`spend ${totals.spend}`);
+    const missing = Object.keys(state.reporting.missingPeriods).length;
+    if (missing > 0) parts.push(`${missing} periods missing`);
+    if (state.creativeAlerts.length > 0)
+      parts.push(`creative alert: ${state.creativeAlerts[state.creativeAlerts.length - 1].kind}`);
+    if (state.governance) parts.push(`governance: ${state.governance.status}`);
+    return parts.join(' · ');
   }
 }
-
-export function newMediaBuyState(input: {
-  buyKey: string;
-  workflowId: string;
-  sellerId: string;
-  createOperationId: string;
-  requestedBy?: string;
-  nowMs: number;
-  expectedDelayMinutes?: number;
-  params: Record<string, unknown>;
-}): MediaBuyState {
-  const at = iso(input.nowMs);
-  const packages: MediaBuyState['packages'] = {};
-  const start =
-    typeof input.params.start_time === 'string' && input.params.start_time !== 'asap'
-      ? input.params.start_time
-      : undefined;
-  const end = typeof input.params.end_time === 'string' ? input.params.end_time : undefined;
-  return {
-    buyKey: input.buyKey,
-    workflowId: input.workflowId,
-    sellerId: input.sellerId,
-    status: 'creating',
-    createOperationId: input.createOperationId,
-    ...(start ? { startTime: start } : {}),
-    ...(end ? { endTime: end } : {}),
-    packages,
-    statusHistory: [],
-    statusChangeCount: 0,
-    changes: [],
-    changeCount: 0,
-    creatives: {},
-    creativeSyncs: 0,
-    creativeAlerts: [],
-    reporting: newReportingState(input.expectedDelayMinutes),
-    anomalies: [],
-    anomalyCount: 0,
-    reads: 0,
-    ...(input.requestedBy ? { createdBy: input.requestedBy } : {}),
-    startedAt: at,
-    updatedAt: at,
-    run: 1,
-    done: false,
-  };
-}
-
-export { MAX_CHANGES };

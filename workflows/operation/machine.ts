@@ -1,644 +1,1176 @@
 /**
- * The operation's state machine: one truth that every route a result can take feeds — the call's answer, webhooks,
- * reads (polls), reconciliation, adoption and cancel. Deterministic and free of Temporal and I/O, so it runs in the
- * workflow and in millisecond unit tests alike. The workflow decides when to call and wait; this decides what an
- * observation means.
+ * The operation machine: everything one AdCP operation decides, deterministic and free of Temporal and I/O, so it
+ * runs in the workflow and in millisecond unit tests alike (the shape of temporalio/samples-typescript
+ * `message-passing/safe-message-handlers`).
  *
- * The rules (AdCP async identity and convergence; 3.1 webhooks page):
- * - Observations are applied whenever they arrive, also while a call is in flight.
- * - The first authenticated terminal result wins; nothing leaves a terminal status. A later, different terminal
- *   result is kept as a conflict and shown; an identical one is a duplicate; a non-terminal one is stale.
- * - Once bound, the seller's task_id is the operation's: a webhook naming another task, or another operation_id (3.1),
- *   is refused and shown, never applied.
- * - A webhook that arrives before the operation knows its task (it can beat the call's own answer) is held until
- *   the call's answer binds the task, or, if the answer is lost, until a read of the webhook's task confirms it.
- * - A create_media_buy that "completes" without a media_buy_id is not taken as success on that word alone: a read
- *   confirms it, and if none can, the outcome says it is unconfirmed.
- * - A new idempotency key is used only when the seller refused the old one (IDEMPOTENCY_CONFLICT/EXPIRED) and
- *   reconciliation found no task from it.
+ * - It owns all state: the operation's record (./observations.ts applies what every answer, webhook and read means),
+ *   the webhooks not applied yet, the answer, credentials, adoption, poll and cancel asked for, the call plans and key
+ *   generation, the dedupe set, and the status the polls wait on.
+ * - Handlers hand it facts (`receiveWebhook`, `provideInput`, `requestCancel`, ...); update validators ask it.
+ * - The workflow asks it for the next step (`next()`), executes the step with an activity, a timer or a child
+ *   workflow, and hands the result back (`resolve()`). While a step runs, `wakes()` says whether something arrived
+ *   that the step must see, and `woken()` applies it and says whether the step should stop.
+ *
+ * The machine decides deadlines, input rounds and timeouts, what a failed call leads to, when a cancel reaches the
+ * seller, which notification goes out and when the run continues as new. A new kind of step (a read of the resource
+ * after a lost answer, say) is a new member of `Step`, a case in `resolve()` and an executor in the workflow.
  */
-import {
-  type AdcpError,
-  type TaskSnapshot,
-  type TaskStatus,
-  assessCompletion,
-  isTerminal,
-  normaliseStatus,
-} from '../../protocol';
+import { type AdcpError, normaliseStatus, taskSpec } from '../../protocol';
 import type {
+  AwaitTaskMoveOnCadenceInput,
+  AwaitTaskMoveOutcome,
+  CallPlan,
+  CallTimeouts,
+  CancelAtSellerInput,
+  CancelAtSellerOutcome,
+  FindLostTaskInput,
+  FindLostTaskOutcome,
+  PlanCallInput,
+  ReadTaskInput,
+  ReadTaskOutcome,
+  SendCallInput,
+  SendCallOutcome,
+} from '../../contract/activities';
+import type {
+  AuditEntry,
   CancelRequest,
+  CarriedState,
+  CredentialsRefresh,
+  OperationInput,
   OperationResource,
   OperationState,
   OperationStatus,
-  OrchestratorFailureReason,
+  ProvidedInput,
   TransitionSource,
   WebhookDelivery,
-  WebhookRefusal,
+  WebhookRefusalNotice,
 } from '../../contract/operation';
+import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
+import {
+  actorProblem,
+  cancelRequestProblem,
+  credentialsRefreshProblem,
+  providedInputProblem,
+} from '../../contract/validators';
+import { type WaitPlan, planWait } from './cadence';
+import { Observations, isQuietRepeat, iso } from './observations';
+import { buyerNotification } from './publication';
 
-const MAX_TRANSITIONS_KEPT = 100;
-const MAX_ANOMALIES_KEPT = 20;
-const MAX_CONFLICTS_KEPT = 10;
-const MAX_REFUSED_KEPT = 10;
-const MAX_HELD = 50;
-
-/** Codes that say the seller will not replay this key's answer: find out what happened before using a new key. */
-export const IDEMPOTENCY_REFUSAL_CODES: ReadonlySet<string> = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
-
-/** Which statuses normally follow which (orchestrator-design table, widened); anything else is recorded. */
-const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[]>> = {
-  pending: [
-    'submitted',
-    'working',
-    'input-required',
-    'completed',
-    'failed',
-    'rejected',
-    'auth-required',
-    'unknown',
-    'canceled',
-  ],
-  submitted: ['working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'auth-required', 'unknown'],
-  working: ['submitted', 'input-required', 'completed', 'failed', 'canceled', 'auth-required', 'unknown'],
-  'input-required': ['submitted', 'working', 'completed', 'failed', 'canceled', 'rejected', 'unknown'],
-  'auth-required': ['submitted', 'working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'unknown'],
-  unknown: ['submitted', 'working', 'input-required', 'completed', 'failed', 'canceled', 'rejected', 'auth-required'],
-  completed: [],
-  failed: [],
-  canceled: [],
-  rejected: [],
+const MAX_SEEN_EVENT_KEYS = 1_000;
+/** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
+const MAX_AUDIT_ENTRIES = 50;
+const DEFAULT_INTERACTION_DEADLINE_MS = 60 * 60_000;
+const DEFAULT_MAX_INPUT_ROUNDS = 3;
+const DEFAULT_AUTH_DEADLINE_MS = 60 * 60_000;
+/** Until a call records the worker's timeouts. */
+const DEFAULT_TIMEOUTS: CallTimeouts = { callMs: 60_000, readMs: 60_000 };
+/**
+ * A read planned inside its one call records no plan, so its timeouts are not known before it; the local activity
+ * gets room for the longest call a worker may be configured with (the activity bounds the call itself).
+ */
+const UNPLANNED_READ_TIMEOUTS: CallTimeouts = { callMs: 5 * 60_000, readMs: 2 * 60_000 };
+const TEMPORAL_CANCEL: CancelRequest = {
+  requestedBy: 'temporal',
+  reason: 'workflow cancellation requested through Temporal',
 };
 
-/** The result field without which a completed task has not delivered what the buyer asked for. */
-const REQUIRED_RESULT_FIELD: Readonly<Record<string, string>> = { create_media_buy: 'media_buy_id' };
+/** Why a single read of the task is made. */
+export type PollPurpose =
+  | 'unknown-status'
+  | 'requested'
+  | 'adopted'
+  | 'credentials'
+  | 'confirm-held'
+  | 'confirm-provisional'
+  | 'last-before-deadline';
 
-export interface MachineOptions {
-  task: string;
-  /** The request's params: a completed result is judged against them (sync_creatives answers per creative sent). */
-  params?: Record<string, unknown>;
-  /** The operation's deadline (ms since epoch): interaction and auth deadlines never pass it. */
-  deadlineMs: number;
-  interactionDeadlineMs: number;
-  authDeadlineMs: number;
+/** What a wait waits for; each has its own deadline and its own wake rule (`wakes()`). */
+export type WaitFor = 'seller' | 'input' | 'credentials';
+
+/**
+ * What the workflow does next. `shielded` steps run even though the workflow is being canceled (the rest of what a
+ * call in flight started, telling the seller, notifying the buyer).
+ */
+export type Step = { shielded?: true } &
+  /** Plans a mutation's call. A plan the worker refuses to make (configuration, tenant access) fails the workflow. */
+  (
+    | { kind: 'planCall'; input: PlanCallInput }
+    /** The call to the seller; a read is a local activity (`local`), a mutation an ordinary one. */
+    | { kind: 'call'; step: string; send: SendCallInput; local: boolean; timeouts: CallTimeouts }
+    | { kind: 'poll'; purpose: PollPurpose; input: ReadTaskInput }
+    /**
+     * The parked wait: the polls of one wait as one activity keeping the cadence planned by ./cadence.ts, within
+     * `budgetMs` (to the deadline, or to the end of the working window), interrupted by what `wakes()` says.
+     */
+    | {
+        kind: 'pollOnCadence';
+        plan: WaitPlan;
+        budgetMs: number;
+        until: 'deadline' | 'working-window';
+        input: AwaitTaskMoveOnCadenceInput;
+      }
+    /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
+    | { kind: 'wait'; for: WaitFor; untilMs: number }
+    | { kind: 'reconcile'; input: FindLostTaskInput & { timeouts: CallTimeouts } }
+    | { kind: 'cancelAtSeller'; input: CancelAtSellerInput }
+    | { kind: 'notify'; notification: BuyerNotification; summary: string }
+    /** Continue as new with `carried()` (after the workflow's handlers have finished). */
+    | { kind: 'continueAsNew' }
+    /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
+    | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
+  );
+
+/** What came of a step, handed back with `resolve()`. */
+export type StepResult =
+  | { kind: 'planned'; plan: CallPlan }
+  | { kind: 'answered'; answer: SendCallOutcome }
+  | { kind: 'read'; outcome: ReadTaskOutcome }
+  | { kind: 'moved'; outcome: AwaitTaskMoveOutcome }
+  /** The polls' budget ran out (the deadline or the working window) after `polls` polls. */
+  | { kind: 'budgetRanOut'; polls: number }
+  /** A call or the polls were stopped because `woken()` said so. */
+  | { kind: 'stopped' }
+  | { kind: 'woke' }
+  | { kind: 'timedOut' }
+  | { kind: 'found'; outcome: FindLostTaskOutcome }
+  | { kind: 'toldSeller'; outcome: CancelAtSellerOutcome }
+  | { kind: 'notified' }
+  /** The step's activity failed (after its retries). */
+  | { kind: 'failed'; error: AdcpError }
+  /** The workflow was canceled through Temporal while the step ran. */
+  | { kind: 'interrupted' };
+
+export interface MachineContext {
+  /** The workflow ID, which is the operation ID. */
+  operationId: string;
   now: () => number;
+  /** History is long enough that Temporal suggests continuing as new. */
+  historyIsLong: () => boolean;
   /** Told of every status change (metrics). */
   onStatusChange?: (from: OperationStatus, to: OperationStatus, source: TransitionSource) => void;
   /** Told of every anomaly (logs). */
   onAnomaly?: (source: TransitionSource, note: string) => void;
 }
 
-/** What happened to one observation. */
-export type Verdict = 'applied' | 'held' | 'refused' | 'duplicate' | 'conflict' | 'stale' | 'needs-confirmation';
+/** What must follow the step just done before anything else is decided: the rest of one decision. */
+type FollowUp =
+  | { kind: 'call'; step: string; params: Record<string, unknown> }
+  | { kind: 'reconcile'; keyStep: string; step: string; params: Record<string, unknown>; error: AdcpError }
+  | { kind: 'poll'; purpose: PollPurpose; taskId: string }
+  /** The polls stopped before the deadline: wait until `untilMs` (still interruptible), then decide again. */
+  | { kind: 'pause'; untilMs: number }
+  /** A read did not confirm a provisional completion: wait at the submitted cadence, then read again. */
+  | { kind: 'provisionalWait' };
 
-/** What the workflow should do after a call failed. */
-export type CallFailureDecision =
-  | { action: 'ignore'; why: string }
-  | { action: 'confirm-held' }
-  | { action: 'follow-task'; why: string }
-  | { action: 'reconcile' }
-  | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
-
-/** What the workflow should do after reconciliation of a failed call. */
-export type ReconcileDecision =
-  { action: 'adopted' } | { action: 'rekey' } | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
-
-export function iso(ms: number): string {
-  return new Date(ms).toISOString();
+interface CallInFlight {
+  step: string;
+  keyStep: string;
+  params: Record<string, unknown>;
+  taskKnownBefore: boolean;
+  stop?: 'settled' | 'adoption';
 }
 
-/** RFC 8785-style canonical JSON (sorted keys), enough to tell two terminal results apart. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-}
-
-function terminalStatus(status: OperationStatus): boolean {
-  return status !== 'pending' && isTerminal(status);
-}
-
-function text(value: unknown): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
-/**
- * A webhook that repeats `statusWaitedOn` for this operation's bound task, and whose application can change nothing a
- * wait or the published search attributes and memo depend on: no new status, no final or provisional result, no
- * question, no media buy, no refusal and no holding. Applying it changes only the record (message, progress, counts)
- * and issues no workflow command, so the workflow may apply it without waking the loop that waits (workflow.ts).
- */
-export function isQuietRepeat(
-  state: OperationState,
-  terminal: boolean,
-  statusWaitedOn: OperationStatus,
-  delivery: WebhookDelivery,
-): boolean {
-  const snapshot = delivery.snapshot;
-  return (
-    !terminal &&
-    state.provisional === undefined &&
-    state.taskId !== undefined &&
-    state.status === statusWaitedOn &&
-    snapshot.status === statusWaitedOn &&
-    !terminalStatus(snapshot.status) &&
-    snapshot.status !== 'input-required' &&
-    snapshot.status !== 'auth-required' &&
-    (delivery.operationId === undefined || delivery.operationId === state.operationId) &&
-    (!snapshot.taskId || snapshot.taskId === state.taskId) &&
-    text(snapshot.result?.media_buy_id) === undefined
-  );
-}
-
-/**
- * A seller that wraps a task envelope in a `completed` one (`{status: completed, result: {status: submitted,
- * task_id}}`) has not completed anything: read the inner envelope for what it is.
- */
-export function unwrapNestedEnvelope(snapshot: TaskSnapshot): { snapshot: TaskSnapshot; note?: string } {
-  if (snapshot.status !== 'completed' || !snapshot.result) return { snapshot };
-  const inner = normaliseStatus(snapshot.result.status);
-  if (!inner || isTerminal(inner)) return { snapshot };
-  const innerTaskId = text(snapshot.result.task_id);
-  if (!innerTaskId) return { snapshot };
-  const { status: _status, task_id: _taskId, ...rest } = snapshot.result;
-  const unwrapped: TaskSnapshot = {
-    ...snapshot,
-    status: inner,
-    rawStatus: `completed wrapping ${String(snapshot.result.status)}`,
-    taskId: snapshot.taskId ?? innerTaskId,
-    ...(Object.keys(rest).length > 0 ? { result: rest } : {}),
-  };
-  if (Object.keys(rest).length === 0) delete unwrapped.result;
-  return { snapshot: unwrapped, note: `seller said completed around a ${inner} task ${innerTaskId}: read as ${inner}` };
+function accountOf(params: Record<string, unknown>): { account?: unknown } {
+  return params.account !== undefined ? { account: params.account } : {};
 }
 
 export class OperationMachine {
-  /** Webhooks held until the operation's task is bound; the workflow carries them across continue-as-new. */
-  readonly held: WebhookDelivery[];
-  /**
-   * A cancel accepted before any final result: the buyer decided first, so the operation ends canceled. What the
-   * seller reports meanwhile (a buy made by the call in flight) is recorded, and acted on, but settles nothing.
-   */
-  private cancelPending: CancelRequest | undefined;
+  readonly state: OperationState;
+  private readonly record: Observations;
+  private readonly input: OperationInput;
+  private readonly context: MachineContext;
+  private readonly mutating: boolean;
+  private readonly deadlineMs: number;
+  private readonly notifies: boolean;
 
-  constructor(
-    readonly state: OperationState,
-    private readonly options: MachineOptions,
-    held: WebhookDelivery[] = [],
-  ) {
-    this.held = held;
-    this.state.heldWebhooks = held.length;
+  // Facts recorded by handlers, acted on by steps.
+  private readonly seenEventKeys: Set<string>;
+  private readonly inbox: WebhookDelivery[];
+  private pendingInput: ProvidedInput | undefined;
+  private credentialsRefreshed: boolean;
+  private pendingAdoption: { taskId: string; requestedBy: string } | undefined;
+  private pollRequested: boolean;
+  private cancelUpdate: CancelRequest | undefined;
+  /** A cancel through Temporal arrived (ends the workflow Canceled when the operation ends canceled). */
+  private temporalCancel = false;
+  /** ...and arrived while the operation was still running, so it cancels the operation. */
+  private cancelsByTemporal = false;
+
+  // What the steps decided so far.
+  private keyGeneration: number;
+  private readonly plans: Map<string, CallPlan>;
+  private readonly notified: Set<string>;
+  private readonly sellerWait: { status: OperationStatus; polls: number; workingSinceMs: number };
+  private current: Step | undefined;
+  private followUp: FollowUp | undefined;
+  private calling: CallInFlight | undefined;
+  private reconciling: Extract<FollowUp, { kind: 'reconcile' }> | undefined;
+  /** The status the running polls wait on: a webhook repeating it is applied without waking them. */
+  private pollsWaitingOn: OperationStatus | undefined;
+  /** The pending answer is being sent (its call, and what a failure of that call leads to). */
+  private sendingAnswer = false;
+  private cancelSettled = false;
+
+  constructor(input: OperationInput, context: MachineContext) {
+    this.input = input;
+    this.context = context;
+    const spec = taskSpec(input.task);
+    this.mutating = spec.mutating;
+    const startedAtMs = context.now();
+    const carried = input.carried;
+    this.state = carried?.state ?? {
+      operationId: context.operationId,
+      sellerId: input.sellerId,
+      task: input.task,
+      // Only operations started with a tenant carry these fields.
+      ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+      ...(input.principal !== undefined ? { principal: input.principal } : {}),
+      ...(input.principal !== undefined
+        ? { audit: [{ at: iso(startedAtMs), action: 'started' as const, principal: input.principal }] }
+        : {}),
+      status: 'pending',
+      inputRounds: 0,
+      webhookRegistered: false,
+      pollCount: 0,
+      webhooksApplied: 0,
+      transitions: [],
+      transitionCount: 0,
+      anomalies: [],
+      startedAt: iso(startedAtMs),
+      updatedAt: iso(startedAtMs),
+      deadline: iso(startedAtMs + (input.budgetMs ?? spec.defaultBudgetMs)),
+    };
+    this.deadlineMs = Date.parse(this.state.deadline);
+    this.notifies = input.tenant !== undefined && input.notify === true;
+    this.record = new Observations(
+      this.state,
+      {
+        task: input.task,
+        params: input.params,
+        deadlineMs: this.deadlineMs,
+        interactionDeadlineMs: input.interaction?.deadlineMs ?? DEFAULT_INTERACTION_DEADLINE_MS,
+        authDeadlineMs: input.authDeadlineMs ?? DEFAULT_AUTH_DEADLINE_MS,
+        now: context.now,
+        ...(context.onStatusChange ? { onStatusChange: context.onStatusChange } : {}),
+        ...(context.onAnomaly ? { onAnomaly: context.onAnomaly } : {}),
+      },
+      [...(carried?.held ?? [])],
+    );
+    this.seenEventKeys = new Set(carried?.seenEventKeys ?? []);
+    this.inbox = [...(carried?.inbox ?? [])];
+    this.pendingInput = carried?.pendingInput;
+    this.credentialsRefreshed = carried?.pendingCredentialsRefresh ?? false;
+    this.pendingAdoption = carried?.pendingAdoption;
+    this.pollRequested = carried?.pollRequested ?? false;
+    this.keyGeneration = carried?.keyGeneration ?? 0;
+    this.plans = new Map(Object.entries(carried?.plans ?? {}));
+    this.notified = new Set(carried?.notified ?? []);
+    this.sellerWait = carried?.sellerWait
+      ? { ...carried.sellerWait, workingSinceMs: Date.parse(carried.sellerWait.workingSince) }
+      : { status: this.state.status, polls: 0, workingSinceMs: startedAtMs };
+    if (this.state.status === 'pending' && !this.state.taskId)
+      this.followUp = { kind: 'call', step: 'call', params: input.params };
   }
 
   get terminal(): boolean {
-    return terminalStatus(this.state.status);
+    return this.record.terminal;
+  }
+
+  /** The cancel that ends this operation, if one was asked for while it ran. */
+  get cancelRequest(): CancelRequest | undefined {
+    return this.cancelUpdate ?? (this.cancelsByTemporal ? TEMPORAL_CANCEL : undefined);
   }
 
   private now(): number {
-    return this.options.now();
+    return this.context.now();
   }
 
-  note(source: TransitionSource, note: string): void {
-    this.state.anomalies.push({ at: iso(this.now()), source, note });
-    if (this.state.anomalies.length > MAX_ANOMALIES_KEPT) this.state.anomalies.shift();
-    this.options.onAnomaly?.(source, note);
-  }
-
-  private setStatus(to: OperationStatus, source: TransitionSource, note?: string): void {
-    const from = this.state.status;
-    if (from === to) return;
-    if (terminalStatus(from)) throw new Error(`invariant: ${from} is terminal and cannot become ${to}`);
-    if (!EXPECTED_EDGES[from].includes(to)) this.note(source, `unexpected transition ${from} -> ${to}`);
-    this.state.status = to;
-    this.state.transitionCount += 1;
-    this.state.transitions.push({ from, to, source, at: iso(this.now()), ...(note ? { note } : {}) });
-    if (this.state.transitions.length > MAX_TRANSITIONS_KEPT) this.state.transitions.shift();
-    if (terminalStatus(to)) this.state.callInFlight = undefined;
-    this.options.onStatusChange?.(from, to, source);
-  }
-
-  /** A cancel was accepted (before any final result): from now on final results are recorded, not settled. */
-  requestCancel(request: CancelRequest): void {
-    if (this.terminal || this.cancelPending) return;
-    this.cancelPending = request;
-    this.record(`cancel requested by ${request.requestedBy}: ${request.reason}`);
-  }
-
-  /** Records a step that changes no status (an answer sent, a cancel noted) in the transition log. */
-  record(note: string): void {
-    this.state.transitions.push({
-      from: this.state.status,
-      to: this.state.status,
-      source: 'orchestrator',
-      at: iso(this.now()),
-      note,
-    });
-    this.state.transitionCount += 1;
-    if (this.state.transitions.length > MAX_TRANSITIONS_KEPT) this.state.transitions.shift();
-  }
-
-  // ---- routes ------------------------------------------------------------------------------------------------
-
-  /** The call's own answer. Binds the task it names, then settles the webhooks that were held for it. */
-  applyCallAnswer(snapshot: TaskSnapshot, extras: { schemaWarnings?: string[] } = {}): Verdict {
-    this.state.callInFlight = undefined;
-    if (snapshot.replayed) this.state.replayed = true;
-    const verdict = this.observe(snapshot, 'call', extras.schemaWarnings);
-    this.settleHeld();
-    return verdict;
-  }
-
-  /** A read of the task (poll, reconciliation, confirmation read). */
-  applyRead(snapshot: TaskSnapshot, source: 'poll' | 'reconciliation' = 'poll'): Verdict {
-    const verdict = this.observe(snapshot, source);
-    if (this.state.taskId) this.settleHeld();
-    return verdict;
-  }
+  // ---- facts, from the workflow's handlers -----------------------------------------------------------------------
 
   /**
-   * A verified webhook. Refused when it names another operation or task; held while the operation's task is not
-   * bound yet (unless its 3.1 operation_id binds it to this operation); applied otherwise.
+   * A verified webhook. Deduplicated by its event key; a repeat of the status the polls wait on that can change
+   * nothing they depend on is applied at once ('applied': the workflow publishes), anything else waits in the inbox
+   * for the step that runs to see it ('queued'). Waking the polls for a quiet repeat would cost a condition round, an
+   * activity cancel and a new schedule per webhook: most of the worker's CPU per webhook.
    */
-  receiveWebhook(delivery: WebhookDelivery): Verdict {
-    const snapshot = delivery.snapshot;
-    if (delivery.operationId !== undefined && delivery.operationId !== this.state.operationId) {
-      return this.refuse(
-        delivery,
-        'operation_id_mismatch',
-        `webhook for operation ${delivery.operationId} posted to ${this.state.operationId}`,
-      );
+  receiveWebhook(delivery: WebhookDelivery): 'applied' | 'queued' | 'duplicate' {
+    if (this.seenEventKeys.has(delivery.eventKey)) return 'duplicate';
+    this.seenEventKeys.add(delivery.eventKey);
+    if (this.seenEventKeys.size > MAX_SEEN_EVENT_KEYS) {
+      const oldest = this.seenEventKeys.values().next().value;
+      if (oldest !== undefined) this.seenEventKeys.delete(oldest);
     }
-    if (this.state.taskId && snapshot.taskId && snapshot.taskId !== this.state.taskId) {
-      return this.refuse(
-        delivery,
-        'task_id_mismatch',
-        `webhook for task ${snapshot.taskId}; this operation's task is ${this.state.taskId}`,
-      );
-    }
-    const boundByOperationId = delivery.operationId === this.state.operationId;
-    if (!this.state.taskId && !boundByOperationId && !this.terminal) {
-      if (this.held.length >= MAX_HELD) this.held.shift();
-      this.held.push(delivery);
-      this.state.heldWebhooks = this.held.length;
-      return 'held';
-    }
-    this.state.webhooksApplied += 1;
-    return this.observe(snapshot, 'webhook');
-  }
-
-  /** Reconciliation or a signal found the seller task this operation's call made: track it. */
-  adopt(taskId: string, why: string): void {
-    if (this.state.taskId) return;
-    this.state.taskId = taskId;
-    this.state.reconciliation = [
-      ...(this.state.reconciliation ?? []),
-      {
-        at: iso(this.now()),
-        trigger: why,
-        outcome: 'adopted' as const,
-        taskId,
-        note: 'seller task adopted; the call was not repeated',
-      },
-    ].slice(-10);
-    this.touch();
-    this.settleHeld();
-  }
-
-  /** The task ID a read should use to confirm held webhooks (the first one that names a task). */
-  heldTaskId(): string | undefined {
-    return this.held.find((delivery) => delivery.snapshot.taskId)?.snapshot.taskId;
-  }
-
-  /**
-   * Held webhooks could not be bound by the call's answer (it was lost) and no read can see their task: they are
-   * authenticated deliveries to this operation's URL, so apply them, saying they were not confirmed.
-   */
-  acceptHeldUnconfirmed(why: string): void {
-    if (this.held.length === 0) return;
-    this.note('webhook', `applied ${this.held.length} held webhook(s) without confirmation: ${why}`);
-    const taskId = this.heldTaskId();
-    if (taskId && !this.state.taskId && !this.terminal) this.state.taskId = taskId;
-    this.drainHeld();
-  }
-
-  /** Applies held webhooks that belong to the bound task and refuses the rest. */
-  private settleHeld(): void {
-    if (this.held.length === 0) return;
-    if (!this.state.taskId && !this.terminal) return;
-    this.drainHeld();
-  }
-
-  private drainHeld(): void {
-    const deliveries = this.held.splice(0, this.held.length);
-    this.state.heldWebhooks = 0;
-    for (const delivery of deliveries) this.receiveWebhook(delivery);
-  }
-
-  private refuse(delivery: WebhookDelivery, reason: WebhookRefusal, note: string): Verdict {
-    this.recordRefusal({
-      reason,
-      status: delivery.snapshot.status,
-      ...(delivery.snapshot.taskId ? { taskId: delivery.snapshot.taskId } : {}),
-      ...(delivery.operationId ? { operationId: delivery.operationId } : {}),
-      note,
-    });
-    return 'refused';
-  }
-
-  /** A refused webhook, whether this machine refused it or the gateway did before signalling. */
-  recordRefusal(refusal: {
-    reason: WebhookRefusal;
-    status: TaskStatus;
-    taskId?: string;
-    operationId?: string;
-    note: string;
-  }): void {
-    this.state.webhooksRefused = (this.state.webhooksRefused ?? 0) + 1;
-    this.state.refusedWebhooks = [...(this.state.refusedWebhooks ?? []), { at: iso(this.now()), ...refusal }].slice(
-      -MAX_REFUSED_KEPT,
-    );
-    this.note('webhook', `refused: ${refusal.note}`);
-  }
-
-  // ---- the one place an observation changes state -----------------------------------------------------------
-
-  private observe(raw: TaskSnapshot, source: TransitionSource, schemaWarnings?: string[]): Verdict {
-    const { snapshot, note: unwrapNote } = unwrapNestedEnvelope(raw);
-    if (unwrapNote) this.note(source, unwrapNote);
-    const state = this.state;
-
-    if (this.terminal) return this.compareWithSettled(snapshot, source);
-
-    if (snapshot.updatedAt && state.sellerUpdatedAt && snapshot.updatedAt < state.sellerUpdatedAt) {
-      this.note(
-        source,
-        `ignored out-of-order ${snapshot.status} from ${snapshot.updatedAt} (last applied ${state.sellerUpdatedAt})`,
-      );
-      return 'stale';
-    }
-    if (snapshot.taskId) {
-      if (state.taskId && state.taskId !== snapshot.taskId) {
-        // A different explicit task_id for the same operation is a protocol conflict: never rebind.
-        this.note(source, `seller sent task_id ${snapshot.taskId}, keeping ${state.taskId}`);
-        if (isTerminal(snapshot.status)) {
-          this.addConflict(
-            source,
-            snapshot,
-            `final ${snapshot.status} for task ${snapshot.taskId}, not this operation's task ${state.taskId}`,
-          );
-          return 'conflict';
-        }
-      } else {
-        state.taskId = snapshot.taskId;
-      }
-    }
-    if (snapshot.contextId) state.contextId = snapshot.contextId;
-
-    // A create that completes without its buy is confirmed by a read before it is taken as done.
-    const required = REQUIRED_RESULT_FIELD[state.task];
-    if (
-      snapshot.status === 'completed' &&
-      required !== undefined &&
-      snapshot.result?.[required] === undefined &&
-      state.provisional === undefined &&
-      source !== 'reconciliation'
-    ) {
-      state.provisional = {
-        source,
-        status: snapshot.status,
-        ...(state.taskId ? { taskId: state.taskId } : {}),
-        at: iso(this.now()),
-        reason: `${state.task} completed without ${required}`,
-      };
-      if (snapshot.message) state.message = snapshot.message;
-      this.note(source, `${state.task} said completed without ${required}: waiting for a read to confirm it`);
-      this.touch();
-      return 'needs-confirmation';
-    }
-
-    if (this.cancelPending && isTerminal(snapshot.status)) {
-      // Keep what the seller says happened (the buy it made, its errors); the cancel decides the ending.
-      if (snapshot.result) state.result = snapshot.result;
-      if (snapshot.errors?.length) state.errors = snapshot.errors;
-      const madeBuy = text(snapshot.result?.media_buy_id);
-      if (madeBuy) state.resource = { ...state.resource, mediaBuyId: madeBuy };
-      this.note(
-        source,
-        `seller reports ${snapshot.status}${madeBuy ? ` (media buy ${madeBuy})` : ''} after the cancel was requested`,
-      );
-      this.touch();
+    if (this.appliesWithoutWaking(delivery)) {
+      this.record.receiveWebhook(delivery);
       return 'applied';
     }
-    if (snapshot.message) state.message = snapshot.message;
-    else if (snapshot.status !== state.status) state.message = undefined;
-    if (snapshot.progress) state.progress = snapshot.progress;
-    if (snapshot.result) state.result = snapshot.result;
-    if (snapshot.errors?.length) state.errors = snapshot.errors;
-    if (snapshot.updatedAt) state.sellerUpdatedAt = snapshot.updatedAt;
-    if (snapshot.replayed) state.replayed = true;
-    if (snapshot.status === 'unknown' && snapshot.rawStatus)
-      this.note(source, `seller sent unrecognised status "${snapshot.rawStatus}"`);
-    const mediaBuyId = text(snapshot.result?.media_buy_id);
-    if (mediaBuyId) state.resource = { ...state.resource, mediaBuyId };
+    this.inbox.push(delivery);
+    return 'queued';
+  }
 
-    const previous = state.status;
-    this.setStatus(snapshot.status, source, snapshot.rawStatus ? `seller said "${snapshot.rawStatus}"` : undefined);
-    this.afterStatus(snapshot, previous);
-    if (snapshot.status === 'completed') {
-      const assessment = assessCompletion(state.result, { task: this.options.task, params: this.options.params });
-      const notes = [...assessment.notes, ...(schemaWarnings ?? []).map((warning) => `schema: ${warning}`)];
-      if (state.provisional) {
-        notes.push(
-          `${state.provisional.reason}; ${required && state.result?.[required] !== undefined ? 'a read confirmed it' : 'no read could confirm it'}`,
-        );
+  private appliesWithoutWaking(delivery: WebhookDelivery): boolean {
+    return (
+      this.pollsWaitingOn !== undefined &&
+      this.inbox.length === 0 &&
+      this.pendingAdoption === undefined &&
+      !this.pollRequested &&
+      this.cancelRequest === undefined &&
+      // History is long enough: wake the polls, which then end so the run continues as new.
+      !this.context.historyIsLong() &&
+      isQuietRepeat(this.state, this.terminal, this.pollsWaitingOn, delivery)
+    );
+  }
+
+  /** The gateway refused a signed webhook posted to this operation. */
+  receiveRefusal(notice: WebhookRefusalNotice): void {
+    if (!notice || typeof notice.note !== 'string') return;
+    this.record.recordRefusal({
+      reason: notice.reason === 'operation_id_mismatch' ? 'operation_id_mismatch' : 'task_id_mismatch',
+      status: normaliseStatus(notice.status) ?? 'unknown',
+      ...(typeof notice.taskId === 'string' ? { taskId: notice.taskId } : {}),
+      ...(typeof notice.operationId === 'string' ? { operationId: notice.operationId } : {}),
+      note: `gateway: ${notice.note}`,
+    });
+  }
+
+  /** Reconciliation found the seller task the call made; ignored once the task is known. */
+  requestAdoption(adoption: { taskId: string; requestedBy: string }): void {
+    if (this.state.taskId || this.terminal || this.pendingAdoption) return;
+    if (typeof adoption?.taskId !== 'string' || adoption.taskId === '') return;
+    this.pendingAdoption = adoption;
+  }
+
+  requestPoll(): void {
+    this.pollRequested = true;
+  }
+
+  validateInput(provided: unknown): void {
+    if (this.state.status !== 'input-required')
+      throw new Error(`Operation is ${this.state.status}, not input-required: there is no question to answer.`);
+    if (this.pendingInput) throw new Error('An answer for this round is already being sent to the seller.');
+    // The same rule the API and the typed client apply, so a caller that skips them is refused the same way.
+    const problem = providedInputProblem(provided);
+    if (problem) throw new Error(problem);
+  }
+
+  /** An answer to the seller's question; `requestId` (the update ID) makes a retried update answer once. */
+  provideInput(provided: ProvidedInput, requestId?: string): { accepted: true; round: number } {
+    const round = this.state.inputRequest?.round ?? this.state.inputRounds;
+    this.pendingInput = { ...provided, ...(requestId !== undefined ? { requestId } : {}), round };
+    if (provided.principal !== undefined)
+      this.audit({
+        action: 'input_provided',
+        principal: provided.principal,
+        ...(provided.providedBy !== undefined ? { note: provided.providedBy } : {}),
+      });
+    return { accepted: true, round: this.state.inputRounds };
+  }
+
+  validateCredentialsRefresh(request: unknown): void {
+    if (this.state.status !== 'auth-required') throw new Error(`Operation is ${this.state.status}, not auth-required.`);
+    const problem = credentialsRefreshProblem(request);
+    if (problem) throw new Error(problem);
+  }
+
+  refreshCredentials(request: CredentialsRefresh): { accepted: true } {
+    this.credentialsRefreshed = true;
+    if (request?.principal !== undefined)
+      this.audit({ action: 'credentials_refreshed', principal: request.principal, note: request.refreshedBy });
+    return { accepted: true };
+  }
+
+  validateCancel(request: unknown): void {
+    if (this.terminal) throw new Error(`Operation already ended ${this.state.status}; nothing to cancel.`);
+    const asked = request as Partial<CancelRequest> | undefined;
+    if (!asked || actorProblem(asked.requestedBy) !== undefined || asked.requestedBy!.trim() === '')
+      throw new Error('requestedBy must say who asked for the cancellation.');
+    if (typeof asked.reason !== 'string' || asked.reason.trim() === '')
+      throw new Error('reason must say why the operation is canceled.');
+    const problem = cancelRequestProblem(request);
+    if (problem) throw new Error(problem);
+  }
+
+  /** A cancel accepted before any final result: the buyer decided first, so the operation ends canceled. */
+  requestCancel(request: CancelRequest): { accepted: true; status: OperationStatus } {
+    if (!this.cancelUpdate) {
+      this.cancelUpdate = request;
+      this.record.beginCancel(request);
+      if (request.principal !== undefined)
+        this.audit({ action: 'cancel_requested', principal: request.principal, note: request.requestedBy });
+    }
+    return { accepted: true, status: this.state.status };
+  }
+
+  /** Temporal was asked to cancel the workflow (the typed client asks after its cancel update is accepted). */
+  cancelledThroughTemporal(): void {
+    if (this.temporalCancel) return;
+    this.temporalCancel = true;
+    if (this.terminal || this.cancelUpdate) return;
+    this.cancelsByTemporal = true;
+    this.record.beginCancel(TEMPORAL_CANCEL);
+  }
+
+  private audit(entry: Omit<AuditEntry, 'at'>): void {
+    const trail = (this.state.audit ??= []);
+    trail.push({ at: iso(this.now()), ...entry });
+    if (trail.length > MAX_AUDIT_ENTRIES) trail.shift();
+  }
+
+  // ---- while a step runs ---------------------------------------------------------------------------------------
+
+  /** Whether something arrived that the running step must see (the one predicate every wait's condition uses). */
+  wakes(): boolean {
+    const step = this.current;
+    if (!step) return false;
+    const arrived = this.inbox.length > 0;
+    if (step.kind === 'call') return arrived || (this.pendingAdoption !== undefined && !this.state.taskId);
+    const asked = this.cancelRequest !== undefined || this.pollRequested;
+    if (step.kind === 'wait' && step.for === 'input') return arrived || asked || this.pendingInput !== undefined;
+    if (step.kind === 'wait' && step.for === 'credentials') return arrived || asked || this.credentialsRefreshed;
+    if (step.kind === 'wait' || step.kind === 'pollOnCadence')
+      return arrived || asked || this.pendingAdoption !== undefined;
+    return false;
+  }
+
+  /**
+   * The running call or polls woke: applies what arrived and says whether the step should stop. A call stops when a
+   * final result bound to this operation arrived first (its answer adds nothing) or an adoption names the task;
+   * never for a cancel (what the seller made must be known first). The polls go on through progress reports and
+   * repeats of the status they wait on; anything else (a new status, a final or provisional one, an adoption, a
+   * poll request, a cancel, a history long enough to continue as new) stops them so the machine decides again.
+   */
+  woken(): boolean {
+    const step = this.current;
+    if (step?.kind === 'call' && this.calling) {
+      this.drainInbox();
+      if (this.terminal && !this.state.provisional) this.calling.stop = 'settled';
+      else if (this.pendingAdoption && !this.state.taskId) this.calling.stop = 'adoption';
+      return this.calling.stop !== undefined;
+    }
+    if (step?.kind === 'pollOnCadence') {
+      const onlyWebhooks =
+        this.inbox.length > 0 && !this.pendingAdoption && !this.pollRequested && this.cancelRequest === undefined;
+      if (onlyWebhooks) {
+        this.drainInbox();
+        const unchanged = !this.terminal && !this.state.provisional && this.state.status === this.pollsWaitingOn;
+        if (unchanged && !this.context.historyIsLong()) return false;
       }
-      const unconfirmed = required !== undefined && state.result?.[required] === undefined;
-      state.outcome = unconfirmed || (schemaWarnings?.length ?? 0) > 0 ? 'partial' : assessment.outcome;
-      if (notes.length > 0) state.outcomeNotes = notes;
-      state.provisional = undefined;
+      this.pollsWaitingOn = undefined;
+      return true;
     }
-    this.touch();
-    return 'applied';
+    return false;
+  }
+
+  // ---- what next -----------------------------------------------------------------------------------------------
+
+  /** The next step. Call it again only after the step's result was handed back (`end` needs no result). */
+  next(): Step {
+    if (this.current) throw new Error(`invariant: the ${this.current.kind} step has not been resolved`);
+    const step = this.decide();
+    if (step.kind !== 'end') this.current = step;
+    return step;
+  }
+
+  private decide(): Step {
+    const followed = this.followUpStep();
+    if (followed) return followed;
+    if (this.sendingAnswer) {
+      // The answer's call and what it led to are done: a later question needs a new answer.
+      this.sendingAnswer = false;
+      this.pendingInput = undefined;
+    }
+    if (!this.terminal && this.cancelRequest === undefined) {
+      const step = this.whileRunning();
+      if (step) return step;
+    }
+    if (this.cancelRequest && !this.cancelSettled) {
+      const step = this.cancelStep(this.cancelRequest);
+      if (step) return step;
+    }
+    const event = this.endEvent();
+    if (event) {
+      const step = this.notifyStep(event, '');
+      if (step) return step;
+    }
+    return this.endStep();
+  }
+
+  /** The rest of the step just done. A cancel drops what would start something new; reads and lookups go on. */
+  private followUpStep(): Step | undefined {
+    const followUp = this.followUp;
+    if (!followUp) return undefined;
+    switch (followUp.kind) {
+      case 'call':
+        return this.callStep(followUp.step, followUp.params);
+      case 'reconcile':
+        this.followUp = undefined;
+        this.reconciling = followUp;
+        return {
+          kind: 'reconcile',
+          ...this.shield(),
+          input: {
+            operationId: this.state.operationId,
+            sellerId: this.state.sellerId,
+            task: this.state.task,
+            step: followUp.keyStep,
+            ...accountOf(this.input.params),
+            ...this.tenant(),
+            timeouts: this.timeouts(),
+          },
+        };
+      case 'poll':
+        this.followUp = undefined;
+        if (this.terminal) return undefined;
+        return this.pollStep(followUp.purpose, followUp.taskId);
+      case 'pause':
+        this.followUp = undefined;
+        if (this.cancelRequest || this.terminal) return undefined;
+        return { kind: 'wait', for: 'seller', untilMs: Math.min(followUp.untilMs, this.deadlineMs) };
+      case 'provisionalWait':
+        this.followUp = undefined;
+        if (this.cancelRequest || this.terminal || !this.state.provisional) return undefined;
+        return this.pollsOnCadence(this.submittedPlan());
+    }
+  }
+
+  /** One round of the operation's loop: what it waits for, or undefined when it has ended (terminal). */
+  private whileRunning(): Step | undefined {
+    const state = this.state;
+    for (;;) {
+      this.drainInbox();
+      if (this.terminal) return undefined;
+      this.dropStaleAnswer();
+      if (this.record.held.length > 0 && !state.taskId) {
+        const taskId = this.record.heldTaskId();
+        if (taskId) return this.confirmHeld(taskId);
+        this.record.acceptHeldUnconfirmed('the webhooks name no task to read');
+        continue;
+      }
+      if (state.provisional) {
+        // A completion that needs a read to be believed (a create without its media_buy_id).
+        if (state.taskId) return this.pollStep('confirm-provisional', state.taskId);
+        this.record.settleProvisional('the seller named no task to read');
+        if (state.provisional && !this.terminal) {
+          const wait = this.pollsOnCadence(this.submittedPlan());
+          if (wait) return wait;
+        }
+        continue;
+      }
+      if (this.pendingAdoption && !state.taskId) {
+        const adoption = this.pendingAdoption;
+        this.pendingAdoption = undefined;
+        this.record.adopt(adoption.taskId, `signalled by ${adoption.requestedBy}`);
+        return this.pollStep('adopted', adoption.taskId);
+      }
+      if (this.pollRequested) {
+        this.pollRequested = false;
+        if (state.taskId) return this.pollStep('requested', state.taskId);
+        continue;
+      }
+      this.trackSellerWait();
+      if (this.now() >= this.deadlineMs) {
+        // One last poll before giving up.
+        if (state.taskId) return this.pollStep('last-before-deadline', state.taskId);
+        this.timeOut();
+        return undefined;
+      }
+      if (this.context.historyIsLong()) return { kind: 'continueAsNew' };
+      if (state.status === 'input-required' && state.inputRequest) return this.answerOrWait();
+      if (state.status === 'auth-required' && state.authRequired) {
+        if (!this.credentialsRefreshed)
+          return { kind: 'wait', for: 'credentials', untilMs: Date.parse(state.authRequired.deadline) };
+        this.credentialsRefreshed = false;
+        // With a task the seller tracks, ask it where it stands; without one, repeat the call with the same key.
+        if (state.taskId) return this.pollStep('credentials', state.taskId);
+        this.followUp = { kind: 'call', step: 'call', params: this.input.params };
+        const step = this.followUpStep();
+        if (step) return step;
+        continue;
+      }
+      const step = this.waitForSeller();
+      if (step) return step;
+    }
+  }
+
+  private answerOrWait(): Step | undefined {
+    const request = this.state.inputRequest!;
+    const maxRounds = this.input.interaction?.maxRounds ?? DEFAULT_MAX_INPUT_ROUNDS;
+    if (request.round > maxRounds) {
+      this.record.fail(
+        'input_rounds_exhausted',
+        `The seller asked for input ${request.round} times; the limit is ${maxRounds}.`,
+      );
+      return undefined;
+    }
+    const notify = this.notifyStep('input_required', `:${request.round}`);
+    if (notify) return notify;
+    const answer = this.pendingInput;
+    if (!answer) return { kind: 'wait', for: 'input', untilMs: Date.parse(request.deadline) };
+    this.record.record(
+      `input provided by ${answer.principal ?? answer.providedBy ?? 'caller'} (round ${request.round})`,
+    );
+    // The question is answered: if the seller asks again, that is a new round.
+    this.state.inputRequest = undefined;
+    this.sendingAnswer = true;
+    // Resume on the same context with the original arguments plus the answer (§2.4: re-sending is the safe choice).
+    this.followUp = { kind: 'call', step: `input-${request.round}`, params: { ...this.input.params, ...answer.input } };
+    return this.followUpStep();
+  }
+
+  /** An answer accepted for a question the seller no longer asks is never sent to a later one. */
+  private dropStaleAnswer(): void {
+    const answer = this.pendingInput;
+    if (!answer || this.sendingAnswer) return;
+    const asking = this.state.status === 'input-required' ? this.state.inputRequest : undefined;
+    if (asking && (answer.round === undefined || answer.round === asking.round)) return;
+    this.record.note(
+      'orchestrator',
+      `the answer to round ${answer.round ?? '?'} was not sent: the seller moved on (${this.state.status})`,
+    );
+    this.pendingInput = undefined;
   }
 
   /**
-   * The provisional completion could not be confirmed by a read (none is possible, or the read says the same):
-   * settle it as completed, marked unconfirmed in the outcome.
+   * Waiting on the seller: a poll at once for an unknown status, else the parked wait. The one place the parked wait
+   * is planned (./cadence.ts), so a change of how parked operations wait (a watcher that signals them when their task
+   * moves, leaving them a long safety poll) is a change of this plan.
    */
-  settleProvisional(why: string, snapshot?: TaskSnapshot): void {
-    const provisional = this.state.provisional;
-    if (!provisional || this.terminal) return;
-    this.note('orchestrator', `${provisional.reason}; settled without confirmation: ${why}`);
-    this.observe({ ...(snapshot ?? {}), status: 'completed' }, 'reconciliation');
-  }
-
-  private afterStatus(snapshot: TaskSnapshot, previous: OperationStatus): void {
+  private waitForSeller(): Step | undefined {
     const state = this.state;
-    const now = this.now();
-    if (snapshot.status === 'input-required' && (previous !== 'input-required' || !state.inputRequest)) {
-      state.inputRounds += 1;
-      const reason = typeof snapshot.result?.reason === 'string' ? snapshot.result.reason : undefined;
-      const details = snapshot.result ? { ...snapshot.result } : undefined;
-      if (details) delete details.reason;
-      state.inputRequest = {
-        ...(reason ? { reason } : {}),
-        ...(snapshot.message ? { message: snapshot.message } : {}),
-        ...(details && Object.keys(details).length > 0 ? { details } : {}),
-        round: state.inputRounds,
-        deadline: iso(Math.min(now + this.options.interactionDeadlineMs, this.options.deadlineMs)),
-      };
-    } else if (snapshot.status !== 'input-required') {
-      state.inputRequest = undefined;
+    const wait = this.sellerWait;
+    if (state.status === 'unknown' && wait.polls === 0 && state.taskId) {
+      wait.polls += 1;
+      return this.pollStep('unknown-status', state.taskId);
     }
-    if (snapshot.status === 'auth-required') {
-      state.authRequired ??= {
-        since: iso(now),
-        deadline: iso(Math.min(now + this.options.authDeadlineMs, this.options.deadlineMs)),
-      };
-    } else {
-      state.authRequired = undefined;
-    }
+    wait.polls += 1;
+    return this.pollsOnCadence(
+      planWait({
+        status: state.status,
+        workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
+        webhookRegistered: state.webhookRegistered,
+      }),
+    );
   }
 
-  /** After the first terminal result: duplicates are acknowledged, different results kept as conflicts. */
-  private compareWithSettled(snapshot: TaskSnapshot, source: TransitionSource): Verdict {
+  private submittedPlan(): WaitPlan {
+    return planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: this.state.webhookRegistered });
+  }
+
+  /**
+   * The parked wait: polls on the plan's cadence, up to the deadline or the end of the working window, in one
+   * activity. Without a task ID there is nothing to poll: only a webhook, an adoption, a poll request or a cancel can
+   * move the operation then.
+   */
+  private pollsOnCadence(plan: WaitPlan): Step | undefined {
     const state = this.state;
-    if (!isTerminal(snapshot.status)) {
-      if (snapshot.status !== state.status)
-        this.note(source, `ignored ${snapshot.status}: the operation already ended ${state.status}`);
-      return 'stale';
-    }
-    if (state.taskId && snapshot.taskId && snapshot.taskId !== state.taskId) {
-      this.addConflict(
-        source,
-        snapshot,
-        `final ${snapshot.status} for task ${snapshot.taskId}, not this operation's task ${state.taskId}`,
-      );
-      return 'conflict';
-    }
-    const same =
-      snapshot.status === state.status &&
-      (snapshot.result === undefined ||
-        state.result === undefined ||
-        canonicalJson(snapshot.result) === canonicalJson(state.result));
-    if (same) return 'duplicate';
-    // The orchestrator's own ending (timed out, canceled) can be overtaken by what the seller says happened: kept
-    // visible as a conflict, never replacing the first result.
-    this.addConflict(source, snapshot, `final ${snapshot.status} differs from the settled ${state.status}`);
-    return 'conflict';
-  }
-
-  private addConflict(source: TransitionSource, snapshot: TaskSnapshot, note: string): void {
-    this.state.conflicts = [
-      ...(this.state.conflicts ?? []),
-      {
-        at: iso(this.now()),
-        source,
-        status: snapshot.status,
-        ...(snapshot.taskId ? { taskId: snapshot.taskId } : {}),
-        note,
+    const untilDeadline = this.deadlineMs - this.now();
+    if (untilDeadline <= 0) return undefined;
+    if (!state.taskId) return { kind: 'wait', for: 'seller', untilMs: this.deadlineMs };
+    const windowed = plan.windowMs !== undefined && plan.windowMs < untilDeadline;
+    this.pollsWaitingOn = state.status;
+    return {
+      kind: 'pollOnCadence',
+      plan,
+      budgetMs: windowed ? plan.windowMs! : untilDeadline,
+      until: windowed ? 'working-window' : 'deadline',
+      input: {
+        ...this.readInput(state.taskId),
+        since: { status: state.status, progress: state.progress ?? null },
+        cadence: {
+          firstPollAfterMs: plan.firstPollAfterMs,
+          initialIntervalMs: plan.initialIntervalMs,
+          maxIntervalMs: plan.maxIntervalMs,
+        },
       },
-    ].slice(-MAX_CONFLICTS_KEPT);
-    this.note(source, `conflict: ${note}`);
-  }
-
-  // ---- the orchestrator's own decisions ------------------------------------------------------------------------
-
-  /** What to do when a call ended without an answer (its retries ran out, or it was refused). */
-  decideAfterCallFailure(error: AdcpError, mutating: boolean, taskBoundDuringCall: boolean): CallFailureDecision {
-    this.state.callInFlight = undefined;
-    if (this.terminal) return { action: 'ignore', why: `the operation already ended ${this.state.status}` };
-    if (this.held.length > 0) return { action: 'confirm-held' };
-    // The call's answer was lost, but a webhook bound the task it made: follow that task.
-    if (this.state.taskId && taskBoundDuringCall)
-      return { action: 'follow-task', why: `the seller's task ${this.state.taskId} is known` };
-    const lost = mutating && error.recovery === 'transient' && !this.state.taskId;
-    if (IDEMPOTENCY_REFUSAL_CODES.has(error.code) || lost) return { action: 'reconcile' };
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
     };
   }
 
-  /** What to do after reconciliation looked for the failed call's task. */
-  decideAfterReconciliation(
-    error: AdcpError,
-    found: 'adopted' | 'not_found' | 'unsupported',
-    keyGeneration: number,
-  ): ReconcileDecision {
-    if (found === 'adopted' || this.state.taskId || this.terminal) return { action: 'adopted' };
-    const refused = IDEMPOTENCY_REFUSAL_CODES.has(error.code);
-    // The seller refused the old key and has no task from it: nothing happened there, so a new key duplicates nothing.
-    if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
-    if (refused) {
-      return {
-        action: 'fail',
-        reason: 'idempotency_unresolved',
-        message: `The ${this.state.task} call to ${this.state.sellerId} was refused with ${error.code} and the seller's task could not be found; not retried with a new key to avoid a duplicate: ${error.message}`,
-      };
-    }
-    return {
-      action: 'fail',
-      reason: 'call_failed',
-      message: `The ${this.state.task} call to ${this.state.sellerId} failed: ${error.message}`,
-    };
+  /** The status the polls wait on, how many waits it has had, and since when the task is working. */
+  private trackSellerWait(): void {
+    const wait = this.sellerWait;
+    const status = this.state.status;
+    if (status === wait.status) return;
+    if (status === 'working' && wait.status !== 'working') wait.workingSinceMs = this.now();
+    wait.status = status;
+    wait.polls = 0;
   }
 
-  recordReconciliation(entry: {
-    trigger: string;
-    outcome: 'adopted' | 'not_found' | 'unsupported';
-    taskId?: string;
-    note: string;
-  }): void {
-    this.state.reconciliation = [...(this.state.reconciliation ?? []), { at: iso(this.now()), ...entry }].slice(-10);
-  }
-
-  fail(reason: OrchestratorFailureReason, message: string, error?: AdcpError): void {
+  private timeOut(): void {
+    this.drainInbox();
     if (this.terminal) return;
-    this.state.failure = { reason, message, ...(error ? { error } : {}) };
-    if (error) this.state.errors = [error];
-    this.state.message = message;
-    this.setStatus('failed', 'orchestrator', reason);
-    this.touch();
+    this.record.fail(
+      'timed_out',
+      `No terminal status from ${this.state.sellerId} within the budget (deadline ${this.state.deadline}); last status ${this.state.status}.`,
+    );
+  }
+
+  /** Webhooks arrived before the task was bound and the call's answer was lost: a read of their task confirms them. */
+  private confirmHeld(taskId: string): Step | undefined {
+    this.record.adopt(taskId, 'named by a webhook that arrived while the call was in flight');
+    return this.pollStep('confirm-held', taskId);
   }
 
   /**
-   * Ends the operation for a cancel. A cancel that comes after the first terminal result changes no status: it
-   * records what was done about the resource the operation had made.
+   * The call for `step` (with the key generation), planned first when it mutates: one plan per step, so a repeated
+   * call of the step (after auth-required, say) re-sends the same bytes. No call starts after a cancel.
    */
-  cancel(request: CancelRequest, atSeller: { notified: boolean; note: string; resource?: OperationResource }): void {
+  private callStep(step: string, params: Record<string, unknown>): Step | undefined {
+    if (this.cancelRequest) {
+      this.followUp = undefined;
+      return undefined;
+    }
     const state = this.state;
-    state.cancellation = {
-      requestedBy: request.requestedBy,
-      reason: request.reason,
-      at: iso(this.now()),
-      sellerNotified: atSeller.notified,
-      sellerNote: atSeller.note,
-      ...(atSeller.resource ? { resource: atSeller.resource } : {}),
+    const keyStep = this.keyGeneration === 0 ? step : `${step}#${this.keyGeneration}`;
+    const planInput: PlanCallInput = {
+      operationId: state.operationId,
+      sellerId: state.sellerId,
+      task: state.task,
+      step: keyStep,
+      params,
+      ...this.tenant(),
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...(state.taskId ? { taskId: state.taskId } : {}),
     };
-    if (atSeller.resource) state.resource = { ...atSeller.resource };
-    if (this.terminal) {
-      this.note(
-        'orchestrator',
-        `cancel requested by ${request.requestedBy} after the operation ended ${state.status}: ${atSeller.note}`,
-      );
-      this.touch();
+    let send: SendCallInput;
+    let timeouts: CallTimeouts;
+    if (this.mutating) {
+      const plan = this.plans.get(keyStep);
+      if (!plan) return { kind: 'planCall', input: planInput };
+      send = { plan };
+      timeouts = plan.timeouts;
+      state.timeouts = plan.timeouts;
+    } else {
+      // A read has no idempotency key whose bytes history must pin, so it is planned inside its one call.
+      send = { planInput };
+      timeouts = state.timeouts ?? UNPLANNED_READ_TIMEOUTS;
+    }
+    this.followUp = undefined;
+    this.calling = { step, keyStep, params, taskKnownBefore: state.taskId !== undefined };
+    state.callInFlight = { step: keyStep, since: iso(this.now()) };
+    return { kind: 'call', step: keyStep, send, local: !this.mutating, timeouts };
+  }
+
+  private pollStep(purpose: PollPurpose, taskId: string): Step {
+    return { kind: 'poll', ...this.shield(), purpose, input: this.readInput(taskId) };
+  }
+
+  /**
+   * A cancel never loses what the seller made: the call in flight has answered by now (a cancel waits for it), so
+   * the state knows what exists; the seller is told where the protocol allows, and the state says what still exists.
+   */
+  private cancelStep(request: CancelRequest): Step | undefined {
+    this.drainInbox();
+    const state = this.state;
+    const mediaBuyId = state.resource?.mediaBuyId;
+    const sellerHasSomething = state.taskId !== undefined || mediaBuyId !== undefined;
+    const endedOnItsOwn = this.terminal && !mediaBuyId;
+    if (sellerHasSomething && !endedOnItsOwn) {
+      return {
+        kind: 'cancelAtSeller',
+        shielded: true,
+        input: {
+          operationId: state.operationId,
+          sellerId: state.sellerId,
+          task: state.task,
+          ...(state.taskId ? { taskId: state.taskId } : {}),
+          ...(state.contextId ? { contextId: state.contextId } : {}),
+          ...(mediaBuyId ? { mediaBuyId } : {}),
+          ...accountOf(this.input.params),
+          ...this.tenant(),
+          timeouts: this.timeouts(),
+        },
+      };
+    }
+    this.settleCancel(request, {
+      notified: false,
+      note: endedOnItsOwn ? `the operation had already ended ${state.status}` : 'no seller task existed yet',
+    });
+    return undefined;
+  }
+
+  private settleCancel(
+    request: CancelRequest,
+    atSeller: { notified: boolean; note: string; resource?: OperationResource },
+  ): void {
+    this.cancelSettled = true;
+    this.record.cancel(request, atSeller);
+    if (request.principal !== undefined && this.state.cancellation)
+      this.state.cancellation.principal = request.principal;
+  }
+
+  /** The final notification, by how the operation ended (canceled operations are not notified). */
+  private endEvent(): NotificationEvent | undefined {
+    const state = this.state;
+    if (state.status === 'completed' || state.status === 'rejected') return state.status;
+    if (state.status !== 'failed') return undefined;
+    const reason = state.failure?.reason;
+    return reason === 'timed_out' || reason === 'input_timed_out' || reason === 'auth_timed_out'
+      ? 'timed_out'
+      : 'failed';
+  }
+
+  /**
+   * A notification to the buyer's systems, once per event (and round): its idempotency key is also the child
+   * workflow's ID, so it is started once even across runs.
+   */
+  private notifyStep(event: NotificationEvent, suffix: string): Step | undefined {
+    if (!this.notifies) return undefined;
+    const idempotencyKey = `${this.state.operationId}:${event}${suffix}`;
+    if (this.notified.has(idempotencyKey)) return undefined;
+    this.notified.add(idempotencyKey);
+    const tenant = this.input.tenant!;
+    return {
+      kind: 'notify',
+      shielded: true,
+      notification: buyerNotification(this.state, event, idempotencyKey, tenant, iso(this.now())),
+      summary: `${event} of ${this.state.operationId} to tenant ${tenant}`,
+    };
+  }
+
+  /**
+   * The workflow's own ending tells the truth in the Web UI: an operation that failed or was rejected ends the
+   * workflow Failed (the whole state in the failure's details, where the typed client reads it), one canceled
+   * through Temporal ends Canceled; completed ones return their state.
+   */
+  private endStep(): Step {
+    const state = this.state;
+    if (!this.terminal) throw new Error(`invariant: the operation cannot end ${state.status}`);
+    if (state.status === 'failed' || state.status === 'rejected') {
+      const why = state.failure?.message ?? state.message ?? state.errors?.[0]?.message ?? 'no reason given';
+      return { kind: 'end', how: 'fail', message: `${state.task} at ${state.sellerId} ${state.status}: ${why}` };
+    }
+    if (state.status === 'canceled' && this.temporalCancel)
+      return { kind: 'end', how: 'cancel', message: state.message ?? 'canceled' };
+    return { kind: 'end', how: 'return', message: `${state.task} at ${state.sellerId} ${state.status}` };
+  }
+
+  // ---- results -------------------------------------------------------------------------------------------------
+
+  /** What came of the step `next()` returned. */
+  resolve(result: StepResult): void {
+    const step = this.current;
+    if (!step) throw new Error(`invariant: a ${result.kind} result with no step running`);
+    this.current = undefined;
+    if (step.kind === 'pollOnCadence') this.pollsWaitingOn = undefined;
+    if (result.kind === 'interrupted') {
+      this.cancelledThroughTemporal();
+      this.followUp = undefined;
+      this.reconciling = undefined;
+      if (step.kind === 'call') this.afterCall(result);
       return;
     }
-    state.message = `Canceled by ${request.requestedBy}: ${request.reason}`;
-    this.setStatus('canceled', 'orchestrator', `requested by ${request.requestedBy}`);
-    this.touch();
+    switch (step.kind) {
+      case 'planCall':
+        if (result.kind !== 'planned') this.unexpected('planCall', result);
+        this.plans.set(step.input.step, result.plan);
+        this.state.timeouts = result.plan.timeouts;
+        return;
+      case 'call':
+        return this.afterCall(result);
+      case 'poll':
+        return this.afterPoll(step.purpose, step.input.taskId, result);
+      case 'pollOnCadence':
+        return this.afterPolls(step, result);
+      case 'wait':
+        if (result.kind !== 'timedOut') return this.drainInbox();
+        return this.waitTimedOut(step.for);
+      case 'reconcile':
+        return this.afterReconcile(result);
+      case 'cancelAtSeller':
+        return this.afterCancelAtSeller(result);
+      case 'notify':
+      case 'continueAsNew':
+      case 'end':
+        return;
+    }
   }
 
-  private touch(): void {
-    this.state.updatedAt = iso(this.now());
+  private unexpected(step: string, result: StepResult): never {
+    throw new Error(`invariant: result ${result.kind} for a ${step} step`);
   }
-}
 
-/** The status a terminal snapshot settles on, for tests and views. */
-export function isTerminalStatus(status: TaskStatus | 'pending'): boolean {
-  return terminalStatus(status);
+  private afterCall(result: StepResult): void {
+    const calling = this.calling;
+    this.calling = undefined;
+    const state = this.state;
+    if (!calling) throw new Error('invariant: a call result with no call in flight');
+    if (result.kind === 'answered') {
+      const { answer } = result;
+      if (answer.timeouts) state.timeouts = answer.timeouts;
+      state.webhookRegistered ||= answer.webhookRegistered;
+      this.record.applyCallAnswer(
+        answer.snapshot,
+        answer.schemaWarnings?.length ? { schemaWarnings: answer.schemaWarnings } : {},
+      );
+      this.drainInbox();
+      return;
+    }
+    state.callInFlight = undefined;
+    this.drainInbox();
+    if (result.kind === 'stopped' || result.kind === 'interrupted') {
+      if (calling.stop === 'adoption' && this.pendingAdoption && !state.taskId) {
+        const adoption = this.pendingAdoption;
+        this.pendingAdoption = undefined;
+        this.record.adopt(adoption.taskId, `signalled by ${adoption.requestedBy}`);
+        this.followUp = { kind: 'poll', purpose: 'adopted', taskId: adoption.taskId };
+      } else if (calling.stop === 'settled') {
+        this.record.record(`call ${calling.keyStep} stopped: the operation already ended ${state.status}`);
+      } else this.record.note('call', `call ${calling.keyStep} stopped`);
+      return;
+    }
+    if (result.kind !== 'failed') this.unexpected('call', result);
+    const error = result.error;
+    if (error.code === 'ANSWER_TOO_LARGE') {
+      this.record.fail(
+        'answer_too_large',
+        `The ${state.task} answer from ${state.sellerId} is too large to keep: ${error.message}`,
+        error,
+      );
+      return;
+    }
+    const decision = this.record.decideAfterCallFailure(error, this.mutating, !calling.taskKnownBefore);
+    switch (decision.action) {
+      case 'ignore':
+      case 'follow-task':
+        this.record.note('call', `call ${calling.keyStep} failed (${error.code}); ${decision.why}`);
+        return;
+      case 'confirm-held': {
+        this.record.note(
+          'call',
+          `call ${calling.keyStep} failed (${error.code}); confirming the webhooks that arrived during it`,
+        );
+        const taskId = this.record.heldTaskId();
+        if (taskId) {
+          this.record.adopt(taskId, 'named by a webhook that arrived while the call was in flight');
+          this.followUp = { kind: 'poll', purpose: 'confirm-held', taskId };
+        } else this.record.acceptHeldUnconfirmed('the webhooks name no task to read');
+        return;
+      }
+      case 'fail':
+        this.record.fail(decision.reason, decision.message, error);
+        return;
+      case 'reconcile':
+        this.followUp = {
+          kind: 'reconcile',
+          keyStep: calling.keyStep,
+          step: calling.step,
+          params: calling.params,
+          error,
+        };
+        return;
+    }
+  }
+
+  /** Applies one read; a read that cannot see the task is "cannot see it now", never the task failing. */
+  private applyRead(outcome: ReadTaskOutcome): boolean {
+    const state = this.state;
+    if (state.readMethod !== outcome.readMethod) {
+      if (state.readMethod)
+        this.record.note('poll', `reads at ${state.sellerId} now use ${outcome.readMethod} (was ${state.readMethod})`);
+      state.readMethod = outcome.readMethod;
+    }
+    if (outcome.snapshot) {
+      this.record.applyRead(outcome.snapshot, 'poll');
+      return true;
+    }
+    if (outcome.unreadable)
+      this.record.note(
+        'poll',
+        `cannot read task ${state.taskId ?? '?'} now (${outcome.unreadable.code}): ${outcome.unreadable.message}`,
+      );
+    return false;
+  }
+
+  private afterPoll(purpose: PollPurpose, taskId: string, result: StepResult): void {
+    const state = this.state;
+    let seen = false;
+    if (result.kind === 'read') {
+      state.pollCount += 1;
+      seen = this.applyRead(result.outcome);
+    } else if (result.kind === 'failed') {
+      // A missed poll is not a failed operation: the next one, a webhook or reconciliation will tell.
+      this.record.note('poll', `read failed, will poll again: ${result.error.code}: ${result.error.message}`);
+    } else this.unexpected('poll', result);
+    switch (purpose) {
+      case 'confirm-held':
+        if (!seen) this.record.acceptHeldUnconfirmed(`no read of task ${taskId} is possible at ${state.sellerId} now`);
+        return;
+      case 'confirm-provisional':
+        if (!state.provisional || this.terminal) return;
+        if (!seen) {
+          this.record.settleProvisional(`task ${taskId} cannot be read at ${state.sellerId}`);
+        } else {
+          // The read did not settle it (it still says something else): keep waiting for the seller.
+          this.record.note('poll', `the read shows ${state.status}; the completion stays unconfirmed for now`);
+        }
+        if (state.provisional && !this.terminal) this.followUp = { kind: 'provisionalWait' };
+        return;
+      case 'last-before-deadline':
+        this.timeOut();
+        return;
+      default:
+        return;
+    }
+  }
+
+  private afterPolls(step: Extract<Step, { kind: 'pollOnCadence' }>, result: StepResult): void {
+    const state = this.state;
+    switch (result.kind) {
+      case 'moved':
+        state.pollCount += result.outcome.polls;
+        this.applyRead(result.outcome);
+        return;
+      case 'stopped':
+        return;
+      case 'budgetRanOut':
+        state.pollCount += result.polls;
+        // At the end of the working window the next wait is at the slower cadence. Otherwise the next poll would
+        // have come after the deadline: wait for it (still interruptible), then the last poll is taken.
+        if (step.until === 'deadline' && this.deadlineMs > this.now())
+          this.followUp = { kind: 'pause', untilMs: this.deadlineMs };
+        return;
+      case 'failed':
+        this.record.note(
+          'poll',
+          `polling stopped (${result.error.code}: ${result.error.message}); polling again later`,
+        );
+        this.followUp = { kind: 'pause', untilMs: Math.min(this.now() + step.plan.maxIntervalMs, this.deadlineMs) };
+        return;
+      default:
+        this.unexpected('pollOnCadence', result);
+    }
+  }
+
+  private waitTimedOut(waitedFor: WaitFor): void {
+    const state = this.state;
+    if (waitedFor === 'input' && state.status === 'input-required' && state.inputRequest) {
+      const request = state.inputRequest;
+      this.record.fail(
+        'input_timed_out',
+        `No answer to the seller's question (${request.reason ?? 'input required'}) by ${request.deadline}.`,
+      );
+    } else if (waitedFor === 'credentials' && state.status === 'auth-required' && state.authRequired) {
+      this.record.fail(
+        'auth_timed_out',
+        `The seller asked for authentication and no refreshed credentials arrived by ${state.authRequired.deadline}.`,
+      );
+    }
+  }
+
+  /** Reconciliation looked for the failed call's task: adopt it, use a new key (once), or fail. */
+  private afterReconcile(result: StepResult): void {
+    const reconciling = this.reconciling;
+    this.reconciling = undefined;
+    if (!reconciling) throw new Error('invariant: a reconciliation result with none running');
+    const { error, keyStep, step, params } = reconciling;
+    const trigger = `${error.code} on call step ${keyStep}`;
+    let found: 'adopted' | 'not_found' | 'unsupported';
+    if (result.kind === 'failed') {
+      found = 'unsupported';
+      this.record.recordReconciliation({
+        trigger,
+        outcome: found,
+        note: `reconciliation failed: ${result.error.message}`,
+      });
+    } else if (result.kind === 'found') {
+      const outcome = result.outcome;
+      found = !outcome.supported ? 'unsupported' : outcome.snapshot ? 'adopted' : 'not_found';
+      this.record.recordReconciliation({
+        trigger,
+        outcome: found,
+        ...(outcome.snapshot?.taskId ? { taskId: outcome.snapshot.taskId } : {}),
+        note: outcome.note,
+      });
+      if (found === 'adopted') this.record.applyRead(outcome.snapshot!, 'reconciliation');
+    } else this.unexpected('reconcile', result);
+    const next = this.record.decideAfterReconciliation(error, found, this.keyGeneration);
+    if (next.action === 'fail') {
+      this.record.fail(next.reason, next.message, error);
+    } else if (next.action === 'rekey' && this.cancelRequest) {
+      this.record.fail(
+        'call_failed',
+        `The ${this.state.task} call to ${this.state.sellerId} was refused with ${error.code}; the operation was canceled before a new key was tried.`,
+        error,
+      );
+    } else if (next.action === 'rekey') {
+      this.keyGeneration += 1;
+      this.followUp = { kind: 'call', step, params };
+    }
+  }
+
+  private afterCancelAtSeller(result: StepResult): void {
+    const request = this.cancelRequest ?? TEMPORAL_CANCEL;
+    const mediaBuyId = this.state.resource?.mediaBuyId;
+    if (result.kind === 'toldSeller') {
+      const told = result.outcome;
+      this.settleCancel(request, {
+        notified: told.notified,
+        note: told.note,
+        ...(told.resource ? { resource: told.resource } : {}),
+      });
+    } else if (result.kind === 'failed') {
+      this.settleCancel(request, {
+        notified: false,
+        note: `telling the seller failed: ${result.error.message}`,
+        ...(mediaBuyId ? { resource: { mediaBuyId, state: 'unknown' as const } } : {}),
+      });
+    } else this.unexpected('cancelAtSeller', result);
+  }
+
+  // ---- helpers -------------------------------------------------------------------------------------------------
+
+  private drainInbox(): void {
+    while (this.inbox.length > 0) this.record.receiveWebhook(this.inbox.shift()!);
+  }
+
+  /** Once the workflow is being canceled, what still runs must finish. */
+  private shield(): { shielded?: true } {
+    return this.temporalCancel ? { shielded: true } : {};
+  }
+
+  private tenant(): { tenant?: string } {
+    return this.input.tenant !== undefined ? { tenant: this.input.tenant } : {};
+  }
+
+  private timeouts(): CallTimeouts {
+    return this.state.timeouts ?? DEFAULT_TIMEOUTS;
+  }
+
+  private readInput(taskId: string): ReadTaskInput {
+    const state = this.state;
+    return {
+      operationId: state.operationId,
+      sellerId: state.sellerId,
+      task: state.task,
+      taskId,
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...accountOf(this.input.params),
+      ...this.tenant(),
+      ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
+      ...(state.readMethod ? { readMethod: state.readMethod } : {}),
+      timeouts: this.timeouts(),
+    };
+  }
+
+  /** Everything a continued run needs to go on where this one stops. */
+  carried(): CarriedState {
+    return {
+      state: this.state,
+      seenEventKeys: [...this.seenEventKeys],
+      inbox: [...this.inbox],
+      held: [...this.record.held],
+      keyGeneration: this.keyGeneration,
+      plans: Object.fromEntries(this.plans),
+      ...(this.pendingInput ? { pendingInput: this.pendingInput } : {}),
+      ...(this.credentialsRefreshed ? { pendingCredentialsRefresh: true } : {}),
+      ...(this.pendingAdoption ? { pendingAdoption: this.pendingAdoption } : {}),
+      ...(this.pollRequested ? { pollRequested: true } : {}),
+      ...(this.notified.size > 0 ? { notified: [...this.notified] } : {}),
+      sellerWait: {
+        status: this.sellerWait.status,
+        polls: this.sellerWait.polls,
+        workingSince: iso(this.sellerWait.workingSinceMs),
+      },
+    };
+  }
 }
