@@ -6,6 +6,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CallPlan, CallTimeouts, ReadMethod } from './activities';
+import type { CarriedTaskWatch } from './task-watcher';
 import type { AdcpError, CompletionOutcome, Progress, TaskSnapshot, TaskStatus } from '../protocol';
 
 export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
@@ -206,6 +207,8 @@ export interface CarriedState {
   notified?: string[];
   /** How long the task has been in the status the polls wait on (its working window, its polls). */
   sellerWait?: { status: OperationStatus; polls: number; workingSince: string };
+  /** The operation's side of its seller's task watcher (workflows/operation/watching.ts). */
+  watch?: CarriedTaskWatch;
 }
 
 /** A verified webhook, normalised by the gateway, as the signal carries it. */

@@ -273,6 +273,17 @@ export interface UnregisterFromWatcherInput {
   reason: string;
 }
 
+/** The operation's side of the watcher, as carried across the operation's continue-as-new. */
+export interface CarriedTaskWatch {
+  watcherId?: string;
+  safetyPollMs?: number;
+  told?: { taskId: string; status: TaskStatus };
+  declined?: { taskId: string; reason: string };
+  quickPolled?: { taskId: string; status: TaskStatus };
+  inbox?: TaskWatchNotice[];
+  seen?: string[];
+}
+
 /** A listing that failed, in the machine's terms. */
 export interface ListingFailure {
   error: AdcpError;

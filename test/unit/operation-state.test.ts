@@ -11,6 +11,7 @@ import { Observations, canonicalJson, unwrapNestedEnvelope } from '../../workflo
 import { DAY, type Driven, drive, operationInput, planFor } from '../harness/operation-machine';
 
 const OPERATION = 'adcp-create_media_buy-k1';
+const WATCHER = 'task-watcher:adcp:seller-a:0';
 
 function freshState(task = 'create_media_buy'): OperationState {
   return {
@@ -461,6 +462,23 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
     } else if (roll < 0.9) {
       trail.push('history long');
       driven.history.long = true;
+    } else if (roll < 0.95) {
+      // The seller's task watcher: a move with the read it made (the truth), a move it could not read, a hand-back.
+      const kind = random();
+      trail.push(kind < 0.6 ? 'watcher: moved' : kind < 0.8 ? 'watcher: moved, unread' : 'watcher: released');
+      const listed = truth();
+      const base = { taskId: world.taskId, observedAt: new Date(0).toISOString(), watcherId: WATCHER };
+      machine.receiveTaskNotice(
+        kind < 0.8
+          ? {
+              ...base,
+              kind: 'moved',
+              eventKey: `watch:${listed.status}:${index}:${Math.floor(random() * 4)}`,
+              listed: { status: listed.status },
+              ...(kind < 0.6 ? { snapshot: listed } : {}),
+            }
+          : { ...base, kind: 'released', reason: 'the seller stopped listing it' },
+      );
     }
   }
 }
@@ -551,6 +569,17 @@ function randomResult(
         : { kind: 'failed', error: error() };
     case 'notify':
       return { kind: 'notified' };
+    case 'registerWithWatcher':
+      if (random() < 0.15) return { kind: 'failed', error: error() };
+      return {
+        kind: 'watchAnswered',
+        outcome:
+          random() < 0.7
+            ? { watching: true, watcherId: WATCHER, safetyPollMs: 30 * 60_000 }
+            : { watching: false, reason: 'no list_tasks' },
+      };
+    case 'unregisterFromWatcher':
+      return { kind: 'watchLeft' };
     case 'continueAsNew':
     case 'end':
       throw new Error(`no result for ${step.kind}`);
@@ -562,7 +591,7 @@ function checkStep(driven: Driven, step: Step, watch: Watch, terminalBefore: boo
   const { machine, clock } = driven;
   const state = machine.state;
   const deadline = Date.parse(state.deadline);
-  if (terminalBefore && !['notify', 'end', 'cancelAtSeller'].includes(step.kind))
+  if (terminalBefore && !['notify', 'end', 'cancelAtSeller', 'unregisterFromWatcher'].includes(step.kind))
     fail(watch, `a ${step.kind} step after the operation ended ${state.status}`);
   if (step.kind === 'cancelAtSeller') {
     watch.cancelsAtSeller += 1;

@@ -11,6 +11,7 @@ import {
   proxyLocalActivities,
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
+import type { TaskListingActivities } from '../../activities/task-listing';
 import type { CallTimeouts } from '../../contract/activities';
 import type { OperationInput } from '../../contract/operation';
 import { type AdcpError, taskSpec } from '../../protocol';
@@ -35,6 +36,15 @@ export const planning = proxyLocalActivities<OperationActivities>({
     maximumAttempts: 5,
     nonRetryableErrorTypes: NON_RETRYABLE,
   },
+});
+
+/**
+ * Joining and leaving the seller's task watcher (local activities: a signalWithStart, and the seller's tool list when
+ * it is not cached). Registration never throws (a refusal is an answer); a failed one leaves the operation polling.
+ */
+export const watcherActivities = proxyLocalActivities<TaskListingActivities>({
+  startToCloseTimeout: '90s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 2 },
 });
 
 function callRetry(input: OperationInput): RetryPolicy {

@@ -46,15 +46,17 @@ import type {
   WebhookRefusalNotice,
 } from '../../contract/operation';
 import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
+import type { RegisterWithWatcherOutcome } from '../../contract/task-watcher';
 import {
   actorProblem,
   cancelRequestProblem,
   credentialsRefreshProblem,
   providedInputProblem,
 } from '../../contract/validators';
-import { type WaitPlan, planWait } from './cadence';
+import { WORKING_WINDOW_MS, type WaitPlan, planWait } from './cadence';
 import { Observations, isQuietRepeat, iso } from './observations';
 import { buyerNotification } from './publication';
+import { TaskWatch, type WatchFacts, type WatchStep } from './watching';
 
 const MAX_SEEN_EVENT_KEYS = 1_000;
 /** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
@@ -106,7 +108,8 @@ export type Step = { shielded?: true } &
         kind: 'pollOnCadence';
         plan: WaitPlan;
         budgetMs: number;
-        until: 'deadline' | 'working-window';
+        /** `quick-polls`: the first polls of a wait that then joins the seller's task watcher (./watching.ts). */
+        until: 'deadline' | 'working-window' | 'quick-polls';
         input: AwaitTaskMoveOnCadenceInput;
       }
     /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
@@ -118,6 +121,8 @@ export type Step = { shielded?: true } &
     | { kind: 'continueAsNew' }
     /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
     | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
+    /** Join or leave the seller's task watcher (local activities). */
+    | WatchStep
   );
 
 /** What came of a step, handed back with `resolve()`. */
@@ -135,6 +140,8 @@ export type StepResult =
   | { kind: 'found'; outcome: FindLostTaskOutcome }
   | { kind: 'toldSeller'; outcome: CancelAtSellerOutcome }
   | { kind: 'notified' }
+  | { kind: 'watchAnswered'; outcome: RegisterWithWatcherOutcome }
+  | { kind: 'watchLeft' }
   /** The step's activity failed (after its retries). */
   | { kind: 'failed'; error: AdcpError }
   /** The workflow was canceled through Temporal while the step ran. */
@@ -210,6 +217,8 @@ export class OperationMachine {
   /** The pending answer is being sent (its call, and what a failure of that call leads to). */
   private sendingAnswer = false;
   private cancelSettled = false;
+  /** The operation's side of its seller's task watcher. */
+  private readonly watch: TaskWatch;
 
   constructor(input: OperationInput, context: MachineContext) {
     this.input = input;
@@ -268,6 +277,7 @@ export class OperationMachine {
     this.sellerWait = carried?.sellerWait
       ? { ...carried.sellerWait, workingSinceMs: Date.parse(carried.sellerWait.workingSince) }
       : { status: this.state.status, polls: 0, workingSinceMs: startedAtMs };
+    this.watch = new TaskWatch(carried?.watch);
     if (this.state.status === 'pending' && !this.state.taskId)
       this.followUp = { kind: 'call', step: 'call', params: input.params };
   }
@@ -342,6 +352,11 @@ export class OperationMachine {
 
   requestPoll(): void {
     this.pollRequested = true;
+  }
+
+  /** The seller's task watcher saw the task move (or handed it back). */
+  receiveTaskNotice(notice: unknown): void {
+    this.watch.receive(notice);
   }
 
   validateInput(provided: unknown): void {
@@ -424,7 +439,7 @@ export class OperationMachine {
     if (!step) return false;
     const arrived = this.inbox.length > 0;
     if (step.kind === 'call') return arrived || (this.pendingAdoption !== undefined && !this.state.taskId);
-    const asked = this.cancelRequest !== undefined || this.pollRequested;
+    const asked = this.cancelRequest !== undefined || this.pollRequested || this.watch.hasNews;
     if (step.kind === 'wait' && step.for === 'input') return arrived || asked || this.pendingInput !== undefined;
     if (step.kind === 'wait' && step.for === 'credentials') return arrived || asked || this.credentialsRefreshed;
     if (step.kind === 'wait' || step.kind === 'pollOnCadence')
@@ -449,7 +464,11 @@ export class OperationMachine {
     }
     if (step?.kind === 'pollOnCadence') {
       const onlyWebhooks =
-        this.inbox.length > 0 && !this.pendingAdoption && !this.pollRequested && this.cancelRequest === undefined;
+        this.inbox.length > 0 &&
+        !this.pendingAdoption &&
+        !this.pollRequested &&
+        !this.watch.hasNews &&
+        this.cancelRequest === undefined;
       if (onlyWebhooks) {
         this.drainInbox();
         const unchanged = !this.terminal && !this.state.provisional && this.state.status === this.pollsWaitingOn;
@@ -487,6 +506,8 @@ export class OperationMachine {
       const step = this.cancelStep(this.cancelRequest);
       if (step) return step;
     }
+    const leave = this.watchStep(true);
+    if (leave) return leave;
     const event = this.endEvent();
     if (event) {
       const step = this.notifyStep(event, '');
@@ -538,6 +559,7 @@ export class OperationMachine {
     const state = this.state;
     for (;;) {
       this.drainInbox();
+      this.applyWatchNews();
       if (this.terminal) return undefined;
       this.dropStaleAnswer();
       if (this.record.held.length > 0 && !state.taskId) {
@@ -587,7 +609,7 @@ export class OperationMachine {
         if (step) return step;
         continue;
       }
-      const step = this.waitForSeller();
+      const step = this.watchStep(false) ?? this.waitForSeller();
       if (step) return step;
     }
   }
@@ -605,7 +627,14 @@ export class OperationMachine {
     const notify = this.notifyStep('input_required', `:${request.round}`);
     if (notify) return notify;
     const answer = this.pendingInput;
-    if (!answer) return { kind: 'wait', for: 'input', untilMs: Date.parse(request.deadline) };
+    if (!answer)
+      return (
+        this.watchStep(false) ?? {
+          kind: 'wait',
+          for: 'input',
+          untilMs: Date.parse(request.deadline),
+        }
+      );
     this.record.record(
       `input provided by ${answer.principal ?? answer.providedBy ?? 'caller'} (round ${request.round})`,
     );
@@ -643,13 +672,58 @@ export class OperationMachine {
       return this.pollStep('unknown-status', state.taskId);
     }
     wait.polls += 1;
-    return this.pollsOnCadence(
+    const parked = this.watch.parkedWait(
       planWait({
         status: state.status,
         workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
         webhookRegistered: state.webhookRegistered,
       }),
+      this.watchFacts(),
     );
+    return this.pollsOnCadence(parked.plan, parked.quickPollsMs);
+  }
+
+  /**
+   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a local activity canceled halfway would be
+   * resolved differently on replay, and either one takes a moment.
+   */
+  private watchStep(ended: boolean): Step | undefined {
+    const step = this.watch.step(this.watchFacts(), ended);
+    return step ? { ...step, shielded: true } : undefined;
+  }
+
+  /** What the watching rule (./watching.ts) reads of the operation. */
+  private watchFacts(): WatchFacts {
+    const state = this.state;
+    return {
+      operationId: state.operationId,
+      sellerId: state.sellerId,
+      task: state.task,
+      status: state.status,
+      ...(state.taskId ? { taskId: state.taskId } : {}),
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...(state.progress !== undefined ? { progress: state.progress } : {}),
+      ...this.tenant(),
+      ...accountOf(this.input.params),
+      deadline: state.deadline,
+      webhookRegistered: state.webhookRegistered,
+      webhooksApplied: state.webhooksApplied,
+      provisional: state.provisional !== undefined,
+      workingPastWindow: state.status === 'working' && this.now() - this.sellerWait.workingSinceMs >= WORKING_WINDOW_MS,
+      now: this.now(),
+    };
+  }
+
+  /** The watcher's news, applied as the operation's own poll would apply it. */
+  private applyWatchNews(): void {
+    if (!this.watch.hasNews) return;
+    for (const effect of this.watch.takeNews(this.state.taskId)) {
+      if (this.terminal) return;
+      if (effect.kind === 'read') this.record.applyRead(effect.snapshot, 'poll');
+      else if (effect.kind === 'readYourself') this.pollRequested = true;
+      else if (effect.kind === 'released')
+        this.record.note('poll', `the seller's task watcher handed the task back (${effect.reason}); polling it again`);
+    }
   }
 
   private submittedPlan(): WaitPlan {
@@ -661,18 +735,19 @@ export class OperationMachine {
    * activity. Without a task ID there is nothing to poll: only a webhook, an adoption, a poll request or a cancel can
    * move the operation then.
    */
-  private pollsOnCadence(plan: WaitPlan): Step | undefined {
+  private pollsOnCadence(plan: WaitPlan, quickPollsMs?: number): Step | undefined {
     const state = this.state;
     const untilDeadline = this.deadlineMs - this.now();
     if (untilDeadline <= 0) return undefined;
     if (!state.taskId) return { kind: 'wait', for: 'seller', untilMs: this.deadlineMs };
     const windowed = plan.windowMs !== undefined && plan.windowMs < untilDeadline;
+    const quick = !windowed && quickPollsMs !== undefined && quickPollsMs < untilDeadline;
     this.pollsWaitingOn = state.status;
     return {
       kind: 'pollOnCadence',
       plan,
-      budgetMs: windowed ? plan.windowMs! : untilDeadline,
-      until: windowed ? 'working-window' : 'deadline',
+      budgetMs: windowed ? plan.windowMs! : quick ? quickPollsMs : untilDeadline,
+      until: windowed ? 'working-window' : quick ? 'quick-polls' : 'deadline',
       input: {
         ...this.readInput(state.taskId),
         since: { status: state.status, progress: state.progress ?? null },
@@ -878,6 +953,12 @@ export class OperationMachine {
         return this.afterReconcile(result);
       case 'cancelAtSeller':
         return this.afterCancelAtSeller(result);
+      case 'registerWithWatcher':
+        if (result.kind === 'watchAnswered') return this.watch.registered(result.outcome);
+        if (result.kind === 'failed') return this.watch.registered(undefined, result.error.message);
+        return this.unexpected('registerWithWatcher', result);
+      case 'unregisterFromWatcher':
+        return this.watch.unregistered();
       case 'notify':
       case 'continueAsNew':
       case 'end':
@@ -895,6 +976,7 @@ export class OperationMachine {
     const state = this.state;
     if (!calling) throw new Error('invariant: a call result with no call in flight');
     if (result.kind === 'answered') {
+      this.watch.forgetMoves();
       const { answer } = result;
       if (answer.timeouts) state.timeouts = answer.timeouts;
       state.webhookRegistered ||= answer.webhookRegistered;
@@ -1024,6 +1106,7 @@ export class OperationMachine {
         return;
       case 'budgetRanOut':
         state.pollCount += result.polls;
+        if (step.until === 'quick-polls') this.watch.quickPollsDone(state.taskId, state.status);
         // At the end of the working window the next wait is at the slower cadence. Otherwise the next poll would
         // have come after the deadline: wait for it (still interruptible), then the last poll is taken.
         if (step.until === 'deadline' && this.deadlineMs > this.now())
@@ -1152,6 +1235,11 @@ export class OperationMachine {
     };
   }
 
+  private carriedWatch(): Pick<CarriedState, 'watch'> {
+    const watch = this.watch.carry();
+    return watch ? { watch } : {};
+  }
+
   /** Everything a continued run needs to go on where this one stops. */
   carried(): CarriedState {
     return {
@@ -1171,6 +1259,7 @@ export class OperationMachine {
         polls: this.sellerWait.polls,
         workingSince: iso(this.sellerWait.workingSinceMs),
       },
+      ...this.carriedWatch(),
     };
   }
 }
