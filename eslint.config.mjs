@@ -18,7 +18,17 @@ const sandboxPaths = [
 
 export default tseslint.config(
   {
-    ignores: ['node_modules/', '.temporal/', '.data/', 'tmp/', 'coverage/', 'dist/', '**/*.js', '**/*.mjs', '**/*.cjs'],
+    ignores: [
+      'node_modules/',
+      '.temporal/',
+      '.data/',
+      'tmp/',
+      'coverage/',
+      '**/dist/',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,

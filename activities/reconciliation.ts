@@ -43,6 +43,11 @@ export interface SellerTaskList {
   tasks: SellerTaskSummary[];
   /** More pages existed than were read. */
   truncated: boolean;
+  /**
+   * For one tenant's run: the list was read with the seller's own credential, shared by every tenant (no per-tenant
+   * credentials in agents.json), so it holds other tenants' tasks too.
+   */
+  shared?: boolean;
 }
 
 /** A media buy's workflow that is still following its buy at the seller. */
@@ -63,9 +68,24 @@ const MAX_TASK_PAGES = 50;
 /** What reconciliation asks the seller for: tasks that are not finished. */
 export const OPEN_SELLER_STATUSES = ['submitted', 'working', 'input-required', 'auth-required'];
 
+/** Which tenant's workflows a run reaches (ReconciliationInput): every tenant's when `tenant` is absent. */
+export interface ReconciliationScope {
+  sellerId: string;
+  tenant?: string;
+  alsoUntenanted?: boolean;
+}
+
 /** Visibility queries quote values; seller ids are validated by the config schema, but escape anyway. */
 function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** The visibility clause of a scope: the seller, and the tenant when the run is one tenant's. */
+function scopeClause(scope: ReconciliationScope): string {
+  const seller = `${SA_SELLER.name} = ${quoted(scope.sellerId)}`;
+  if (scope.tenant === undefined) return seller;
+  const tenant = `${SA_TENANT.name} = ${quoted(scope.tenant)}`;
+  return `${seller} AND ${scope.alsoUntenanted ? `(${tenant} OR ${SA_TENANT.name} IS NULL)` : tenant}`;
 }
 
 export function createReconciliationActivities(deps: ReconciliationDependencies) {
@@ -73,13 +93,13 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
 
-  /** The running workflows of `workflowType` at this seller (visibility: AdcpAgent), at most MAX_OPEN_OPERATIONS. */
+  /** The running workflows of `workflowType` in the scope (visibility: AdcpAgent, AdcpTenant), at most MAX_OPEN_OPERATIONS. */
   async function listRunning<T>(
     workflowType: string,
-    sellerId: string,
+    scope: ReconciliationScope,
     row: (execution: WorkflowExecutionInfo) => T,
   ): Promise<T[]> {
-    const query = `WorkflowType = ${quoted(workflowType)} AND ExecutionStatus = 'Running' AND ${SA_SELLER.name} = ${quoted(sellerId)}`;
+    const query = `WorkflowType = ${quoted(workflowType)} AND ExecutionStatus = 'Running' AND ${scopeClause(scope)}`;
     const open: T[] = [];
     for await (const execution of deps.client.workflow.list({ query })) {
       open.push(row(execution));
@@ -90,40 +110,34 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   }
 
   return {
-    async listOpenOperations(input: { sellerId: string }): Promise<OpenOperation[]> {
-      return listRunning(
-        OPERATION_WORKFLOW_TYPE,
-        input.sellerId,
-        ({ workflowId, typedSearchAttributes: attributes }) => ({
-          operationId: workflowId,
-          ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
-          ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
-          ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
-          ...(attributes.get(SA_TENANT) ? { tenant: attributes.get(SA_TENANT) } : {}),
-        }),
-      );
+    async listOpenOperations(input: ReconciliationScope): Promise<OpenOperation[]> {
+      return listRunning(OPERATION_WORKFLOW_TYPE, input, ({ workflowId, typedSearchAttributes: attributes }) => ({
+        operationId: workflowId,
+        ...(attributes.get(SA_TASK) ? { task: attributes.get(SA_TASK) } : {}),
+        ...(attributes.get(SA_TASK_ID) ? { taskId: attributes.get(SA_TASK_ID) } : {}),
+        ...(attributes.get(SA_STATUS) ? { status: attributes.get(SA_STATUS) } : {}),
+        ...(attributes.get(SA_TENANT) ? { tenant: attributes.get(SA_TENANT) } : {}),
+      }));
     },
 
     /** The running media-buy workflows at this seller (visibility: AdcpAgent and the workflow type). */
-    async listOpenMediaBuys(input: { sellerId: string }): Promise<OpenMediaBuy[]> {
-      return listRunning(
-        MEDIA_BUY_WORKFLOW_TYPE,
-        input.sellerId,
-        ({ workflowId, typedSearchAttributes: attributes }) => ({
-          workflowId,
-          ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
-          ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
-        }),
-      );
+    async listOpenMediaBuys(input: ReconciliationScope): Promise<OpenMediaBuy[]> {
+      return listRunning(MEDIA_BUY_WORKFLOW_TYPE, input, ({ workflowId, typedSearchAttributes: attributes }) => ({
+        workflowId,
+        ...(attributes.get(SA_MEDIA_BUY_ID) ? { mediaBuyId: attributes.get(SA_MEDIA_BUY_ID) } : {}),
+        ...(attributes.get(SA_MEDIA_BUY_STATUS) ? { status: attributes.get(SA_MEDIA_BUY_STATUS) } : {}),
+      }));
     },
 
     /** Every page of the seller's open tasks (bounded), or `supported: false` when it has no tasks/list. */
-    async listSellerTasks(input: { sellerId: string }): Promise<SellerTaskList> {
+    async listSellerTasks(input: ReconciliationScope): Promise<SellerTaskList> {
       let agent;
       let token: string | undefined;
+      // One tenant's run reads the seller's tasks with that tenant's own credential, where it has one.
+      const shared = input.tenant !== undefined && !deps.sellers.multiTenant ? { shared: true } : {};
       try {
         agent = deps.sellers.get(input.sellerId);
-        token = deps.sellers.token(input.sellerId, env);
+        token = deps.sellers.token(input.sellerId, env, input.tenant);
       } catch (error) {
         throw new ConfigError((error as Error).message);
       }
@@ -152,9 +166,9 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         tasks.push(...answer.tasks);
         context.heartbeat(page);
         cursor = answer.nextCursor;
-        if (!cursor) return { supported: true, tasks, truncated: false };
+        if (!cursor) return { supported: true, tasks, truncated: false, ...shared };
       }
-      return { supported: true, tasks, truncated: true };
+      return { supported: true, tasks, truncated: true, ...shared };
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

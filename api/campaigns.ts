@@ -14,209 +14,19 @@
  *   POST /v1/campaigns/:id/creatives     {creatives: [{creative_id, format_id: {agent_url, id}, ...}], mode?: add|replace,
  *                                         requested_by, idempotency_key?}: synced to every buy (and to buys made later)
  */
-import express, { type NextFunction, type Request, type Response } from 'express';
-import { z } from 'zod';
-import {
-  type CampaignClient,
-  CampaignNotFoundError,
-  CampaignRefusedError,
-  CampaignRequestError,
-  type CampaignView,
-} from '../client/campaign-client';
-import { isTemporalUnavailable } from '../client/temporal-errors';
-import { formatZodIssues } from '../config/zod-format';
-import { CALLER_KEY_PATTERN } from '../protocol';
-import { actorSchema } from '../protocol/requests';
+import express from 'express';
+import type { CampaignClient, CampaignView } from '../client/campaign-client';
 import type { BuyDelivery, CampaignBuy, CampaignBuyProposal, CampaignCreative } from '../contract/campaign';
-import { MAX_LIBRARY_CREATIVES } from '../workflows/campaign/machine';
 import { callerOf } from './app';
-
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly field?: string,
-  ) {
-    super(message);
-  }
-}
-
-export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
-  const parsed = schema.safeParse(body);
-  if (parsed.success) return parsed.data;
-  throw new ApiError(
-    400,
-    'INVALID_REQUEST',
-    formatZodIssues(parsed.error.issues),
-    parsed.error.issues[0]?.path.join('.') || undefined,
-  );
-}
-
-export const keySchema = z
-  .string()
-  .regex(CALLER_KEY_PATTERN, 'must be 1-200 characters of letters, digits, "_", ".", ":" or "-"');
-const isoTime = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 time');
-export const timeBudgetSchema = z
-  .number()
-  .positive()
-  .max(60 * 60);
-export const preferencesSchema = z
-  .object({
-    preferred_delivery_types: z.array(z.string().min(1)).optional(),
-    channels: z.array(z.string().min(1)).optional(),
-    max_cpm: z.number().positive().optional(),
-  })
-  .strict();
-
-export function preferencesFrom(body: z.infer<typeof preferencesSchema> | undefined) {
-  if (!body) return undefined;
-  return {
-    ...(body.preferred_delivery_types ? { preferredDeliveryTypes: body.preferred_delivery_types } : {}),
-    ...(body.channels ? { channels: body.channels } : {}),
-    ...(body.max_cpm !== undefined ? { maxCpm: body.max_cpm } : {}),
-  };
-}
-
-/** A sync_creatives `creatives[]` entry: creative_id and format_id are checked, the rest goes to the seller as sent. */
-const creativeSchema = z
-  .object({
-    creative_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, "_", ".", ":" or "-"'),
-    name: z.string().min(1).max(500).optional(),
-    format_id: z.object({ agent_url: z.string().url().optional(), id: z.string().min(1).max(200) }).passthrough(),
-  })
-  .passthrough();
-
-const uniqueCreatives = (creatives: { creative_id: string }[]) =>
-  new Set(creatives.map((creative) => creative.creative_id)).size === creatives.length;
-
-const librarySchema = z
-  .object({
-    creatives: z.array(creativeSchema).max(MAX_LIBRARY_CREATIVES),
-    mode: z.enum(['add', 'replace']).default('add'),
-    requested_by: actorSchema,
-    idempotency_key: keySchema.optional(),
-  })
-  .strict()
-  .refine((body) => uniqueCreatives(body.creatives), {
-    message: 'creatives repeat a creative_id',
-    path: ['creatives'],
-  })
-  .refine((body) => body.mode === 'replace' || body.creatives.length > 0, {
-    message: 'add needs at least one creative',
-    path: ['creatives'],
-  });
-
-const createSchema = z
-  .object({
-    campaign_key: keySchema,
-    brief: z.string().min(1).max(10_000),
-    total_budget: z.number().positive(),
-    currency: z
-      .string()
-      .regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as "USD"')
-      .optional(),
-    flight: z.object({ start_time: isoTime, end_time: isoTime }).strict(),
-    agent_ids: z.array(z.string().min(1)).min(1).optional(),
-    time_budget_seconds: timeBudgetSchema,
-    discovery_params: z.record(z.string(), z.unknown()).optional(),
-    preferences: preferencesSchema.optional(),
-    allocation: z
-      .object({ kind: z.literal('top_ranked'), max_sellers: z.number().int().positive().optional() })
-      .strict()
-      .optional(),
-    buy_params: z.record(z.string(), z.unknown()).optional(),
-    requested_by: actorSchema,
-    creatives: z.array(creativeSchema).max(MAX_LIBRARY_CREATIVES).optional(),
-    monitoring: z
-      .object({
-        interval_seconds: z.number().min(2).max(86_400).optional(),
-        under_delivery_threshold: z.number().positive().max(1).optional(),
-        under_delivery_grace_hours: z
-          .number()
-          .min(0)
-          .max(24 * 90)
-          .optional(),
-      })
-      .strict()
-      .optional(),
-    governance: z
-      .object({
-        agent_id: z.string().min(1, 'agent_id is required'),
-        plan_id: keySchema.optional(),
-        caller: z.url({ error: 'must be the URL (or URN) of the buyer agent' }).optional(),
-        decision_timeout_hours: z
-          .number()
-          .positive()
-          .max(30 * 24)
-          .optional(),
-        plan: z.record(z.string(), z.unknown()).optional(),
-      })
-      .strict()
-      .optional(),
-  })
-  .strict();
-
-const selectionSchema = z
-  .object({
-    lines: z
-      .array(
-        z
-          .object({
-            agent_id: z.string().min(1),
-            product_id: z.string().min(1),
-            pricing_option_id: z.string().min(1).optional(),
-            budget: z.number().positive(),
-            format_ids: z.array(z.record(z.string(), z.unknown())).optional(),
-          })
-          .strict(),
-      )
-      .max(200)
-      .default([]),
-    /** Accepted proposals (one per seller): the seller's buy is create_media_buy with proposal_id + total_budget. */
-    proposals: z
-      .array(
-        z
-          .object({
-            agent_id: z.string().min(1),
-            proposal_id: z.string().min(1).max(255),
-            budget: z.number().positive(),
-          })
-          .strict(),
-      )
-      .max(50)
-      .optional(),
-    selected_by: actorSchema,
-    idempotency_key: keySchema.optional(),
-  })
-  .strict()
-  .refine((body) => body.lines.length > 0 || (body.proposals?.length ?? 0) > 0, {
-    message: 'A selection names at least one product line or one proposal.',
-    path: ['lines'],
-  });
-
-const approvalSchema = z
-  .object({
-    approved_by: actorSchema,
-    note: z.string().min(1).max(2000).optional(),
-    idempotency_key: keySchema.optional(),
-  })
-  .strict();
-
-const changeSchema = z
-  .object({
-    kind: z.enum(['pause', 'resume', 'cancel', 'budget']),
-    requested_by: actorSchema,
-    reason: z.string().min(1).max(2000).optional(),
-    agent_id: z.string().min(1).optional(),
-    budget: z.number().positive().optional(),
-    idempotency_key: keySchema.optional(),
-  })
-  .strict()
-  .refine((body) => body.kind !== 'budget' || (body.agent_id !== undefined && body.budget !== undefined), {
-    message: 'a budget change needs agent_id and budget',
-    path: ['budget'],
-  });
+import {
+  campaignApprovalSchema,
+  campaignChangeSchema,
+  campaignCreativesSchema,
+  campaignSelectionSchema,
+  createCampaignSchema,
+  parseRequest,
+  preferencesFrom,
+} from './schemas';
 
 export function campaignView(view: CampaignView): Record<string, unknown> {
   const { state } = view;
@@ -392,37 +202,6 @@ function proposalView(proposal: CampaignBuyProposal | undefined) {
   };
 }
 
-/** Errors of the campaign and discovery routes as the gateway's error body. */
-export function campaignErrorHandler(error: unknown, _req: Request, res: Response, next: NextFunction): void {
-  let answer: ApiError;
-  if (error instanceof ApiError) answer = error;
-  else if (error instanceof CampaignRequestError)
-    answer = new ApiError(400, 'INVALID_REQUEST', error.message, error.field);
-  else if (error instanceof CampaignNotFoundError) answer = new ApiError(404, 'NOT_FOUND', error.message);
-  else if (error instanceof CampaignRefusedError)
-    answer = new ApiError(error.code === 'INVALID_REQUEST' ? 400 : 409, error.code, error.message);
-  else if (isTemporalUnavailable(error)) {
-    res.setHeader('Retry-After', '5');
-    answer = new ApiError(503, 'TEMPORAL_UNAVAILABLE', 'Temporal is not reachable right now; retry in 5 s.');
-  } else if ((error as { type?: string })?.type === 'entity.parse.failed')
-    answer = new ApiError(400, 'MALFORMED_JSON', 'The body is not valid JSON.');
-  else {
-    next(error);
-    return;
-  }
-  res.status(answer.status).json({
-    error: { code: answer.code, message: answer.message, ...(answer.field ? { field: answer.field } : {}) },
-  });
-}
-
-export function requireJson(req: Request, _res: Response, next: NextFunction): void {
-  if (!req.is('application/json')) {
-    next(new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json.'));
-    return;
-  }
-  next();
-}
-
 export interface CampaignRouterOptions {
   campaigns: CampaignClient;
 }
@@ -430,10 +209,9 @@ export interface CampaignRouterOptions {
 export function createCampaignRouter(options: CampaignRouterOptions): express.Router {
   const { campaigns } = options;
   const router = express.Router();
-  const json = express.json({ limit: '1mb' });
 
-  router.post('/v1/campaigns', requireJson, json, async (req, res) => {
-    const body = parseBody(createSchema, req.body);
+  router.post('/v1/campaigns', async (req, res) => {
+    const body = parseRequest(createCampaignSchema, req.body);
     const preferences = preferencesFrom(body.preferences);
     const created = await campaigns.create(
       {
@@ -498,8 +276,8 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     res.json(campaignView(await campaigns.view(String(req.params.id), callerOf(req))));
   });
 
-  router.post('/v1/campaigns/:id/selection', requireJson, json, async (req, res) => {
-    const body = parseBody(selectionSchema, req.body);
+  router.post('/v1/campaigns/:id/selection', async (req, res) => {
+    const body = parseRequest(campaignSelectionSchema, req.body);
     const answer = await campaigns.select(
       String(req.params.id),
       {
@@ -527,8 +305,8 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     res.json({ accepted: answer.accepted, committed_budget: answer.committedBudget });
   });
 
-  router.post('/v1/campaigns/:id/approval', requireJson, json, async (req, res) => {
-    const body = parseBody(approvalSchema, req.body);
+  router.post('/v1/campaigns/:id/approval', async (req, res) => {
+    const body = parseRequest(campaignApprovalSchema, req.body);
     const answer = await campaigns.approve(
       String(req.params.id),
       { approvedBy: body.approved_by, ...(body.note ? { note: body.note } : {}) },
@@ -538,8 +316,8 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     res.json({ accepted: answer.accepted, buys: answer.buys });
   });
 
-  router.post('/v1/campaigns/:id/changes', requireJson, json, async (req, res) => {
-    const body = parseBody(changeSchema, req.body);
+  router.post('/v1/campaigns/:id/changes', async (req, res) => {
+    const body = parseRequest(campaignChangeSchema, req.body);
     const answer = await campaigns.change(
       String(req.params.id),
       {
@@ -575,8 +353,8 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     });
   });
 
-  router.post('/v1/campaigns/:id/creatives', requireJson, json, async (req, res) => {
-    const body = parseBody(librarySchema, req.body);
+  router.post('/v1/campaigns/:id/creatives', async (req, res) => {
+    const body = parseRequest(campaignCreativesSchema, req.body);
     const answer = await campaigns.setCreatives(
       String(req.params.id),
       { creatives: body.creatives as CampaignCreative[], mode: body.mode, requestedBy: body.requested_by },
@@ -586,6 +364,5 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     res.json({ version: answer.version, creatives: answer.creatives });
   });
 
-  router.use('/v1/campaigns', campaignErrorHandler);
   return router;
 }

@@ -6,32 +6,10 @@
  *   GET  /v1/discoveries/:id  status, partial, sellers, catalogue (ranked), proposals, incomplete
  */
 import express from 'express';
-import { z } from 'zod';
 import type { CampaignClient } from '../client/campaign-client';
 import type { DiscoveryState } from '../contract/discovery';
-import { actorSchema } from '../protocol/requests';
 import { callerOf } from './app';
-import {
-  campaignErrorHandler,
-  keySchema,
-  parseBody,
-  preferencesFrom,
-  preferencesSchema,
-  requireJson,
-  timeBudgetSchema,
-} from './campaigns';
-
-const createSchema = z
-  .object({
-    discovery_key: keySchema,
-    brief: z.string().min(1).max(10_000),
-    agent_ids: z.array(z.string().min(1)).min(1).optional(),
-    time_budget_seconds: timeBudgetSchema,
-    params: z.record(z.string(), z.unknown()).optional(),
-    preferences: preferencesSchema.optional(),
-    requested_by: actorSchema.optional(),
-  })
-  .strict();
+import { createDiscoverySchema, parseRequest, preferencesFrom } from './schemas';
 
 export function discoveryView(id: string, running: boolean, state: DiscoveryState): Record<string, unknown> {
   return {
@@ -90,10 +68,9 @@ export function discoveryView(id: string, running: boolean, state: DiscoveryStat
 export function createDiscoveryRouter(options: { campaigns: CampaignClient }): express.Router {
   const { campaigns } = options;
   const router = express.Router();
-  const json = express.json({ limit: '1mb' });
 
-  router.post('/v1/discoveries', requireJson, json, async (req, res) => {
-    const body = parseBody(createSchema, req.body);
+  router.post('/v1/discoveries', async (req, res) => {
+    const body = parseRequest(createDiscoverySchema, req.body);
     const preferences = preferencesFrom(body.preferences);
     const started = await campaigns.discover(
       {
@@ -119,6 +96,5 @@ export function createDiscoveryRouter(options: { campaigns: CampaignClient }): e
     res.json(discoveryView(id, view.running, view.state));
   });
 
-  router.use('/v1/discoveries', campaignErrorHandler);
   return router;
 }

@@ -10,7 +10,7 @@ import { CampaignClient } from '../client/campaign-client';
 import { MediaBuyClient } from '../client/media-buy-client';
 import { SellerCapabilitiesClient, taskSupportCheck } from '../client/seller-capabilities-client';
 import { OrchestratorClient } from '../client/orchestrator-client';
-import { loadSellers } from '../config/sellers';
+import { loadSellers, resolveSellersFile } from '../config/sellers';
 import { notificationKeyFromEnv } from '../config/notification-key';
 import { loadRuntimeConfig } from '../config/runtime';
 import { loadTaskDefaults } from '../config/tasks';
@@ -40,13 +40,19 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
 async function main(): Promise<void> {
   const runtime = loadRuntimeConfig();
   const auth = loadAuthConfig();
-  const sellerRegistry = loadSellers();
+  // As npm start does: without ADCP_AGENTS_FILE or agents.json here, the bundled demo sellers (agents.example.json).
+  const sellersFile = resolveSellersFile();
+  const sellerRegistry = loadSellers(sellersFile.file);
   const taskDefaults = loadTaskDefaults();
   const replayStoreConfig = loadReplayStoreConfig();
   // Read before connecting, so a bad key fails the start with its own message.
   const codecs = payloadCodecs(loadPayloadKeys());
   const notificationKey = notificationKeyFromEnv();
   const logger = createLogger({ service: 'gateway' });
+  if (sellersFile.example)
+    logger.info(
+      `gateway: no agents.json here and ADCP_AGENTS_FILE unset: using ${sellersFile.file} (the demo sellers).`,
+    );
   // Client spans for starts, signals, updates and queries when an OTLP endpoint is set (observability/tracing.ts).
   const tracing = tracingFromEnvironment('adcp-orchestrator-gateway');
   // ADCP_GATEWAY_TEMPORAL_TRANSPORT: the Rust core's gRPC client (default) or grpc-js (config/temporal-connection.ts).
@@ -109,6 +115,7 @@ async function main(): Promise<void> {
       if (event.type !== 'auth_success') logger.warn({ audit: event }, `auth: ${event.type}`);
     },
   });
+  for (const warning of mounted.warnings) logger.warn(`gateway: ${warning}`);
   const servers: http.Server[] = [];
   // The request log wraps everything (refusals by authentication included). GET /metrics is the gateway's own.
   const limits = { keepAliveTimeoutMs: runtime.keepAliveTimeoutMs };

@@ -13,8 +13,10 @@ import type { PayloadCodec } from '@temporalio/common';
 import type express from 'express';
 import type { MediaBuyClient } from '../client/media-buy-client';
 import type { OrchestratorClient } from '../client/orchestrator-client';
+import type { TaskRefusal } from '../client/seller-capabilities-client';
 import type { SellerRegistry } from '../config/sellers';
 import type { RuntimeConfig } from '../config/runtime';
+import { WebhookAuthConfigError, resolveWebhookCredentials } from '../config/webhook-auth';
 import { projectRoot } from '../config/project-root';
 import { type Logger, createLogger } from '../observability/logger';
 import { createGateway } from './app';
@@ -23,6 +25,7 @@ import {
   type AuthEvent,
   type Authentication,
   DEVELOPMENT_TENANT,
+  ROLES,
   type DevelopmentKey,
   assertSafeBind,
   authenticationFromConfig,
@@ -62,7 +65,7 @@ export interface MountOptions {
   /** Campaigns (#14): the sellers, discoveries and campaigns routers, mounted by createGateway. */
   campaignRouters?: express.Router[];
   /** Refuses a task the seller's capabilities do not offer before the operation starts (createGateway). */
-  taskSupport?: (sellerId: string, task: string) => Promise<string | undefined>;
+  taskSupport?: (sellerId: string, task: string) => Promise<TaskRefusal | undefined>;
 }
 
 export interface MountedGateway {
@@ -73,6 +76,26 @@ export interface MountedGateway {
   authentication: Authentication;
   /** Set when no authentication is configured and the gateway runs on loopback with a development key. */
   developmentKey?: DevelopmentKey & { issuedHere: boolean };
+  /** Configuration the gateway runs with but should not: logged once at start, and listed in /healthz. */
+  warnings: string[];
+}
+
+/**
+ * Sellers whose webhook credential variable is unset (or too short): their webhooks are refused (401, as a bad
+ * signature would be) until it is set. Said once at start and in /healthz rather than on every refused webhook.
+ */
+export function webhookWarnings(sellerRegistry: SellerRegistry, env: NodeJS.ProcessEnv = process.env): string[] {
+  const warnings: string[] = [];
+  for (const agent of sellerRegistry.sellers) {
+    if (!agent.webhooks) continue;
+    try {
+      resolveWebhookCredentials(agent.webhooks, env, agent.id);
+    } catch (error) {
+      if (!(error instanceof WebhookAuthConfigError)) throw error;
+      warnings.push(`${error.message} Until then its webhooks are refused (401).`);
+    }
+  }
+  return warnings;
 }
 
 /** Authentication from the config, or (none configured, loopback only) the development key. */
@@ -140,7 +163,10 @@ export function mountGateway(options: MountOptions): MountedGateway {
   // One authenticator (one nonce replay store) for task and reporting webhooks alike.
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const authenticator = createWebhookAuthenticator(options.replayStore ? { replayStore: options.replayStore } : {});
+  // The webhook receivers read credentials from the process's environment.
+  const warnings = webhookWarnings(sellerRegistry);
   const gateway = createGateway({
+    warnings,
     orchestrator: options.orchestrator,
     webUiUrl: runtime.webUiUrl,
     namespace,
@@ -179,6 +205,17 @@ export function mountGateway(options: MountOptions): MountedGateway {
     authentication,
     corsOrigins: runtime.codecCorsOrigins,
     namespaces: [namespace],
+    // On the development key (loopback only) the dev server's Web UI, which sends no credentials, is the developer.
+    ...(developmentKey
+      ? {
+          webUiPrincipal: {
+            id: developmentKey.principal,
+            tenant: developmentKey.tenant,
+            roles: new Set(ROLES),
+            via: { kind: 'api-key' as const, keyId: 'web-ui' },
+          },
+        }
+      : {}),
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
   });
   const split = runtime.webhookListener !== undefined;
@@ -187,5 +224,6 @@ export function mountGateway(options: MountOptions): MountedGateway {
     ...(split ? { webhooks: createSecureGateway({ ...common, serve: 'webhooks' }) } : {}),
     authentication,
     ...(developmentKey ? { developmentKey } : {}),
+    warnings,
   };
 }

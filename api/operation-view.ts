@@ -50,6 +50,23 @@ function errorView(error: NonNullable<OperationState['errors']>[number]): Record
   };
 }
 
+/**
+ * Why an operation failed: the orchestrator's own reason when it ended it (timed out, call failed, ...), else, for an
+ * operation the seller ended failed or rejected (a validation error, a policy refusal), the seller's first error.
+ */
+export function failureOf(
+  state: OperationState,
+): { reason: string; message: string; error?: NonNullable<OperationState['errors']>[number] } | undefined {
+  if (state.failure) return state.failure;
+  if (state.status !== 'failed' && state.status !== 'rejected') return undefined;
+  const error = state.errors?.[0];
+  return {
+    reason: state.status === 'rejected' ? 'seller_rejected' : 'seller_failed',
+    message: state.message ?? error?.message ?? `The seller ended the task ${state.status}.`,
+    ...(error ? { error } : {}),
+  };
+}
+
 /** The operation as HTTP callers see it: snake_case, with the seller's payload passed through untouched. */
 export function operationView(view: OperationView, links: { webUi?: string }): Record<string, unknown> {
   const state: OperationState | undefined = view.state;
@@ -67,6 +84,7 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     body.pending_activities = view.pendingActivities.map(pendingActivityHttpView);
   }
   if (!state) return body;
+  const failure = failureOf(state);
   Object.assign(body, {
     agent_id: state.sellerId,
     task: state.task,
@@ -89,13 +107,15 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     input_rounds: state.inputRounds,
     auth_required: state.authRequired ?? null,
     errors: (state.errors ?? []).map(errorView),
-    failure: state.failure
+    failure: failure
       ? {
-          reason: state.failure.reason,
-          message: state.failure.message,
-          ...(state.failure.error ? { error: errorView(state.failure.error) } : {}),
+          reason: failure.reason,
+          message: failure.message,
+          ...(failure.error ? { error: errorView(failure.error) } : {}),
         }
       : null,
+    // How the seller's tasks are read (learned per seller): kept so an operator can see why polls look as they do.
+    read_method: state.readMethod ?? null,
     cancellation: state.cancellation
       ? {
           requested_by: state.cancellation.requestedBy,
@@ -142,10 +162,12 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
   }
   if (state.webhooksRefused !== undefined) body.webhooks_refused = state.webhooksRefused;
   if (state.refusedWebhooks) {
-    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, ...rest }) => ({
+    body.refused_webhooks = state.refusedWebhooks.map(({ taskId, operationId, sellerId, ...rest }) => ({
       ...rest,
       ...(taskId ? { task_id: taskId } : {}),
       ...(operationId ? { operation_id: operationId } : {}),
+      // The seller whose signature verified a webhook refused as another seller's (the wire's agent_id).
+      ...(sellerId ? { agent_id: sellerId } : {}),
     }));
   }
   const ended = !view.running;

@@ -17,9 +17,9 @@ import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { SA_SELLER, SA_MEDIA_BUY_ID } from '../config/search-attributes';
 import { ReportingPayloadError, parseReportingWebhook } from '../protocol/media-buy';
 import { MEDIA_BUY_ID_PATTERN, mediaBuyStateQuery, reportReceivedSignal } from '../contract/media-buy';
-import { JsonBodyError, parseJsonStrict } from './hardening';
+import { JsonBodyError, parseJsonStrict } from './body';
 import type { WebhookAuthenticator, WebhookRequest, WebhookVerification } from './webhook-verification';
-import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, unavailable } from './webhooks';
+import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, notAccepted, unavailable } from './webhooks';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 
 export interface ReportingWebhookRouterOptions {
@@ -132,7 +132,8 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
       try {
         buy = await lookUp(id);
       } catch (error) {
-        if (error instanceof WorkflowNotFoundError) answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
+        // Answered as a report that did not verify: an unauthenticated caller cannot tell which buys exist.
+        if (error instanceof WorkflowNotFoundError) notAccepted(res);
         else if (isTemporalUnavailable(error)) unavailable(res);
         else {
           log(`reporting webhook for ${id}: cannot look the buy up: ${(error as Error).message}`);
@@ -148,7 +149,7 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
             `and no reporting credential can be derived (${REPORTING_SECRET_ENV} unset)`,
         );
         publishWebhookVerificationFailure({ webhook: 'reporting', reason: 'webhooks_not_configured' });
-        answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        notAccepted(res);
         return;
       }
       const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
@@ -186,8 +187,8 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
         log(
           `reporting webhook rejected for ${id} from ${agent.id}: ${verification.reason} (${verification.logDetail})`,
         );
-        if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
-        answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
+        if (verification.status === 503) unavailable(res);
+        else notAccepted(res);
         return;
       }
       let parsed: ReturnType<typeof parseReportingWebhook>;

@@ -7,22 +7,13 @@
  *   GET  /v1/sellers/:id                      one seller
  *   POST /v1/sellers/:id/capabilities-changed {requested_by, reason?}: refresh now
  */
-import express, { type NextFunction, type Request, type Response } from 'express';
-import { z } from 'zod';
-import {
-  type SellerCapabilitiesClient,
-  SellerUnknownError,
-  type SellerView,
-} from '../client/seller-capabilities-client';
-import { isTemporalUnavailable } from '../client/temporal-errors';
-import { formatZodIssues } from '../config/zod-format';
-import { actorSchema } from '../protocol/requests';
+import express from 'express';
+import type { SellerCapabilitiesClient, SellerView } from '../client/seller-capabilities-client';
+import { capabilitiesChangedSchema, parseRequest } from './schemas';
 
 export interface SellerRouterOptions {
   sellers: SellerCapabilitiesClient;
 }
-
-const changedSchema = z.object({ requested_by: actorSchema, reason: z.string().min(1).max(2000).optional() }).strict();
 
 /** snake_case view of one seller; no token values, only whether a token is configured. */
 export function sellerView(view: SellerView): Record<string, unknown> {
@@ -86,8 +77,6 @@ export function sellerView(view: SellerView): Record<string, unknown> {
 export function createSellerRouter(options: SellerRouterOptions): express.Router {
   const { sellers } = options;
   const router = express.Router();
-  const json = express.json({ limit: '64kb' });
-
   router.get('/v1/sellers', async (_req, res) => {
     const views = await sellers.list();
     res.json({ sellers: views.map(sellerView) });
@@ -97,39 +86,11 @@ export function createSellerRouter(options: SellerRouterOptions): express.Router
     res.json(sellerView(await sellers.view(String(req.params.id))));
   });
 
-  router.post('/v1/sellers/:id/capabilities-changed', json, async (req, res) => {
-    const parsed = changedSchema.safeParse(req.body);
-    if (!parsed.success) {
-      res.status(400).json({
-        error: {
-          code: 'INVALID_REQUEST',
-          message: formatZodIssues(parsed.error.issues),
-          field: parsed.error.issues[0]?.path.join('.') || undefined,
-        },
-      });
-      return;
-    }
-    await sellers.capabilitiesChanged(String(req.params.id), parsed.data.requested_by, parsed.data.reason);
+  router.post('/v1/sellers/:id/capabilities-changed', async (req, res) => {
+    const body = parseRequest(capabilitiesChangedSchema, req.body);
+    await sellers.capabilitiesChanged(String(req.params.id), body.requested_by, body.reason);
     res.status(202).json({ status: 'accepted' });
   });
 
-  router.use('/v1/sellers', (error: unknown, _req: Request, res: Response, next: NextFunction) => {
-    if (error instanceof SellerUnknownError) {
-      res.status(404).json({ error: { code: 'SELLER_NOT_FOUND', message: error.message } });
-      return;
-    }
-    if (isTemporalUnavailable(error)) {
-      res.setHeader('Retry-After', '5');
-      res.status(503).json({
-        error: { code: 'TEMPORAL_UNAVAILABLE', message: 'Temporal is not reachable right now; retry in 5 s.' },
-      });
-      return;
-    }
-    if ((error as { type?: string })?.type === 'entity.parse.failed') {
-      res.status(400).json({ error: { code: 'MALFORMED_JSON', message: 'The body is not valid JSON.' } });
-      return;
-    }
-    next(error);
-  });
   return router;
 }

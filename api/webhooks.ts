@@ -1,22 +1,21 @@
 /**
  * POST /webhooks/adcp/:sellerId/:operationId — where sellers push task status (and /webhooks/adcp/:operationId, the
- * form of URLs handed out before the seller was put in the path). The raw body is verified with the
- * seller's configured scheme (RFC 9421, legacy HMAC, or Bearer where allowed), parsed into one event type,
- * and signalled to the operation's workflow, which deduplicates and orders. 2xx means Temporal has the event.
+ * form of URLs handed out before the seller was put in the path). Verify, parse, signal: the raw body is verified
+ * with the scheme configured for the seller the URL names (RFC 9421, legacy HMAC, or Bearer where allowed), parsed
+ * into one event type, and signalled to the operation's workflow, with the seller that verified it. The gateway keeps
+ * nothing of any operation and judges nothing about it: the workflow deduplicates, orders, and refuses an event that
+ * is not its own (another seller, operation or task; workflows/operation/observations.ts). A verified webhook to a
+ * running operation costs one Temporal call, the signal. 2xx means Temporal has the event.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import type { SellerRegistry } from '../config/sellers';
-import { SA_SELLER, SA_TASK_ID } from '../config/search-attributes';
+import { SA_SELLER } from '../config/search-attributes';
 import { WebhookPayloadError, isOperationId, parseWebhookPayload } from '../protocol';
-import {
-  OPERATION_STATE_MEMO,
-  type WebhookRefusal,
-  webhookReceivedSignal,
-  webhookRefusedSignal,
-} from '../contract/operation';
-import { JsonBodyError, parseJsonStrict } from './hardening';
+import { type WebhookDelivery, webhookReceivedSignal } from '../contract/operation';
+import { JsonBodyError, parseJsonStrict } from './body';
+import { Problem, sendProblem } from './problems';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 import type { WebhookAuthenticator } from './webhook-verification';
 
@@ -28,31 +27,6 @@ export interface WebhookRouterOptions {
   publicBaseUrl?: string;
   env?: NodeJS.ProcessEnv;
   log?: (line: string) => void;
-  /** Counts signed webhooks refused for belonging to another operation or task (shared with /healthz, tests). */
-  refusals?: WebhookRefusalCounter;
-}
-
-/**
- * Signed webhooks the gateway refused because they contradict what the operation knows (misrouted: another
- * operation's `operation_id`, another task's `task_id`). The gateway has no metrics endpoint; the counts are logged
- * with each refusal and readable here.
- */
-export class WebhookRefusalCounter {
-  private readonly counts = new Map<WebhookRefusal, number>();
-
-  add(reason: WebhookRefusal): number {
-    const count = (this.counts.get(reason) ?? 0) + 1;
-    this.counts.set(reason, count);
-    return count;
-  }
-
-  get(reason: WebhookRefusal): number {
-    return this.counts.get(reason) ?? 0;
-  }
-
-  snapshot(): Record<WebhookRefusal, number> {
-    return { operation_id_mismatch: this.get('operation_id_mismatch'), task_id_mismatch: this.get('task_id_mismatch') };
-  }
 }
 
 export const WEBHOOK_BODY_LIMIT = 1024 * 1024;
@@ -62,7 +36,7 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || !Number.isNaN(Number(req.headers['content-length']));
 }
 
-/** A webhook answer: `{status, message}` for 2xx, `{error: {code, message}}` otherwise (task and reporting webhooks). */
+/** A webhook answer: `{status, message}` for 2xx, a problem (api/problems.ts) otherwise (task and reporting webhooks). */
 export function answer(
   res: Response,
   status: number,
@@ -70,7 +44,12 @@ export function answer(
   message: string,
   extra: Record<string, unknown> = {},
 ): void {
-  const body = status < 300 ? { status: code, message, ...extra } : { error: { code, message, ...extra } };
+  if (status >= 300) {
+    const field = typeof extra.field === 'string' ? { field: extra.field } : {};
+    sendProblem(res, new Problem(status, code, message, { extra, ...field }));
+    return;
+  }
+  const body = { status: code, message, ...extra };
   // Written directly rather than through res.json(): the same status, Content-Type and body, without the ETag and
   // freshness work express does for every body (meaningless for the answer to a POST).
   res.statusCode = status;
@@ -78,17 +57,17 @@ export function answer(
   res.end(JSON.stringify(body));
 }
 
-const OPERATION_CACHE_SIZE = 10_000;
+/**
+ * The answer to a webhook that did not verify where the receiver had to look its operation (or buy) up first to know
+ * whose signature to expect: the same whether or not that exists, so it tells an unauthenticated caller nothing.
+ */
+export function notAccepted(res: Response): void {
+  answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.');
+}
 
 /** How long the gateway waits for Temporal before answering 503: a redelivery is safe, the workflow deduplicates. */
 export const TEMPORAL_DEADLINE_MS = 4_000;
 const RETRY_AFTER_SECONDS = 5;
-
-/** What the gateway remembers of an operation: its seller (never changes), and its seller task once known (idem). */
-interface KnownOperation {
-  sellerId: string;
-  taskId?: string;
-}
 
 /** 503 with Retry-After: Temporal did not take the event in time; a redelivery is safe. */
 export function unavailable(res: Response): void {
@@ -96,61 +75,13 @@ export function unavailable(res: Response): void {
   answer(res, 503, 'TEMPORAL_UNAVAILABLE', `Not accepting events right now; retry in ${RETRY_AFTER_SECONDS} s.`);
 }
 
-function taskIdFrom(
-  description: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>,
-): string | undefined {
-  const fromAttribute = description.typedSearchAttributes.get(SA_TASK_ID);
-  if (fromAttribute) return fromAttribute;
-  const published = description.memo?.[OPERATION_STATE_MEMO] as { taskId?: unknown } | undefined;
-  return typeof published?.taskId === 'string' && published.taskId !== '' ? published.taskId : undefined;
-}
-
 export function createWebhookRouter(options: WebhookRouterOptions): express.Router {
   const router = express.Router();
   const log = options.log ?? ((line: string) => console.warn(line));
   const env = options.env ?? process.env;
-  const refusals = options.refusals ?? new WebhookRefusalCounter();
-  // Bounded map of operation → what we know of it, oldest first out.
-  const known = new Map<string, KnownOperation>();
-  const remember = (operationId: string, entry: KnownOperation): void => {
-    known.set(operationId, entry);
-    if (known.size > OPERATION_CACHE_SIZE) known.delete(known.keys().next().value!);
-  };
-  const refuse = (
-    res: Response,
-    operationId: string,
-    reason: WebhookRefusal,
-    message: string,
-    extra: Record<string, unknown>,
-  ) => {
-    const total = refusals.add(reason);
-    log(`webhook refused for ${operationId}: ${reason} (${message}) [${reason} refusals so far: ${total}]`);
-    // The sender is verified, so telling the operation costs no unauthenticated RPC: its view then shows the
-    // refusal too. Best effort: the answer to the seller does not wait on it.
-    const notice = {
-      reason,
-      note: message,
-      receivedAt: new Date().toISOString(),
-      ...(typeof extra.task_id === 'string' ? { taskId: extra.task_id } : {}),
-      ...(typeof extra.operation_id === 'string' ? { operationId: extra.operation_id } : {}),
-      ...(typeof extra.status === 'string' ? { status: extra.status } : {}),
-    };
-    void options.client
-      .withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
-        options.client.workflow.getHandle(operationId).signal(webhookRefusedSignal, notice),
-      )
-      .catch(() => undefined);
-    answer(
-      res,
-      409,
-      reason === 'operation_id_mismatch' ? 'WEBHOOK_OPERATION_MISMATCH' : 'WEBHOOK_TASK_MISMATCH',
-      message,
-      {
-        reason,
-        ...extra,
-      },
-    );
-  };
+  /** Bounded, so a seller hears 503 (and retries) well before its own client times out. */
+  const withDeadline = <T>(call: () => Promise<T>): Promise<T> =>
+    options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, call);
 
   const receive =
     (sellerInPath: boolean) =>
@@ -162,69 +93,53 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         return;
       }
       const handle = options.client.workflow.getHandle(operationId);
-      // Bounded, so a seller hears 503 (and retries) well before its own client times out.
-      const describe = () => options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () => handle.describe());
-      // An operation's seller never changes: after the first webhook, skip the describe() round trip. Whether it
-      // has finished is then learned from the signal (a finished workflow refuses it: answered 200 "ignored").
-      /** describe(), or undefined once the seller has been answered 404 (no such operation) or 503. */
-      const describeOrAnswer = async () => {
+      // With the seller in the path, the sender is verified before anything is asked of Temporal: an unauthenticated
+      // request costs no call and cannot tell which operations exist. The seller-less form (URLs handed out before
+      // the seller was in the path) carries nothing that names a key for every scheme (an HMAC or Bearer webhook has
+      // no key id), so it asks Temporal once whose operation this is, and answers a missing one as it answers a
+      // request that did not verify.
+      let sellerId: string | undefined = sellerInPath ? String(req.params.sellerId) : undefined;
+      let running = true;
+      if (!sellerInPath) {
         try {
-          return await describe();
+          const description = await withDeadline(() => handle.describe());
+          sellerId = description.typedSearchAttributes.get(SA_SELLER);
+          running = description.status.name === 'RUNNING';
         } catch (error) {
-          if (error instanceof WorkflowNotFoundError) answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+          if (error instanceof WorkflowNotFoundError) notAccepted(res);
           else if (isTemporalUnavailable(error)) unavailable(res);
           else throw error;
-          return undefined;
+          return;
         }
-      };
-      let operation = known.get(operationId);
-      let running = true;
-      /** Learns the operation's seller and task from Temporal; false once the seller has been answered. */
-      const learn = async (): Promise<boolean> => {
-        const description = await describeOrAnswer();
-        if (!description) return false;
-        const recordedSellerId = description.typedSearchAttributes.get(SA_SELLER);
-        running = description.status.name === 'RUNNING';
-        if (recordedSellerId) {
-          const taskId = taskIdFrom(description);
-          operation = { sellerId: recordedSellerId, ...(taskId ? { taskId } : {}) };
-          if (running) remember(operationId, operation);
-        }
-        return true;
-      };
-      // With the seller in the path, the sender is verified before anything is asked of Temporal: an
-      // unauthenticated request costs no RPC and cannot tell which operations exist. The legacy path (URLs given to
-      // sellers before) has to look the operation up first to know whose signature to expect.
-      if (!sellerInPath && operation === undefined && !(await learn())) return;
-      const sellerId = sellerInPath ? String(req.params.sellerId) : operation?.sellerId;
-      const agent = sellerId && options.sellers.has(sellerId) ? options.sellers.get(sellerId) : undefined;
-      if (!agent?.webhooks) {
+      }
+      const seller = sellerId && options.sellers.has(sellerId) ? options.sellers.get(sellerId) : undefined;
+      if (!seller?.webhooks) {
         log(`webhook rejected for ${operationId}: seller ${sellerId ?? '?'} has no webhook verification configured`);
         publishWebhookVerificationFailure({ webhook: 'task', reason: 'webhooks_not_configured' });
-        answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        if (sellerInPath)
+          answer(res, 401, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: 'webhooks_not_configured' });
+        else notAccepted(res);
         return;
       }
       const base = options.publicBaseUrl ?? `${req.protocol}://${req.get('host')}`;
       const verification = await options.authenticator.verify(
         { method: req.method, url: `${base}${req.originalUrl}`, headers: req.headers, rawBody },
-        agent.id,
-        agent.webhooks,
+        seller.id,
+        seller.webhooks,
         env,
       );
       if (!verification.ok) {
         publishWebhookVerificationFailure({ webhook: 'task', reason: verification.reason });
-        log(`webhook rejected for ${operationId} from ${agent.id}: ${verification.reason} (${verification.logDetail})`);
+        log(
+          `webhook rejected for ${operationId} from ${seller.id}: ${verification.reason} (${verification.logDetail})`,
+        );
+        if (!sellerInPath && verification.status !== 503) {
+          notAccepted(res);
+          return;
+        }
         if (verification.wwwAuthenticate) res.setHeader('WWW-Authenticate', verification.wwwAuthenticate);
         answer(res, verification.status, 'WEBHOOK_REJECTED', 'Webhook not accepted.', { reason: verification.reason });
         return;
-      }
-      if (sellerInPath) {
-        if (operation === undefined && !(await learn())) return;
-        // A verified seller learns nothing about another seller's operations.
-        if (operation?.sellerId !== agent.id) {
-          answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
-          return;
-        }
       }
       let body: unknown;
       try {
@@ -246,70 +161,55 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
         }
         throw error;
       }
-      // A signed webhook for another operation (3.1 `operation_id`, which we set to the operation ID) must never be
-      // applied here, whatever URL it was posted to.
-      if (event.operationId !== undefined && event.operationId !== operationId) {
-        refuse(
-          res,
-          operationId,
-          'operation_id_mismatch',
-          `The payload's operation_id "${event.operationId}" is not this operation ("${operationId}"); post it to that operation's webhook URL.`,
-          { operation_id: event.operationId, expected_operation_id: operationId, status: event.snapshot.status },
-        );
-        return;
-      }
       if (!running) {
         answer(res, 200, 'ignored', 'The operation has already finished.');
         return;
       }
-      // Nor a webhook about another seller task. The operation's task id never changes once set; until it is known
-      // (a webhook may beat the call's answer) the workflow holds the event until it can tell. A2A webhooks are not
-      // compared: over @adcp/sdk's A2A adapter the A2A task id tracks the transport call, not the AdCP task.
-      const webhookTaskId = event.format === 'mcp' ? event.snapshot.taskId : undefined;
-      if (webhookTaskId !== undefined && operation && operation.taskId === undefined) {
-        const description = await describeOrAnswer();
-        if (!description) return;
-        const taskId = taskIdFrom(description);
-        if (taskId) {
-          operation = { ...operation, taskId };
-          remember(operationId, operation);
-        }
-      }
-      if (webhookTaskId !== undefined && operation?.taskId !== undefined && webhookTaskId !== operation.taskId) {
-        refuse(
-          res,
-          operationId,
-          'task_id_mismatch',
-          `The payload's task_id "${webhookTaskId}" is not this operation's seller task ("${operation.taskId}").`,
-          { task_id: webhookTaskId, expected_task_id: operation.taskId, status: event.snapshot.status },
-        );
-        return;
-      }
+      const delivery: WebhookDelivery = {
+        eventKey: event.eventKey,
+        snapshot: event.snapshot,
+        receivedAt: new Date().toISOString(),
+        ...(event.operationId !== undefined ? { operationId: event.operationId } : {}),
+        ...(event.notificationId !== undefined ? { notificationId: event.notificationId } : {}),
+        verifiedBy: verification.scheme,
+        sellerId: seller.id,
+      };
       try {
-        await options.client.withDeadline(Date.now() + TEMPORAL_DEADLINE_MS, () =>
-          handle.signal(webhookReceivedSignal, {
-            eventKey: event.eventKey,
-            snapshot: event.snapshot,
-            receivedAt: new Date().toISOString(),
-            ...(event.operationId !== undefined ? { operationId: event.operationId } : {}),
-            ...(event.notificationId !== undefined ? { notificationId: event.notificationId } : {}),
-            verifiedBy: verification.scheme,
-          }),
-        );
+        await withDeadline(() => handle.signal(webhookReceivedSignal, delivery));
       } catch (error) {
-        if (error instanceof WorkflowNotFoundError) {
-          known.delete(operationId);
-          answer(res, 200, 'ignored', 'The operation has already finished.');
-          return;
-        }
-        if (isTemporalUnavailable(error)) {
-          unavailable(res);
-          return;
-        }
-        throw error;
+        if (error instanceof WorkflowNotFoundError) await notRunning(res, handle, seller.id);
+        else if (isTemporalUnavailable(error)) unavailable(res);
+        else throw error;
+        return;
       }
       answer(res, 200, 'accepted', 'Event recorded.');
     };
+
+  /**
+   * The signal found no running workflow: tell an operation of this seller that has ended (200 ignored, so the seller
+   * stops) from one that does not exist or is another seller's (404). The only path that asks Temporal twice.
+   */
+  const notRunning = async (
+    res: Response,
+    handle: ReturnType<Client['workflow']['getHandle']>,
+    sellerId: string,
+  ): Promise<void> => {
+    try {
+      const description = await withDeadline(() => handle.describe());
+      if (description.typedSearchAttributes.get(SA_SELLER) === sellerId) {
+        answer(res, 200, 'ignored', 'The operation has already finished.');
+        return;
+      }
+    } catch (error) {
+      if (isTemporalUnavailable(error)) {
+        unavailable(res);
+        return;
+      }
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
+    answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
+  };
+
   const isJson = (req: Request): boolean =>
     // What sellers send (the SDK's emitter) is exactly this; anything else goes through express's full media-type test.
     (req.headers['content-type'] === 'application/json' && hasBody(req)) || Boolean(req.is('application/json'));

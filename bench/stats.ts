@@ -36,6 +36,7 @@ export function ratio(measured: number, baseline: number): number {
 
 export function formatMs(ms: number): string {
   if (!Number.isFinite(ms)) return 'n/a';
+  if (ms < 10) return `${ms.toFixed(2)} ms`;
   return ms >= 1_000 ? `${(ms / 1_000).toFixed(2)} s` : `${Math.round(ms)} ms`;
 }
 

@@ -1,8 +1,8 @@
 /**
  * Benchmark 2: how many seller webhooks per second the gateway takes into running operations. Measured: RFC
  * 9421-signed POSTs to the URL operations register, /webhooks/adcp/<seller>/<operation>, on the gateway process
- * (api/main.ts: verify the signature against the seller's JWKS and the replay store, describe the operation on its
- * first webhook, parse, signal). Baseline: the very same events signalled straight to the
+ * (api/main.ts: verify the signature against the seller's JWKS and the replay store, parse, signal: one Temporal call
+ * per webhook). Baseline: the very same events signalled straight to the
  * workflows with `client.workflow.getHandle(id).signal(...)`: no HTTP, no verification.
  *
  * Every request is signed before the clock starts (the bench key sits in the seller's JWKS next to the seller's
@@ -142,6 +142,8 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       eventKey: event.eventKey,
       snapshot: event.snapshot,
       receivedAt: new Date().toISOString(),
+      verifiedBy: 'rfc9421',
+      sellerId: stack.agent.id,
     };
     return client.workflow.getHandle(operationId).signal(webhookReceivedSignal, delivery);
   };
@@ -149,7 +151,7 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
     timedPhase(stack, 'direct', deliveries(events), options.concurrency, ({ operationId, event }) =>
       signal(operationId, event),
     );
-  // What the gateway asks of Temporal per webhook, without HTTP and verification: where its time goes.
+  // A lookup before each signal, without HTTP and verification: what a describe per webhook would cost.
   const describeSignalPhase = (events: Event[]): Promise<Phase<Mode>> =>
     timedPhase(stack, 'describe+signal', deliveries(events), options.concurrency, async ({ operationId, event }) => {
       await client.workflow.getHandle(operationId).describe();
@@ -260,11 +262,14 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
   const b2 = ratio(gateway.perSecond, direct.perSecond);
   const p99 = { gateway: quantile(paced.gateway ?? [], 0.99), direct: quantile(paced.direct ?? [], 0.99) };
   const p50 = { gateway: quantile(paced.gateway ?? [], 0.5), direct: quantile(paced.direct ?? [], 0.5) };
+  // The gateway process's own CPU per webhook at the maximum rate, beside what verifying one costs alone.
+  const gatewayCpuMs = (gateway.cpu.gateway ?? Number.NaN) / gateway.count;
+  const verificationMs = verification.microsecondsPerRequest / 1000;
   return {
     id: 'gateway-throughput',
     title: '2. Gateway throughput (B2)',
     measured:
-      'RFC 9421-signed webhooks POSTed to the gateway process at /webhooks/adcp/<seller>/<operation> (verify, parse, signal; the first webhook of an operation also describes it), 200 accepted',
+      'RFC 9421-signed webhooks POSTed to the gateway process at /webhooks/adcp/<seller>/<operation> (verify, parse, signal: one Temporal call each), 200 accepted',
     baseline:
       'the same events signalled directly with client.workflow.getHandle(id).signal(): no HTTP, no verification',
     measurements: [
@@ -287,6 +292,15 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
         met: p99.gateway <= 50,
       },
       {
+        metric: 'B2 gateway CPU per webhook (baseline: RFC 9421 verification alone)',
+        unit: 'ms',
+        measured: gatewayCpuMs,
+        baseline: verificationMs,
+        ratio: ratio(gatewayCpuMs, verificationMs),
+        goal: '<= 0.6 ms',
+        met: gatewayCpuMs <= 0.6,
+      },
+      {
         metric: 'time per request, median of rounds',
         unit: 'ms',
         measured: gateway.medianMs,
@@ -301,7 +315,7 @@ export async function gatewayThroughput(stack: BenchStack, options: ThroughputOp
       `CPU per event, all processes: gateway ${describeCpuPer(gateway.cpu, gateway.count)}; direct ${describeCpuPer(direct.cpu, direct.count)}`,
       `workflow tasks per event (history events in each mode's time windows): at the maximum rate gateway ${describeTasks(tasksAtMax.gateway)}, direct ${describeTasks(tasksAtMax.direct)}; paced at half the gateway's maximum gateway ${describeTasks(tasksPaced.gateway)}, direct ${describeTasks(tasksPaced.direct)}`,
       `CPU per event while paced at half the gateway's maximum: gateway ${pacedCpu('gateway')}; direct ${pacedCpu('direct')}`,
-      `where the gateway's time goes: describe() + signal() straight to Temporal (what the gateway asks of Temporal per webhook) ran at ${describeSignal.perSecond.toFixed(0)}/s; RFC 9421 verification alone (WebhookAuthenticator.verify in the bench process, one at a time) takes ${verification.microsecondsPerRequest.toFixed(0)} us per request`,
+      `where the gateway's time goes: describe() + signal() straight to Temporal (a lookup before each signal, which the gateway does not make) ran at ${describeSignal.perSecond.toFixed(0)}/s; RFC 9421 verification alone (WebhookAuthenticator.verify in the bench process, one at a time) takes ${verification.microsecondsPerRequest.toFixed(0)} us per request`,
     ],
     details: {
       ...options,

@@ -2,13 +2,12 @@
  * What every CLI command shares: the connection to Temporal (the same environment variables as the worker), the
  * seller list, the output mode, and the mapping from errors to exit codes.
  */
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { InvalidArgumentError } from 'commander';
-import { type SellerRegistry, ConfigError, agentsFilePath, loadSellers } from '../config/sellers';
+import { type SellerRegistry, ConfigError, loadSellers, resolveSellersFile } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
 import {
@@ -20,6 +19,7 @@ import {
   SellerNotFoundError,
 } from '../client/operation-errors';
 import { OrchestratorClient } from '../client/orchestrator-client';
+import { ENCRYPTED_ENCODING, PayloadDecryptionError } from '../client/encryption-codec';
 import { dataConverter } from '../client/payload-codec';
 import { type PendingActivityView, pendingActivityView } from '../client/pending-activity';
 import { isTemporalUnavailable } from '../client/temporal-errors';
@@ -66,10 +66,7 @@ export interface GlobalOptions {
 
 /** The seller list the worker uses: ADCP_AGENTS_FILE, else agents.json, else agents.example.json (as `npm start`). */
 export function agentsFile(env: NodeJS.ProcessEnv = process.env): string {
-  const configured = agentsFilePath(env);
-  if (env.ADCP_AGENTS_FILE || existsSync(configured)) return configured;
-  const example = path.resolve(__dirname, '..', 'agents.example.json');
-  return existsSync(example) ? example : configured;
+  return resolveSellersFile(env).file;
 }
 
 export function loadConfiguredSellers(env: NodeJS.ProcessEnv = process.env): SellerRegistry {
@@ -132,10 +129,29 @@ export async function withSession<T>(options: GlobalOptions, run: (session: Sess
   }
 }
 
+/**
+ * Whether the error is a payload this process cannot decode: encrypted (ADCP_PAYLOAD_KEYS) with a key it does not
+ * hold, or with no keys at all (Temporal's converter then meets the `binary/encrypted` encoding).
+ */
+function isUnreadablePayload(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause && depth < 5; cause = (cause as { cause?: unknown }).cause, depth++) {
+    if (cause instanceof PayloadDecryptionError) return true;
+    const message = (cause as { message?: unknown }).message;
+    if (typeof message === 'string' && message.includes(`Unknown encoding: ${ENCRYPTED_ENCODING}`)) return true;
+  }
+  return false;
+}
+
 /** The exit code and message for an error a command threw. */
 export function exitFor(error: unknown): { code: number; message: string } {
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof CliError) return { code: error.exitCode, message };
+  // A configuration error (exit 2): the operator runs without the keys the workers encrypt with.
+  if (isUnreadablePayload(error))
+    return {
+      code: EXIT.USAGE,
+      message: `The operation's payloads are encrypted and this CLI cannot decrypt them (${message}). Set ADCP_PAYLOAD_KEYS to the keys the workers use, and run it again.`,
+    };
   if (error instanceof OperationNotFoundError || error instanceof SellerNotFoundError)
     return { code: EXIT.NOT_FOUND, message };
   if (error instanceof OperationRequestError || error instanceof ConfigError) return { code: EXIT.USAGE, message };

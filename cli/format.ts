@@ -1,6 +1,7 @@
 /** Human-readable rendering for the CLI: short labelled lines, times in UTC, nothing the JSON output lacks. */
 import type { OperationView } from '../client/orchestrator-client';
 import type { OperationListRow } from '../client/operation-list';
+import { failureOf } from '../api/operation-view';
 import type { PendingActivityView } from '../client/pending-activity';
 import type { OperationState } from '../contract/operation';
 
@@ -103,7 +104,8 @@ export function operationLines(view: OperationView, activities: PendingActivityV
       'Outcome',
       `${state.outcome}${state.outcomeNotes?.length ? `: ${state.outcomeNotes.join('; ')}` : ''}`,
     ]);
-  if (state?.failure) lines.push(['Failure', `${state.failure.reason}: ${state.failure.message}`]);
+  const failure = state ? failureOf(state) : undefined;
+  if (failure) lines.push(['Failure', `${failure.reason}: ${failure.message}`]);
   if (state?.cancellation) {
     const cancel = state.cancellation;
     lines.push(['Canceled', `by ${cancel.requestedBy} at ${time(cancel.at)}: ${cancel.reason} (${cancel.sellerNote})`]);

@@ -4,14 +4,22 @@
  * only ciphertext. AES-256-GCM with a random 96-bit nonce per payload; the whole Payload (metadata included) is
  * encrypted as its protobuf bytes, and the key id travels in clear in `metadata["encryption-key-id"]`.
  *
- * Rotation: keys come from ADCP_PAYLOAD_KEYS (`id:base64,id:base64`, the last one newest, or ADCP_PAYLOAD_KEY_ID to
- * name the current one). New payloads use the current key; any listed key decrypts. Drop an old key only when no
+ * Each tenant has its own data key. A payload the tenant payload converter marked (tenant-payload-converter.ts:
+ * `adcp-tenant`, set from the value's top-level `tenant`) is encrypted with the data key of that tenant, derived from
+ * the master key by HKDF-SHA256 (the tenant's name in the info); the tenant travels in clear in
+ * `metadata["encryption-tenant"]` and is authenticated with the key id, so relabelling a payload breaks it. A payload
+ * of no tenant is encrypted with the master key itself (the shared key; payloads written before tenants had keys are
+ * these). Holding one tenant's data key opens that tenant's payloads only; the master keys open all.
+ *
+ * Rotation: master keys come from ADCP_PAYLOAD_KEYS (`id:base64,id:base64`, the last one newest, or
+ * ADCP_PAYLOAD_KEY_ID to name the current one). New payloads use the current master key and the tenant keys derived
+ * from it; any listed key decrypts, and derives the tenant keys of its own payloads. Drop an old key only when no
  * history that needs it is retained any more.
  *
  * Composes with the gzip codec: `payloadCodecs: [gzip, encryption]` compresses first, then encrypts (Temporal encodes
  * through the codecs in order and decodes in reverse).
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import {
   type DataConverter,
   type Payload,
@@ -20,16 +28,42 @@ import {
   ValueError,
 } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { LRUCache } from 'lru-cache';
+import { isTenantName } from '../protocol/tenancy';
 import { GzipPayloadCodec } from './gzip-codec';
+import { tenantOfPayload } from './tenant-payload-converter';
 
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 export const METADATA_ENCRYPTION_KEY_ID = 'encryption-key-id';
+/** The tenant whose data key encrypted the payload (absent: the shared key). */
+export const METADATA_ENCRYPTION_TENANT = 'encryption-tenant';
+
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const ENCODING_BYTES = encoder.encode(ENCRYPTED_ENCODING);
+const TENANT_KEY_SALT = encoder.encode('adcp-orchestrator payload data keys');
+
+/**
+ * A tenant's data key under one master key: HKDF-SHA256 of the master key, with the tenant's name in the info. The
+ * same in every worker, client and codec server that holds the master key, with nothing to store or distribute.
+ */
+export function tenantDataKey(masterKey: Uint8Array, tenant: string): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', masterKey, TENANT_KEY_SALT, encoder.encode(`tenant:${tenant}`), 32));
+}
+
+/** The payload's tenant as its encryption metadata names it (clear), or undefined for the shared key. */
+export function encryptedTenantOf(payload: Payload): string | undefined {
+  const bytes = payload.metadata?.[METADATA_ENCRYPTION_TENANT];
+  return bytes ? decoder.decode(bytes) : undefined;
+}
+
+/** What the ciphertext authenticates beside itself: the key id, and the tenant for a tenant's payload. */
+function additionalData(keyId: string, tenant: string | undefined): Uint8Array {
+  return encoder.encode(tenant === undefined ? keyId : `${keyId}\u0000${tenant}`);
+}
 
 export interface PayloadKeys {
   /** Key id → 32-byte AES key. */
@@ -80,6 +114,9 @@ function isEncrypted(payload: Payload): boolean {
 }
 
 export class EncryptionPayloadCodec implements PayloadCodec {
+  /** Derived tenant keys by key id and tenant (HKDF costs a few microseconds; payloads of one tenant come in runs). */
+  private readonly tenantKeys = new LRUCache<string, Uint8Array>({ max: 10_000 });
+
   constructor(private readonly payloadKeys: PayloadKeys) {
     for (const [id, key] of payloadKeys.keys) {
       if (key.byteLength !== 32)
@@ -89,18 +126,32 @@ export class EncryptionPayloadCodec implements PayloadCodec {
       throw new ValueError(`The current payload key "${payloadKeys.currentKeyId}" is not among the keys.`);
   }
 
+  /** The key a payload is encrypted with: the tenant's data key under `keyId`, or the master key itself. */
+  private keyFor(keyId: string, master: Uint8Array, tenant: string | undefined): Uint8Array {
+    if (tenant === undefined) return master;
+    const cacheKey = `${keyId}\u0000${tenant}`;
+    let key = this.tenantKeys.get(cacheKey);
+    if (!key) this.tenantKeys.set(cacheKey, (key = tenantDataKey(master, tenant)));
+    return key;
+  }
+
   async encode(payloads: Payload[]): Promise<Payload[]> {
     const keyId = this.payloadKeys.currentKeyId;
-    const key = this.payloadKeys.keys.get(keyId)!;
+    const master = this.payloadKeys.keys.get(keyId)!;
     return payloads.map((payload) => {
+      const tenant = tenantOfPayload(payload);
       const plaintext = temporal.api.common.v1.Payload.encode(payload).finish();
       const nonce = randomBytes(NONCE_BYTES);
-      const cipher = createCipheriv('aes-256-gcm', key, nonce);
-      // The key id is authenticated too: a payload relabelled with another key id fails instead of decrypting oddly.
-      cipher.setAAD(encoder.encode(keyId));
+      const cipher = createCipheriv('aes-256-gcm', this.keyFor(keyId, master, tenant), nonce);
+      // The key id and the tenant are authenticated too: a relabelled payload fails instead of decrypting oddly.
+      cipher.setAAD(additionalData(keyId, tenant));
       const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
       return {
-        metadata: { [METADATA_ENCODING_KEY]: ENCODING_BYTES, [METADATA_ENCRYPTION_KEY_ID]: encoder.encode(keyId) },
+        metadata: {
+          [METADATA_ENCODING_KEY]: ENCODING_BYTES,
+          [METADATA_ENCRYPTION_KEY_ID]: encoder.encode(keyId),
+          ...(tenant !== undefined ? { [METADATA_ENCRYPTION_TENANT]: encoder.encode(tenant) } : {}),
+        },
         data: new Uint8Array(Buffer.concat([nonce, ciphertext, cipher.getAuthTag()])),
       };
     });
@@ -116,20 +167,27 @@ export class EncryptionPayloadCodec implements PayloadCodec {
           `An encrypted payload has no "${METADATA_ENCRYPTION_KEY_ID}" metadata; it cannot be decrypted.`,
         );
       const keyId = decoder.decode(keyIdBytes);
-      const key = this.payloadKeys.keys.get(keyId);
-      if (!key) {
+      const master = this.payloadKeys.keys.get(keyId);
+      if (!master) {
         throw new PayloadDecryptionError(
           `A payload is encrypted with key "${keyId}", which is not configured (configured: ${[...this.payloadKeys.keys.keys()].join(', ')}). ` +
             'Add that key back to ADCP_PAYLOAD_KEYS on every worker, client and codec server: keys retired from encryption must stay listed while histories that use them are kept.',
         );
       }
+      const tenant = encryptedTenantOf(payload);
+      if (tenant !== undefined && !isTenantName(tenant))
+        throw new PayloadDecryptionError(`A payload names an invalid tenant in "${METADATA_ENCRYPTION_TENANT}".`);
       const data = payload.data ?? new Uint8Array();
       if (data.byteLength < NONCE_BYTES + TAG_BYTES)
         throw new PayloadDecryptionError(
           `A payload encrypted with key "${keyId}" is truncated (${data.byteLength} bytes).`,
         );
-      const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, NONCE_BYTES));
-      decipher.setAAD(keyIdBytes);
+      const decipher = createDecipheriv(
+        'aes-256-gcm',
+        this.keyFor(keyId, master, tenant),
+        data.subarray(0, NONCE_BYTES),
+      );
+      decipher.setAAD(additionalData(keyId, tenant));
       decipher.setAuthTag(data.subarray(data.byteLength - TAG_BYTES));
       let plaintext: Buffer;
       try {
@@ -139,7 +197,7 @@ export class EncryptionPayloadCodec implements PayloadCodec {
         ]);
       } catch {
         throw new PayloadDecryptionError(
-          `A payload encrypted with key "${keyId}" failed authentication: it was altered, or ADCP_PAYLOAD_KEYS holds different key material under that id.`,
+          `A payload encrypted with key "${keyId}"${tenant !== undefined ? ` for tenant "${tenant}"` : ''} failed authentication: it was altered, or ADCP_PAYLOAD_KEYS holds different key material under that id.`,
         );
       }
       const inner = temporal.api.common.v1.Payload.decode(plaintext);
@@ -158,5 +216,8 @@ export function payloadCodecs(keys: PayloadKeys | undefined = loadPayloadKeys())
  * AES-256-GCM when ADCP_PAYLOAD_KEYS is set. Without it this is exactly `dataConverter()` from payload-codec.ts.
  */
 export function encryptedDataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter {
-  return { payloadCodecs: payloadCodecs(loadPayloadKeys(env)) };
+  return { payloadConverterPath: TENANT_PAYLOAD_CONVERTER_PATH, payloadCodecs: payloadCodecs(loadPayloadKeys(env)) };
 }
+
+/** The tenant payload converter's module, for DataConverter.payloadConverterPath and bundleWorkflowCode. */
+export const TENANT_PAYLOAD_CONVERTER_PATH = require.resolve('./tenant-payload-converter');

@@ -8,6 +8,7 @@ export {
   IdempotencyConflictError,
   OperationEndedError,
   OperationNotFoundError,
+  OperationParamsError,
   OperationRejectedError,
   OperationRequestError,
   SellerNotFoundError,

@@ -16,6 +16,7 @@ import {
 } from '@temporalio/client';
 import { SA_SELLER, SA_MEDIA_BUY_STATUS, SA_PRINCIPAL, SA_TENANT } from '../config/search-attributes';
 import { CALLER_KEY_PATTERN } from '../protocol';
+import { checkMediaBuyParams } from '../protocol/requests';
 import { type CallerIdentity, TENANT_RULE, isTenantName, tenantScopedKey } from '../protocol/tenancy';
 import {
   type GovernanceDecisionAnswer,
@@ -78,6 +79,9 @@ export class MediaBuyRequestError extends Error {
     this.name = 'MediaBuyRequestError';
   }
 }
+
+/** The params break a rule no seller should be asked to judge (checkMediaBuyParams): HTTP 422 INVALID_PARAMS. */
+export class MediaBuyParamsError extends MediaBuyRequestError {}
 
 export class MediaBuyNotFoundError extends Error {
   constructor(readonly mediaBuyWorkflowId: string) {
@@ -169,6 +173,8 @@ export class MediaBuyClient {
           `params must not set ${reserved}: the orchestrator owns it.`,
         );
     }
+    const broken = checkMediaBuyParams('create_media_buy', request.params, Date.now());
+    if (broken) throw new MediaBuyParamsError(broken.field, broken.message);
     if (request.governance) {
       if (this.options.knownSeller && !this.options.knownSeller(request.governance.sellerId))
         throw new MediaBuyRequestError(

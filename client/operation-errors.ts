@@ -13,6 +13,12 @@ export class OperationRequestError extends Error {
   }
 }
 
+/**
+ * The params break a rule no seller should be asked to judge (protocol/requests.ts checkMediaBuyParams: a flight that
+ * ends before it starts, a negative budget): refused before any workflow starts (HTTP 422 INVALID_PARAMS).
+ */
+export class OperationParamsError extends OperationRequestError {}
+
 export class OperationNotFoundError extends Error {
   override readonly name = 'OperationNotFoundError';
   constructor(readonly operationId: string) {

@@ -26,6 +26,22 @@ export type ListedStatus = (typeof OPERATION_STATUSES)[number];
 /** Statuses in which the operation waits for someone on the buyer's side. */
 const WAITING_STATUSES: readonly ListedStatus[] = ['input-required', 'auth-required'];
 
+/**
+ * Tasks whose `submitted`/`working` is a person reviewing the request: campaign governance's check, which goes to
+ * human review at the governance agent (the buy's spend waits on it). Listed as waiting on a person too.
+ */
+const HUMAN_REVIEW_TASKS: readonly string[] = ['check_governance'];
+const REVIEW_STATUSES: readonly ListedStatus[] = ['submitted', 'working'];
+
+function inHumanReview(task: string | null, status: string | null): boolean {
+  return (
+    task !== null &&
+    status !== null &&
+    HUMAN_REVIEW_TASKS.includes(task) &&
+    (REVIEW_STATUSES as readonly string[]).includes(status)
+  );
+}
+
 export const DEFAULT_LIST_LIMIT = 20;
 export const MAX_LIST_LIMIT = 200;
 /** Visibility pages read per request at most when the `updated` range filters rows out (bounds the request's cost). */
@@ -212,10 +228,15 @@ export function buildVisibilityQuery(filters: CheckedFilters): string {
   if (filters.status) clauses.push(`${SA_STATUS.name} IN (${list(filters.status)})`);
   if (filters.sellerId !== undefined) clauses.push(`${SA_SELLER.name} = ${quoteQueryValue(filters.sellerId)}`);
   if (filters.task !== undefined) clauses.push(`${SA_TASK.name} = ${quoteQueryValue(filters.task)}`);
+  const review = `${SA_TASK.name} IN (${list(HUMAN_REVIEW_TASKS)}) AND ${SA_STATUS.name} IN (${list(REVIEW_STATUSES)})`;
   if (filters.waiting === true) {
-    clauses.push(`(${SA_INPUT_REASON.name} IS NOT NULL OR ${SA_STATUS.name} IN (${list(WAITING_STATUSES)}))`);
+    clauses.push(
+      `(${SA_INPUT_REASON.name} IS NOT NULL OR ${SA_STATUS.name} IN (${list(WAITING_STATUSES)}) OR (${review}))`,
+    );
   } else if (filters.waiting === false) {
-    clauses.push(`${SA_INPUT_REASON.name} IS NULL AND ${SA_STATUS.name} NOT IN (${list(WAITING_STATUSES)})`);
+    clauses.push(
+      `${SA_INPUT_REASON.name} IS NULL AND ${SA_STATUS.name} NOT IN (${list(WAITING_STATUSES)}) AND (${SA_TASK.name} NOT IN (${list(HUMAN_REVIEW_TASKS)}) OR ${SA_STATUS.name} NOT IN (${list(REVIEW_STATUSES)}))`,
+    );
   }
   if (filters.createdAfter) clauses.push(`StartTime >= ${quoteQueryValue(filters.createdAfter.toISOString())}`);
   if (filters.createdBefore) clauses.push(`StartTime < ${quoteQueryValue(filters.createdBefore.toISOString())}`);
@@ -298,10 +319,11 @@ export function operationListRow(
       : (info.closeTime ?? info.startTime).toISOString();
   const inputReason = attributes.get(SA_INPUT_REASON) ?? null;
   const tenant = attributes.get(SA_TENANT) ?? (typeof published?.tenant === 'string' ? published.tenant : undefined);
+  const task = attributes.get(SA_TASK) ?? (typeof published?.task === 'string' ? published.task : null);
   return {
     ...(tenant !== undefined ? { tenant } : {}),
     operation_id: info.workflowId,
-    task: attributes.get(SA_TASK) ?? (typeof published?.task === 'string' ? published.task : null),
+    task,
     agent_id: attributes.get(SA_SELLER) ?? (typeof published?.sellerId === 'string' ? published.sellerId : null),
     status,
     task_id: attributes.get(SA_TASK_ID) ?? (typeof published?.taskId === 'string' ? published.taskId : null),
@@ -310,7 +332,10 @@ export function operationListRow(
     updated_at: updatedAt,
     closed_at: info.closeTime ? info.closeTime.toISOString() : null,
     execution_status: info.status.name,
-    waiting: inputReason !== null || (status !== null && (WAITING_STATUSES as readonly string[]).includes(status)),
+    waiting:
+      inputReason !== null ||
+      (status !== null && (WAITING_STATUSES as readonly string[]).includes(status)) ||
+      inHumanReview(task, status),
   };
 }
 
@@ -327,7 +352,10 @@ async function rowOf(
     return operationListRow(await executionInfoFromRaw(raw, dataConverter, undefined, namespace));
   } catch (error) {
     if (!raw.memo?.fields || Object.keys(raw.memo.fields).length === 0) throw error;
-    const info = await executionInfoFromRaw({ ...raw, memo: null }, dataConverter, undefined, namespace);
+    // The same message without its memo. Not a spread: a protobuf message keeps the fields left at their default
+    // (a running workflow's history length) on its prototype, and a spread would drop them.
+    const withoutMemo = Object.assign(Object.create(raw) as typeof raw, { memo: null });
+    const info = await executionInfoFromRaw(withoutMemo, dataConverter, undefined, namespace);
     return { ...operationListRow(info), state_unreadable: true };
   }
 }

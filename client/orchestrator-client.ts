@@ -15,6 +15,7 @@ import { SA_SELLER, SA_PRINCIPAL, SA_STATUS, SA_TASK, SA_TASK_ID, SA_TENANT } fr
 import type { TaskDefaultsByTask } from '../config/tasks';
 import { CALLER_KEY_PATTERN, TASK_NAME_PATTERN, isOperationId, operationIdFor } from '../protocol';
 import {
+  checkMediaBuyParams,
   cancelRequestSchema,
   credentialsRefreshSchema,
   providedInputSchema,
@@ -43,6 +44,7 @@ import {
   IdempotencyConflictError,
   OperationEndedError,
   OperationNotFoundError,
+  OperationParamsError,
   OperationRejectedError,
   OperationRequestError,
   SellerNotFoundError,
@@ -51,7 +53,7 @@ import type { OperationList, OperationListFilters } from './operation-list';
 import { type PendingActivityView, pendingActivityView } from './pending-activity';
 import { isTemporalUnavailable, isWorkflowClosedRefusal } from './temporal-errors';
 import type { adcpOperation } from '../workflows/operation/workflow';
-import type { ReconciliationReport } from '../contract/reconciliation';
+import type { ReconciliationInput, ReconciliationReport } from '../contract/reconciliation';
 import type { reconcileSeller } from '../workflows/reconciliation/workflow';
 
 export interface StartOperationRequest {
@@ -253,6 +255,8 @@ export class OrchestratorClient {
       if (reserved in request.params)
         throw new OperationRequestError(`params.${reserved}`, RESERVED_PARAMS_HINT[reserved]);
     }
+    const broken = checkMediaBuyParams(request.task, request.params, Date.now());
+    if (broken) throw new OperationParamsError(broken.field, broken.message);
     if (request.idempotencyKey !== undefined && !CALLER_KEY_PATTERN.test(request.idempotencyKey)) {
       throw new OperationRequestError(
         'idempotency_key',
@@ -596,16 +600,23 @@ export class OrchestratorClient {
 
   /**
    * Reconciles one seller now (what its schedule does periodically): adopts lost seller tasks, reports the rest and
-   * makes every open operation with that seller poll now. Resolves with the run's report.
+   * makes every open operation with that seller poll now. Resolves with the run's report. With a caller, only the
+   * caller's tenant's operations and buys are counted, polled and refreshed; without one (an operator of the whole
+   * installation, as the Schedule), every tenant's.
    */
-  async reconcile(sellerId: string, requestedBy: string): Promise<ReconciliationReport> {
+  async reconcile(sellerId: string, requestedBy: string, caller?: CallerIdentity): Promise<ReconciliationReport> {
     if (this.options.knownSeller && !this.options.knownSeller(sellerId)) throw new SellerNotFoundError(sellerId);
+    const input: ReconciliationInput = {
+      sellerId,
+      requestedBy,
+      ...(caller ? { tenant: caller.tenant, alsoUntenanted: caller.tenant === this.options.untenantedTenant } : {}),
+    };
     const handle = await this.withDeadline(() =>
       this.options.client.workflow.start<typeof reconcileSeller>('reconcileSeller', {
         workflowId: `reconciliation:${sellerId}:${randomUUID()}`,
         taskQueue: this.options.taskQueue,
-        args: [{ sellerId, requestedBy }],
-        staticSummary: `reconcile ${sellerId} (requested by ${requestedBy})`,
+        args: [input],
+        staticSummary: `reconcile ${sellerId}${caller ? ` for tenant ${caller.tenant}` : ''} (requested by ${requestedBy})`,
       }),
     );
     return this.withDeadline(() => handle.result(), this.options.reconcileTimeoutMs ?? 60_000);

@@ -8,15 +8,18 @@
  * compressed result (it sees `binary/gzip` payloads).
  */
 import type { DataConverter } from '@temporalio/common';
-import { loadPayloadKeys, payloadCodecs } from './encryption-codec';
+import { TENANT_PAYLOAD_CONVERTER_PATH, loadPayloadKeys, payloadCodecs } from './encryption-codec';
 
 export { GZIP_ENCODING, GZIP_THRESHOLD_BYTES, GzipPayloadCodec } from './gzip-codec';
 
 /**
- * The data converter of every orchestrator Worker and Client: gzip for large payloads and, when ADCP_PAYLOAD_KEYS is
- * set, AES-256-GCM encryption after it (client/encryption-codec.ts). Worker, gateway, CLI and clients must share the
+ * The data converter of every orchestrator Worker and Client: the tenant payload converter, gzip for large payloads
+ * and, when ADCP_PAYLOAD_KEYS is set, AES-256-GCM encryption after it with each tenant's data key
+ * (client/encryption-codec.ts). The worker's workflow bundle must be built with the same converter
+ * (workers/bundle-options.ts). Worker, gateway, CLI and clients must share the
  * same keys: one without them sees only ciphertext (`binary/encrypted` payloads) and cannot run or read operations.
  */
 export function dataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter {
-  return { payloadCodecs: payloadCodecs(loadPayloadKeys(env)) };
+  // The tenant payload converter marks each tenant's payloads, which the encryption codec keys per tenant.
+  return { payloadConverterPath: TENANT_PAYLOAD_CONVERTER_PATH, payloadCodecs: payloadCodecs(loadPayloadKeys(env)) };
 }

@@ -6,8 +6,10 @@
  * a positive answer that the seller lacks the task.
  */
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { LRUCache } from 'lru-cache';
 import type { SellerConfig, SellerRegistry } from '../config/sellers';
 import { type TaskSupport, supportsTask } from '../protocol/capabilities';
+import { isKnownTask } from '../protocol/tasks';
 import type { adcpSellerCapabilities } from '../workflows/seller-capabilities/workflow';
 import {
   SELLER_CAPABILITIES_MEMO,
@@ -47,8 +49,11 @@ export interface SellerView {
 
 export class SellerCapabilitiesClient {
   private readonly ensured = new Set<string>();
-  private readonly supportCache = new Map<string, { at: number; state?: SellerCapabilitiesState }>();
-  constructor(private readonly options: SellerCapabilitiesClientOptions) {}
+  /** What `supports` read, per seller, for supportCacheMs. */
+  private readonly supportCache: LRUCache<string, SellerCapabilitiesState>;
+  constructor(private readonly options: SellerCapabilitiesClientOptions) {
+    this.supportCache = new LRUCache({ max: 10_000, ttl: options.supportCacheMs ?? 30_000 });
+  }
 
   /** The seller's capabilities workflow on this client's task queue. */
   workflowId(sellerId: string): string {
@@ -146,25 +151,61 @@ export class SellerCapabilitiesClient {
     }
   }
 
-  /** Whether `task` may be sent to the seller, by what its capabilities say (unknown: allowed). */
-  async supports(sellerId: string, task: string): Promise<TaskSupport> {
+  /**
+   * Whether `task` may be sent to the seller, by what its capabilities say. Before the seller has ever answered
+   * get_adcp_capabilities (it has been unreachable), an AdCP task is allowed (the operation waits for the seller
+   * durably) and a task outside AdCP's catalog is `unknown`: only the seller's own tool list could allow it.
+   */
+  async supports(sellerId: string, task: string): Promise<SellerTaskSupport> {
     const cached = this.supportCache.get(sellerId);
-    if (cached && Date.now() - cached.at < (this.options.supportCacheMs ?? 30_000))
-      return supportsTask(cached.state?.capabilities, task);
+    if (cached) return supportsTask(cached.capabilities, task);
     const view = await this.view(sellerId);
     // Only an answer is kept: a seller not asked yet is looked at again on the next start.
-    if (view.state?.capabilities) this.supportCache.set(sellerId, { at: Date.now(), state: view.state });
+    if (view.state?.capabilities) this.supportCache.set(sellerId, view.state);
+    if (!view.state?.capabilities && !isKnownTask(task))
+      return {
+        supported: false,
+        unknown: true,
+        reason: `${task} is not an AdCP task, and seller "${sellerId}" has not told its capabilities yet (${view.state?.lastError?.message ?? 'not reached so far'}), so whether it offers ${task} cannot be known.`,
+        ...(view.state?.nextRefreshAt ? { retryAt: view.state.nextRefreshAt } : {}),
+      };
     return supportsTask(view.state?.capabilities, task);
   }
+}
+
+/** What the capabilities say of a task: TaskSupport, or not known yet (the seller never answered). */
+export type SellerTaskSupport =
+  | TaskSupport
+  | {
+      supported: false;
+      unknown: true;
+      reason: string;
+      /** When the capabilities are asked for next. */ retryAt?: string;
+    };
+
+/** Why the operations route refuses a task: 422 (the seller does not offer it) or 503 (that cannot be known yet). */
+export interface TaskRefusal {
+  status: 422 | 503;
+  message: string;
+  retryAfterSeconds?: number;
 }
 
 /** For the gateway's operations route: why a task is refused, or undefined when it may start. */
 export function taskSupportCheck(
   sellers: SellerCapabilitiesClient,
-): (sellerId: string, task: string) => Promise<string | undefined> {
+  now: () => number = Date.now,
+): (sellerId: string, task: string) => Promise<TaskRefusal | undefined> {
   return async (sellerId, task) => {
     if (!sellers.registry.has(sellerId)) return undefined; // the operations route answers unknown sellers itself
-    const support = await sellers.supports(sellerId, task).catch(() => ({ supported: true as const }));
-    return support.supported ? undefined : `Seller "${sellerId}" does not offer ${task}: ${support.reason}`;
+    const support: SellerTaskSupport = await sellers
+      .supports(sellerId, task)
+      .catch(() => ({ supported: true as const }));
+    if (support.supported) return undefined;
+    if ('unknown' in support) {
+      const at = support.retryAt ? Date.parse(support.retryAt) : Number.NaN;
+      const retryAfterSeconds = Number.isNaN(at) ? 30 : Math.min(3600, Math.max(1, Math.ceil((at - now()) / 1000)));
+      return { status: 503, message: `${support.reason} Retry in ${retryAfterSeconds} s.`, retryAfterSeconds };
+    }
+    return { status: 422, message: `Seller "${sellerId}" does not offer ${task}: ${support.reason}` };
   };
 }

@@ -3,7 +3,7 @@
  * a refusal that names a fact about the workflow (it has ended). One place, so the gateway's operations API and its
  * webhook receiver answer the same way.
  */
-import { isGrpcServiceError } from '@temporalio/client';
+import { WorkflowUpdateRPCTimeoutOrCancelledError, isGrpcServiceError } from '@temporalio/client';
 
 /** gRPC status codes (grpc/status.proto); @grpc/grpc-js is not a direct dependency. */
 const GRPC = { DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, FAILED_PRECONDITION: 9, UNAVAILABLE: 14 } as const;
@@ -16,8 +16,13 @@ export function grpcCodeOf(error: unknown): number | undefined {
   return undefined;
 }
 
-/** Temporal did not answer in time or cannot be reached: the caller should retry later (HTTP 503 with Retry-After). */
+/**
+ * Temporal did not answer in time or cannot be reached: the caller should retry later (HTTP 503 with Retry-After).
+ * An update whose RPC timed out or was cancelled (no worker took it in time) is that too, whatever gRPC code its
+ * cause carries.
+ */
 export function isTemporalUnavailable(error: unknown): boolean {
+  if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) return true;
   const code = grpcCodeOf(error);
   return code === GRPC.UNAVAILABLE || code === GRPC.DEADLINE_EXCEEDED;
 }

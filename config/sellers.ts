@@ -1,8 +1,9 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { TENANT_PATTERN, TENANT_RULE } from '../protocol/tenancy';
 import { ConfigError } from './errors';
+import { projectRoot } from './project-root';
 import { sellerWebhookAuthSchema } from './webhook-auth';
 import { formatZodIssues } from './zod-format';
 
@@ -228,6 +229,20 @@ export function parseAgentsFile(content: string, source: string): SellerRegistry
 
 export function agentsFilePath(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
   return path.resolve(cwd, env.ADCP_AGENTS_FILE ?? 'agents.json');
+}
+
+/**
+ * The seller list a process uses: ADCP_AGENTS_FILE, else agents.json in the working folder, else the bundled
+ * agents.example.json (the demo sellers), as `npm start` does. `example` says the last was taken.
+ */
+export function resolveSellersFile(
+  env: NodeJS.ProcessEnv = process.env,
+  cwd = process.cwd(),
+): { file: string; example: boolean } {
+  const configured = agentsFilePath(env, cwd);
+  if (env.ADCP_AGENTS_FILE || existsSync(configured)) return { file: configured, example: false };
+  const example = path.join(projectRoot(), 'agents.example.json');
+  return existsSync(example) ? { file: example, example: true } : { file: configured, example: false };
 }
 
 export function loadSellers(file: string = agentsFilePath()): SellerRegistry {

@@ -46,8 +46,11 @@ export type OrchestratorFailureReason =
   | 'idempotency_unresolved'
   | 'answer_too_large';
 
-/** Why a webhook was not applied to this operation although its signature was good. */
-export type WebhookRefusal = 'operation_id_mismatch' | 'task_id_mismatch';
+/**
+ * Why a webhook was not applied to this operation although its signature was good: another operation's 3.1
+ * `operation_id`, another seller task's `task_id`, or a signature by another seller than the operation's.
+ */
+export type WebhookRefusal = 'operation_id_mismatch' | 'task_id_mismatch' | 'seller_mismatch';
 
 /** A created resource the operation knows of (create_media_buy), and what became of it on cancel. */
 export interface OperationResource {
@@ -120,13 +123,15 @@ export interface OperationState {
   provisional?: { source: TransitionSource; status: TaskStatus; taskId?: string; at: string; reason: string };
   /** Final results that arrived after the first one won and differ from it: kept, never applied (newest last). */
   conflicts?: { at: string; source: TransitionSource; status: TaskStatus; taskId?: string; note: string }[];
-  /** Signed webhooks refused because they belong to another operation or task (newest last, bounded). */
+  /** Signed webhooks refused because they belong to another operation, task or seller (newest last, bounded). */
   refusedWebhooks?: {
     at: string;
     reason: WebhookRefusal;
     status: TaskStatus;
     taskId?: string;
     operationId?: string;
+    /** The seller whose signature verified it, when that is not the operation's. */
+    sellerId?: string;
     note: string;
   }[];
   webhooksRefused?: number;
@@ -226,6 +231,11 @@ export interface WebhookDelivery {
   notificationId?: string;
   /** The scheme that authenticated the sender (rfc9421, hmac-sha256, bearer), for the record. */
   verifiedBy?: string;
+  /**
+   * The seller whose credential verified it (the seller the webhook URL names). The gateway signals without knowing
+   * whose operation this is; the workflow refuses a delivery verified by another seller than its own.
+   */
+  sellerId?: string;
 }
 
 /**
@@ -288,19 +298,7 @@ export interface CredentialsRefresh {
   principal?: string;
 }
 
-/** A signed webhook the gateway refused (it names another operation or task), told to the operation it was sent to. */
-export interface WebhookRefusalNotice {
-  reason: WebhookRefusal;
-  status?: string;
-  taskId?: string;
-  operationId?: string;
-  note: string;
-  receivedAt: string;
-}
-
 export const statusQuery = defineQuery<OperationState>('status');
-/** The gateway refused a signed webhook posted to this operation: recorded in `refusedWebhooks`, never applied. */
-export const webhookRefusedSignal = defineSignal<[WebhookRefusalNotice]>('webhookRefused');
 export const webhookReceivedSignal = defineSignal<[WebhookDelivery]>('webhookReceived');
 /**
  * Reconciliation found the seller task this operation's call created (the answer was lost): track it instead of

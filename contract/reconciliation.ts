@@ -6,6 +6,14 @@
 export interface ReconciliationInput {
   sellerId: string;
   requestedBy: string;
+  /**
+   * The tenant of the operator who asked: the run counts, polls and refreshes only that tenant's operations and buys,
+   * and lists the seller's tasks with that tenant's credentials. Absent (the per-seller Schedule, an operator of the
+   * whole installation): every tenant's.
+   */
+  tenant?: string;
+  /** With `tenant`: operations and buys recorded without a tenant belong to it too (ADCP_UNTENANTED_TENANT). */
+  alsoUntenanted?: boolean;
 }
 
 export interface ReconciliationReport {

@@ -1,11 +1,12 @@
 /**
- * The gateway's request log: one pino line per request when its response ends, with a request ID the caller can
- * quote (its own `X-Request-Id` when it sent a sane one, else the trace ID of its `traceparent`, else a new UUID;
- * always answered in `X-Request-Id`), the route template, status and time, and the operation's correlation fields
- * (operation ID, seller, task) where the route knows them: routes name them with describeOperation().
+ * The gateway's request log (pino-http): one pino line per request when its response ends, with a request ID the
+ * caller can quote (its own `X-Request-Id` when it sent a sane one, else the trace ID of its `traceparent`, else a new
+ * UUID; always answered in `X-Request-Id`), the route template, status and time, and the operation's correlation
+ * fields (operation ID, seller, task) where the route knows them: routes name them with describeOperation().
  */
 import { randomUUID } from 'node:crypto';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
+import { pinoHttp } from 'pino-http';
 import { type Logger, createLogger } from './logger';
 import { routeTemplate } from './gateway-metrics';
 
@@ -19,8 +20,6 @@ export interface OperationFields {
 }
 
 const OPERATION_FIELDS = Symbol('adcp.operationFields');
-const REQUEST_LOGGER = Symbol('adcp.requestLogger');
-
 type Locals = Record<string | symbol, unknown>;
 
 /** Names the operation a request is about, for its log line (merged with what the route learned before). */
@@ -31,30 +30,15 @@ export function describeOperation(res: Response, fields: OperationFields): void 
   locals[OPERATION_FIELDS] = { ...known, ...defined };
 }
 
-/** What requestLoggerOf() makes a request's child logger from, when a line needs one. */
-class RequestLoggerSource {
-  constructor(
-    readonly logger: Logger,
-    readonly requestId: string,
-  ) {}
-}
-
 let fallbackLogger: Logger | undefined;
 
 /**
- * The logger for lines about this request: requestLogging's child logger (its lines carry the request ID), or, for a
+ * The logger for lines about this request: the request log's child logger (its lines carry the request ID), or, for a
  * gateway mounted without the request log (tests), a gateway logger of its own. Error handlers log through it, never
  * through console.
  */
 export function requestLoggerOf(res: Response): Logger {
-  const locals = res.locals as Locals;
-  const own = locals[REQUEST_LOGGER] as Logger | RequestLoggerSource | undefined;
-  if (own instanceof RequestLoggerSource) {
-    // Made on first use: most requests log only their one line at the end, which needs no child.
-    const child = own.logger.child({ requestId: own.requestId });
-    locals[REQUEST_LOGGER] = child;
-    return child;
-  }
+  const own = (res as Response & { log?: Logger }).log;
   if (own) return own;
   fallbackLogger ??= createLogger({ service: 'gateway' });
   return fallbackLogger;
@@ -94,30 +78,36 @@ function requestIdFor(req: Request): string {
 }
 
 export function requestLogging(logger: Logger): RequestHandler {
-  return (req: Request, res: Response, next: NextFunction) => {
-    const requestId = requestIdFor(req);
-    const started = process.hrtime.bigint();
-    res.locals.requestId = requestId;
-    (res.locals as Locals)[REQUEST_LOGGER] = new RequestLoggerSource(logger, requestId);
-    res.setHeader('X-Request-Id', requestId);
-    res.once('finish', () => {
-      const operation = ((res.locals as Locals)[OPERATION_FIELDS] as OperationFields | undefined) ?? {};
-      // The operation ID is in the URL of most routes, also when the route failed before it could describe it.
-      const fromPath = operationIdInPath(req.originalUrl);
-      const status = res.statusCode;
-      const fields = {
-        requestId,
-        method: req.method,
-        route: routeTemplate(req),
-        status,
-        durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10,
-        ...(fromPath ? { operationId: fromPath } : {}),
-        ...operation,
-      };
-      if (status >= 500) logger.error(fields, 'request failed');
-      else if (status >= 400) logger.warn(fields, 'request refused');
-      else logger.info(fields, 'request');
-    });
-    next();
+  const fields = (req: Request, res: Response, durationMs: number) => {
+    const operation = ((res.locals as Locals)[OPERATION_FIELDS] as OperationFields | undefined) ?? {};
+    // The operation ID is in the URL of most routes, also when the route failed before it could describe it.
+    const fromPath = operationIdInPath(req.originalUrl);
+    return {
+      method: req.method,
+      route: routeTemplate(req),
+      status: res.statusCode,
+      durationMs,
+      ...(fromPath ? { operationId: fromPath } : {}),
+      ...operation,
+    };
   };
+  return pinoHttp<Request, Response>({
+    logger,
+    genReqId: (req, res) => {
+      const requestId = requestIdFor(req);
+      res.locals.requestId = requestId;
+      res.setHeader('X-Request-Id', requestId);
+      return requestId;
+    },
+    customAttributeKeys: { reqId: 'requestId' },
+    // The request's lines carry its ID only; the access line says what this log needs, not the whole request.
+    quietReqLogger: true,
+    quietResLogger: true,
+    customLogLevel: (_req, res, error) =>
+      error || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info',
+    customSuccessObject: (req, res, value: { responseTime: number }) => fields(req, res, value.responseTime),
+    customErrorObject: (req, res, _error, value: { responseTime: number }) => fields(req, res, value.responseTime),
+    customSuccessMessage: (_req, res) => (res.statusCode >= 400 ? 'request refused' : 'request'),
+    customErrorMessage: () => 'request failed',
+  }) as unknown as RequestHandler;
 }

@@ -1,7 +1,9 @@
 /**
- * `npm run demo:campaign`: a campaign across five sellers, end to end, on its own: a Temporal dev server (headless,
- * on a free port), five media-buy fixture sellers (real @adcp/sdk servers on loopback, test/fixtures), a worker in
- * this process, and the typed client. One brief goes to every seller (discovery within a time budget), the
+ * `npm run demo:campaign`: a campaign across five sellers, end to end. Beside a running stack (`npm start`, or the
+ * Temporal server TEMPORAL_ADDRESS names) it runs there, so the campaign shows in that server's Web UI; with none
+ * answering it starts a Temporal dev server of its own (headless, on a free port). Either way it brings five
+ * media-buy fixture sellers (real @adcp/sdk servers on loopback, test/fixtures), a worker in this process on a task
+ * queue of its own, and the typed client. One brief goes to every seller (discovery within a time budget), the
  * top_ranked policy picks each seller's best product, a person approves, and the campaign starts one buy per seller
  * and syncs its creative library to each (through each buy's workflow), so every buy leaves pending_creatives and goes
  * active (the flight starts now). It prints each phase as it happens, then the wall time from brief to every buy
@@ -15,7 +17,24 @@ import { dataConverter } from '../client/payload-codec';
 import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
 import { type SellerConfig, SellerRegistry } from '../config/sellers';
 import { createOperationWorker } from '../workers/worker';
-import { freePort, startDevServer } from './lib/dev-server';
+import { temporalSettings } from '../config/temporal-connection';
+import { ensureSearchAttributes, freePort, startDevServer } from './lib/dev-server';
+
+/** The Temporal server of a running stack (TEMPORAL_ADDRESS, else npm start's 127.0.0.1:7233), if one answers. */
+async function runningTemporal(): Promise<{ address: string; namespace: string } | undefined> {
+  const { connectionOptions, namespace } = temporalSettings(process.env);
+  let connection: Connection | undefined;
+  try {
+    connection = await Connection.connect({ ...connectionOptions, connectTimeout: '2s' });
+    await connection.withDeadline(Date.now() + 3_000, () => connection!.workflowService.getSystemInfo({}));
+    await ensureSearchAttributes(connection, namespace);
+    return { address: connectionOptions.address, namespace };
+  } catch {
+    return undefined;
+  } finally {
+    await connection?.close().catch(() => undefined);
+  }
+}
 
 const SELLERS = ['north', 'south', 'east', 'west', 'central'];
 const DAY = 86_400_000;
@@ -25,11 +44,21 @@ async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const { startMediaBuySeller } = await import('../test/fixtures/media-buy-seller');
   const { productOf } = await import('../test/fixtures/campaign-sellers');
-  const port = await freePort();
-  console.log(`demo:campaign: starting a Temporal dev server on 127.0.0.1:${port} and ${SELLERS.length} sellers`);
-  const server = await startDevServer({ port, headless: true });
+  const stops: (() => Promise<unknown>)[] = [];
+  let temporal = await runningTemporal();
+  if (temporal) {
+    console.log(
+      `demo:campaign: using the Temporal server at ${temporal.address} (a running stack: the campaign shows in its Web UI${process.env.TEMPORAL_ADDRESS ? '' : ', http://127.0.0.1:8233'}); starting ${SELLERS.length} sellers`,
+    );
+  } else {
+    const port = await freePort();
+    console.log(`demo:campaign: starting a Temporal dev server on 127.0.0.1:${port} and ${SELLERS.length} sellers`);
+    const server = await startDevServer({ port, headless: true });
+    stops.push(() => server.stop());
+    temporal = { address: server.address, namespace: server.namespace };
+  }
   const sellers = await Promise.all(SELLERS.map((name) => startMediaBuySeller({ name })));
-  const stops: (() => Promise<unknown>)[] = [() => server.stop(), ...sellers.map((seller) => () => seller.close())];
+  stops.push(...sellers.map((seller) => () => seller.close()));
   try {
     sellers.forEach((seller, index) =>
       seller.scripted.setDefaultScript('get_products', [
@@ -45,14 +74,15 @@ async function main(): Promise<void> {
     const env = Object.fromEntries(sellers.map((seller, index) => [agents[index].token_env!, seller.authToken]));
     const registry = new SellerRegistry(agents, 'demo:campaign sellers');
     const taskQueue = `demo-campaign-${randomUUID()}`;
-    const connection = await Connection.connect({ address: server.address });
+    const { connectionOptions } = temporalSettings(process.env);
+    const connection = await Connection.connect({ ...connectionOptions, address: temporal.address });
     stops.unshift(() => connection.close());
-    const client = new Client({ connection, dataConverter: dataConverter() });
-    const workerConnection = await NativeConnection.connect({ address: server.address });
+    const client = new Client({ connection, namespace: temporal.namespace, dataConverter: dataConverter() });
+    const workerConnection = await NativeConnection.connect({ ...connectionOptions, address: temporal.address });
     console.log('demo:campaign: bundling the workflows and starting a worker');
     const worker = await createOperationWorker({
       connection: workerConnection,
-      namespace: 'default',
+      namespace: temporal.namespace,
       taskQueue,
       activities: { sellers: registry, env: { ...process.env, ...env } },
       client,

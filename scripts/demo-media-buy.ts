@@ -22,7 +22,7 @@ interface BuyView {
   done?: boolean;
   media_buy_id?: string | null;
   status_history?: { at: string; from: string; to: string; source: string }[];
-  packages?: { packageId: string }[];
+  packages?: { package_id: string }[];
   failure?: unknown;
   links?: { web_ui?: string };
   delivery?: {
@@ -189,7 +189,7 @@ export async function runMediaBuyDemo(options: MediaBuyDemoOptions): Promise<Buy
       print(
         '  (no reporting webhook: the gateway has no ADCP_PUBLIC_BASE_URL, so delivery comes from reads and the end-of-flight pull)',
       );
-    const packageIds = (pending.packages ?? []).map((pkg) => pkg.packageId);
+    const packageIds = (pending.packages ?? []).map((pkg) => pkg.package_id);
     const synced = await ok<ChangeView>('POST', `/v1/media-buys/${id}/creatives`, {
       creatives: [{ creative_id: 'demo_spring_300x250', name: 'Spring 300x250' }],
       assignments: { demo_spring_300x250: packageIds },

@@ -110,23 +110,34 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
     await record('read-submitted-completed', await start('get_products'));
 
     // Webhooks during the polls: a repeat of the status and progress reports are applied while the polls go on; a new
-    // status ends them; the completion arrives by webhook. Signalled as the gateway would, after verification.
+    // status ends them; the completion arrives by webhook. Signalled as the gateway would, after verification, with
+    // the seller that verified it; one verified as another seller is refused.
     seller.script('get_products', [
       { status: 'submitted' },
       { status: 'completed', afterMs: 600_000, payload: { products: [] } },
     ]);
     const pushed = await start('get_products');
     const taskId = await eventually(async () => (await stack.orchestrator.status(pushed)).state?.taskId);
+    const signal = (key: string, snapshot: WebhookDelivery['snapshot'], sellerId: string) =>
+      stack.client.workflow.getHandle(pushed).signal(webhookReceivedSignal, {
+        eventKey: key,
+        snapshot,
+        receivedAt: new Date().toISOString(),
+        verifiedBy: 'rfc9421',
+        sellerId,
+      });
     const push = async (key: string, snapshot: WebhookDelivery['snapshot']) => {
-      await stack.client.workflow
-        .getHandle(pushed)
-        .signal(webhookReceivedSignal, { eventKey: key, snapshot, receivedAt: new Date().toISOString() });
+      await signal(key, snapshot, 'fixture');
       await eventually(async () =>
         ((await stack.orchestrator.status(pushed)).state?.webhooksApplied ?? 0) >= Number(key) ? true : undefined,
       );
     };
     await push('1', { status: 'submitted', taskId, message: 'queued behind other requests' });
     await push('2', { status: 'working', taskId, progress: { percentage: 30 } });
+    await signal('forged', { status: 'completed', taskId, result: { products: ['forged'] } }, 'another-seller');
+    await eventually(async () =>
+      ((await stack.orchestrator.status(pushed)).state?.webhooksRefused ?? 0) >= 1 ? true : undefined,
+    );
     await push('3', { status: 'working', taskId, progress: { percentage: 60 } });
     await push('4', { status: 'completed', taskId, result: { products: [] } });
     await record('webhooks-during-polls', pushed);

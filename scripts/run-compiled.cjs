@@ -29,8 +29,21 @@ const {
 const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
-/** The folders tsconfig.worker.json compiles from (what the worker and the gateway import). */
-const SOURCES = ['workers', 'workflows', 'activities', 'protocol', 'config', 'observability', 'client', 'api'];
+/**
+ * The folders tsconfig.worker.json compiles from (what the worker and the gateway import; test/unit/run-compiled.test.ts
+ * checks the list). packages/client holds no TypeScript of its own: its build reads these folders too.
+ */
+const SOURCES = [
+  'workers',
+  'workflows',
+  'activities',
+  'contract',
+  'protocol',
+  'config',
+  'observability',
+  'client',
+  'api',
+];
 const MODES = ['auto', 'compiled', 'tsx'];
 /** How long a launcher waits for another one's build before building itself. */
 const LOCK_WAIT_MS = 5 * 60_000;

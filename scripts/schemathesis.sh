@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Schemathesis against api/openapi.yaml on the gateway as it runs (api/main.ts, authentication on), with credentials.
+# Schemathesis against api/openapi.json on the gateway as it runs (api/main.ts, authentication on), with credentials.
 #
 #   scripts/schemathesis.sh [extra schemathesis options, e.g. --max-examples 200]
 #
@@ -52,7 +52,7 @@ npx tsx api/auth/hash-key.ts --key "$KEY" --principal schemathesis --tenant sche
 export TEMPORAL_ADDRESS="127.0.0.1:$TEMPORAL_PORT"
 export ADCP_TASK_QUEUE=schemathesis
 export ADCP_AGENTS_FILE="$PWD/agents.example.json"
-# agents.example.json's demo-life-seller verifies HMAC webhooks with this secret; without it those routes answer 500.
+# agents.example.json's demo-life-seller verifies HMAC webhooks with this secret; without it they answer 401 to all.
 export DEMO_SELLER_WEBHOOK_SECRET="${DEMO_SELLER_WEBHOOK_SECRET:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')}"
 export ADCP_API_KEYS_FILE="$PWD/$OUT/keys.json"
 export ADCP_GATEWAY_HOST=127.0.0.1
@@ -87,9 +87,9 @@ setsid npx tsx api/main.ts >"$OUT/gateway.log" 2>&1 &
 PIDS+=($!)
 wait_for "http://127.0.0.1:$GATEWAY_PORT/healthz" 120 '"workers":"polling"'
 
-echo "schemathesis run api/openapi.yaml --url http://127.0.0.1:$GATEWAY_PORT (Authorization: Bearer <key>) ..."
+echo "schemathesis run api/openapi.json --url http://127.0.0.1:$GATEWAY_PORT (Authorization: Bearer <key>) ..."
 set +e
-"$VENV/bin/schemathesis" --config-file scripts/schemathesis.toml run api/openapi.yaml \
+"$VENV/bin/schemathesis" --config-file scripts/schemathesis.toml run api/openapi.json \
   --url "http://127.0.0.1:$GATEWAY_PORT" \
   -H "Authorization: Bearer $KEY" \
   --checks all \

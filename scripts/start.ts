@@ -16,123 +16,43 @@ import { DEMO_SELLER_TOKEN } from './lib/demo-seller';
 import { type DevServer, type DevServerOptions, ensureSearchAttributes, startDevServer } from './lib/dev-server';
 import { type ManagedProcess, startProcess } from './lib/processes';
 import { type RecordedProcess, StackPidFile } from './lib/stack-pids';
+import { type RunningProcess, Supervised } from './lib/supervisor';
 
 const root = path.resolve(__dirname, '..');
-const tsx = path.join(root, 'node_modules', '.bin', 'tsx');
 
-/** Restart delays: 1 s, 2 s, 4 s ... up to 30 s; a child that ran a minute starts over at 1 s. */
-const BACKOFF_START_MS = 1_000;
-const BACKOFF_MAX_MS = 30_000;
-const STABLE_AFTER_MS = 60_000;
-
-function nextDelay(failures: number): number {
-  return Math.min(BACKOFF_MAX_MS, BACKOFF_START_MS * 2 ** Math.max(0, failures - 1));
+/** A child process as the supervisor watches it (scripts/lib/supervisor.ts). */
+function running(managed: ManagedProcess): RunningProcess & { pid?: number } {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (managed.child.exitCode !== null || managed.child.signalCode !== null)
+      resolve({ code: managed.child.exitCode, signal: managed.child.signalCode });
+    else managed.child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  return { exited, stop: () => managed.stop(), ...(managed.child.pid !== undefined ? { pid: managed.child.pid } : {}) };
 }
 
-/** A child process the supervisor keeps running: restarted with backoff when it exits on its own. */
-class Supervised {
-  private current: ManagedProcess | undefined;
-  private startedAt = 0;
-  private failures = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private stopping = false;
-
-  constructor(
-    readonly name: string,
-    private readonly script: string,
-    private readonly env: NodeJS.ProcessEnv,
-    private readonly changed: () => void,
-    /** Undefined: the script runs under tsx; else with plain node and these flags (scripts/worker.cjs, gateway.cjs). */
-    private readonly nodeFlags?: readonly string[],
-  ) {}
-
-  start(): void {
-    this.startedAt = Date.now();
-    const [command, args] = this.nodeFlags
-      ? [process.execPath, [...this.nodeFlags, path.join(root, this.script)]]
-      : [tsx, [path.join(root, this.script)]];
-    const child = startProcess(this.name, command, args, { env: this.env, echo: true });
-    this.current = child;
-    this.changed();
-    child.child.once('exit', (code, signal) => {
-      if (this.stopping) return;
-      this.failures = Date.now() - this.startedAt > STABLE_AFTER_MS ? 1 : this.failures + 1;
-      const delay = nextDelay(this.failures);
-      console.error(
-        `${this.name} exited (${signal ?? `code ${code}`}); restarting in ${delay / 1000} s (restart ${this.failures} in a row).`,
-      );
-      this.timer = setTimeout(() => this.start(), delay);
-    });
-  }
-
-  get process(): ManagedProcess | undefined {
-    return this.current;
-  }
-
-  recorded(): RecordedProcess | undefined {
-    const pid = this.current?.child.pid;
-    return pid === undefined ? undefined : { name: this.name, pid, group: true, marker: this.script };
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.current?.stop();
-  }
+function runningServer(server: DevServer): RunningProcess & { pid?: number; server: DevServer } {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    server.child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    exited,
+    stop: () => server.stop(),
+    server,
+    ...(server.child.pid !== undefined ? { pid: server.child.pid } : {}),
+  };
 }
 
-/** The embedded Temporal dev server, restarted on its SQLite file when it dies. */
-class SupervisedTemporal {
-  private server: DevServer | undefined;
-  private failures = 0;
-  private startedAt = 0;
-  private stopping = false;
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly options: DevServerOptions,
-    private readonly changed: () => void,
-  ) {}
-
-  async start(): Promise<DevServer> {
-    this.startedAt = Date.now();
-    try {
-      this.server = await startDevServer(this.options);
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      if (/already in use/.test(message)) {
-        throw new Error(
-          `${message}\nIf it is a Temporal server you started yourself, run \`TEMPORAL_ADDRESS=127.0.0.1:${this.options.port} npm start\` to use it; ` +
-            `otherwise find the process with \`ss -ltnp 'sport = :${this.options.port}'\` (or \`lsof -i :${this.options.port}\`) and stop it.`,
-        );
-      }
-      throw error;
-    }
-    this.changed();
-    this.server.child.once('exit', (code, signal) => {
-      if (this.stopping) return;
-      this.failures = Date.now() - this.startedAt > STABLE_AFTER_MS ? 1 : this.failures + 1;
-      const delay = nextDelay(this.failures);
-      console.error(`Temporal dev server exited (${signal ?? `code ${code}`}); restarting in ${delay / 1000} s.`);
-      this.timer = setTimeout(() => {
-        this.start().catch((restartError: unknown) => {
-          console.error(`Temporal dev server did not restart: ${(restartError as Error).message}`);
-        });
-      }, delay);
-    });
-    return this.server;
-  }
-
-  recorded(): RecordedProcess | undefined {
-    const pid = this.server?.child.pid;
-    return pid === undefined ? undefined : { name: 'temporal', pid, group: false, marker: 'start-dev' };
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.server?.stop();
-  }
+/**
+ * The dev server's options for `npm start`: SQLite under .data/, the Web UI on 8233, and, when payloads are encrypted
+ * (ADCP_PAYLOAD_KEYS), the gateway's codec server as the UI's codec endpoint, so the UI shows them decoded.
+ */
+export function devServerOptionsFor(env: NodeJS.ProcessEnv, gatewayUrl: string): DevServerOptions {
+  return {
+    port: 7233,
+    uiPort: 8233,
+    dbFilename: path.join(root, '.data', 'temporal.sqlite'),
+    ...(env.ADCP_PAYLOAD_KEYS?.trim() ? { uiCodecEndpoint: `${gatewayUrl}/codec` } : {}),
+  };
 }
 
 async function waitForHealth(url: string, timeoutMs = 90_000): Promise<Record<string, unknown> | undefined> {
@@ -152,6 +72,47 @@ async function waitForHealth(url: string, timeoutMs = 90_000): Promise<Record<st
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
   return last;
+}
+
+/** What `npm start` prints once everything answers. */
+export function bannerLines(stack: {
+  address: string;
+  namespace: string;
+  devServer?: Pick<DevServer, 'dbFilename' | 'uiPort'>;
+  gatewayUrl: string;
+  runtime: Pick<ReturnType<typeof loadRuntimeConfig>, 'webhookListener' | 'taskQueue'>;
+  polling: boolean;
+  developmentKey?: string;
+  apiKeysFile?: string;
+  jwt?: boolean;
+  /** ADCP_PAYLOAD_KEYS is set: the Web UI decodes through the gateway's codec server. */
+  encrypted?: boolean;
+}): string[] {
+  const { devServer, gatewayUrl, runtime, developmentKey } = stack;
+  const credentials = developmentKey
+    ? [describeDevelopmentKey({ file: '', key: developmentKey, principal: 'developer', tenant: 'dev' }, gatewayUrl)]
+    : [
+        `  API keys   ${[stack.apiKeysFile ? `from ${stack.apiKeysFile} (ADCP_API_KEYS_FILE)` : '', stack.jwt ? 'JWTs (ADCP_JWT_*)' : ''].filter(Boolean).join(' and ')}`,
+      ];
+  return [
+    '',
+    'adcp-orchestrator is running:',
+    `  Temporal   ${stack.address} (namespace ${stack.namespace})${devServer ? `, history in ${path.relative(process.cwd(), devServer.dbFilename ?? '')}` : ''}`,
+    devServer
+      ? `  Web UI     http://127.0.0.1:${devServer.uiPort ?? 8233}${stack.encrypted ? ` (payloads decoded by the codec server at ${gatewayUrl}/codec)` : ''}`
+      : `  Web UI     your Temporal server's UI`,
+    `  Gateway    ${gatewayUrl}  (GET /healthz; POST /v1/operations, GET /v1/operations/:id; POST /webhooks/adcp/:agentId/:operationId; GET /openapi.json)`,
+    ...(runtime.webhookListener
+      ? [`  Webhooks   http://${runtime.webhookListener.host}:${runtime.webhookListener.port}  (POST /webhooks/...)`]
+      : []),
+    `  Worker     task queue "${runtime.taskQueue}"${stack.polling ? '' : ' (not polling yet: see its log above)'}`,
+    ...credentials,
+    '',
+    developmentKey
+      ? `A process that dies is restarted. Next, in another terminal: \`ADCP_API_KEY=${developmentKey} npm run demo\`. Ctrl-C stops everything.`
+      : 'A process that dies is restarted. Next: `ADCP_API_KEY=<one of your keys> npm run demo` in another terminal. Ctrl-C stops everything.',
+    '',
+  ];
 }
 
 async function main(): Promise<void> {
@@ -175,15 +136,23 @@ async function main(): Promise<void> {
   const pidFile = StackPidFile.inDataDir(root);
   await pidFile.clearLeftovers((line) => console.log(line));
 
-  let temporal: SupervisedTemporal | undefined;
-  const children: Supervised[] = [];
+  let temporal: Supervised | undefined;
+  const children: { supervised: Supervised; script: string }[] = [];
+  const pidOf = (supervised: Supervised | undefined) => (supervised?.process as { pid?: number } | undefined)?.pid;
   const recordPids = () =>
     pidFile.write({
       supervisor: process.pid,
-      processes: [temporal?.recorded(), ...children.map((child) => child.recorded())].filter(
-        (recorded): recorded is RecordedProcess => recorded !== undefined,
-      ),
+      processes: [
+        ...(pidOf(temporal) !== undefined
+          ? [{ name: 'temporal', pid: pidOf(temporal)!, group: false, marker: 'start-dev' }]
+          : []),
+        ...children.flatMap(({ supervised, script }) => {
+          const pid = pidOf(supervised);
+          return pid === undefined ? [] : [{ name: supervised.name, pid, group: true, marker: script }];
+        }),
+      ] satisfies RecordedProcess[],
     });
+  const gatewayUrl = `http://${runtime.gatewayHost}:${runtime.gatewayPort}`;
 
   let address: string;
   let namespace: string;
@@ -196,10 +165,25 @@ async function main(): Promise<void> {
     await ensureSearchAttributes(connection, namespace);
     await connection.close();
   } else {
-    const dbFilename = path.join(root, '.data', 'temporal.sqlite');
+    const options = devServerOptionsFor(env, gatewayUrl);
     console.log('Starting the Temporal dev server...');
-    temporal = new SupervisedTemporal({ port: 7233, uiPort: 8233, dbFilename }, recordPids);
-    devServer = await temporal.start();
+    temporal = new Supervised({
+      name: 'Temporal dev server',
+      changed: recordPids,
+      start: async () => {
+        try {
+          return runningServer(await startDevServer(options));
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          if (!/already in use/.test(message)) throw error;
+          throw new Error(
+            `${message}\nIf it is a Temporal server you started yourself, run \`TEMPORAL_ADDRESS=127.0.0.1:${options.port} npm start\` to use it; ` +
+              `otherwise find the process with \`ss -ltnp 'sport = :${options.port}'\` (or \`lsof -i :${options.port}\`) and stop it.`,
+          );
+        }
+      },
+    });
+    devServer = ((await temporal.start()) as ReturnType<typeof runningServer>).server;
     address = devServer.address;
     namespace = devServer.namespace;
     env.TEMPORAL_ADDRESS = address;
@@ -214,51 +198,61 @@ async function main(): Promise<void> {
   // glibc's per-thread malloc arenas hold on to freed memory; two arenas cut a parked worker's RSS (bench/README.md).
   // The worker runs compiled (dist/app/, built by scripts/worker.cjs when the sources are newer): no TypeScript loader
   // in its process (bench/README.md, run G). ADCP_WORKER_RUNTIME=tsx runs it from the sources instead.
-  children.push(
-    new Supervised('worker', 'scripts/worker.cjs', { MALLOC_ARENA_MAX: '2', ...env }, recordPids, WORKER_NODE_FLAGS),
-  );
+  const supervise = (name: string, script: string, childEnv: NodeJS.ProcessEnv, nodeFlags: readonly string[]) =>
+    children.push({
+      script,
+      supervised: new Supervised({
+        name,
+        changed: recordPids,
+        start: async () =>
+          running(
+            startProcess(name, process.execPath, [...nodeFlags, path.join(root, script)], {
+              env: childEnv,
+              echo: true,
+            }),
+          ),
+      }),
+    });
+  supervise('worker', 'scripts/worker.cjs', { MALLOC_ARENA_MAX: '2', ...env }, WORKER_NODE_FLAGS);
   // The gateway runs compiled too (scripts/gateway.cjs, dist/app/api/main.js, default node flags); both launchers share
   // one build of dist/app/ (a lock: the second waits for the first). ADCP_GATEWAY_RUNTIME=tsx runs it from the sources.
-  children.push(new Supervised('gateway', 'scripts/gateway.cjs', env, recordPids, []));
+  supervise('gateway', 'scripts/gateway.cjs', env, []);
   let stopping = false;
-  const stopAll = async (code: number) => {
+  const stopEverything = async (code: number) => {
     if (stopping) return;
     stopping = true;
     console.log('\nStopping gateway, worker and Temporal...');
-    await Promise.all(children.map((child) => child.stop()));
+    // Every process is stopping before any is stopped: Ctrl-C reaches the dev server too (same process group).
+    temporal?.beginStop();
+    for (const { supervised } of children) supervised.beginStop();
+    await Promise.all(children.map(({ supervised }) => supervised.stop()));
     await temporal?.stop();
     pidFile.remove();
     process.exit(code);
   };
-  process.on('SIGINT', () => void stopAll(0));
-  process.on('SIGTERM', () => void stopAll(0));
-  for (const child of children) child.start();
+  process.on('SIGINT', () => void stopEverything(0));
+  process.on('SIGTERM', () => void stopEverything(0));
+  await Promise.all(children.map(({ supervised }) => supervised.start()));
 
-  const gatewayUrl = `http://${runtime.gatewayHost}:${runtime.gatewayPort}`;
   const health = await waitForHealth(`${gatewayUrl}/healthz`);
-  const lines = [
-    '',
-    'adcp-orchestrator is running:',
-    `  Temporal   ${address} (namespace ${namespace})${devServer ? `, history in ${path.relative(process.cwd(), devServer.dbFilename ?? '')}` : ''}`,
-    devServer ? `  Web UI     http://127.0.0.1:${devServer.uiPort ?? 8233}` : `  Web UI     your Temporal server's UI`,
-    `  Gateway    ${gatewayUrl}  (GET /healthz; POST /v1/operations, GET /v1/operations/:id; POST /webhooks/adcp/:agentId/:operationId)`,
-    ...(runtime.webhookListener
-      ? [`  Webhooks   http://${runtime.webhookListener.host}:${runtime.webhookListener.port}  (POST /webhooks/...)`]
-      : []),
-    `  Worker     task queue "${runtime.taskQueue}"${health?.workers === 'polling' ? '' : ' (not polling yet: see its log above)'}`,
-    ...(developmentKey
-      ? [describeDevelopmentKey({ file: '', key: developmentKey, principal: 'developer', tenant: 'dev' }, gatewayUrl)]
-      : []),
-    '',
-    developmentKey
-      ? `A process that dies is restarted. Next, in another terminal: \`ADCP_API_KEY=${developmentKey} npm run demo\`. Ctrl-C stops everything.`
-      : 'A process that dies is restarted. Next: `npm run demo` in another terminal. Ctrl-C stops everything.',
-    '',
-  ];
+  const lines = bannerLines({
+    address,
+    namespace,
+    ...(devServer ? { devServer } : {}),
+    gatewayUrl,
+    runtime,
+    polling: health?.workers === 'polling',
+    ...(developmentKey ? { developmentKey } : {}),
+    ...(auth.apiKeysFile ? { apiKeysFile: auth.apiKeysFile } : {}),
+    jwt: Boolean(auth.jwt),
+    encrypted: Boolean(env.ADCP_PAYLOAD_KEYS?.trim()),
+  });
   console.log(lines.join('\n'));
 }
 
-main().catch((error) => {
-  console.error(`start: ${error instanceof Error ? error.message : String(error)}`);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(`start: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  });
+}

@@ -101,3 +101,12 @@ export const PRELOADED_PACKAGES = ['@temporalio/workflow'] as const;
 export function workflowPreloadModules(): string[] {
   return [...PRELOADED_WORKFLOW_SOURCES.map((source) => require.resolve(source)), ...PRELOADED_PACKAGES];
 }
+
+/**
+ * The payload converter the bundle's workflows convert with (the `payloadConverterPath` bundler option): the tenant
+ * payload converter of every Worker and Client (client/payload-codec.ts), so the payloads a workflow writes carry
+ * their tenant for the encryption codec as the client's do.
+ */
+export function workflowPayloadConverterPath(): string {
+  return require.resolve('../client/tenant-payload-converter');
+}

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ConfigError } from '../config/errors';
 import { tracingConfigured, workflowInterceptorModules } from '../observability/workflow-modules';
-import { workflowPreloadModules } from './bundle-options';
+import { workflowPayloadConverterPath, workflowPreloadModules } from './bundle-options';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 
@@ -34,6 +34,7 @@ export async function writeWorkflowBundle(outFile: string): Promise<void> {
     workflowInterceptorModules: workflowInterceptorModules(tracingConfigured()),
     // Pure modules evaluated once per worker thread instead of once per workflow (workers/bundle-options.ts).
     preloadModules: workflowPreloadModules(),
+    payloadConverterPath: workflowPayloadConverterPath(),
     logger: new DefaultLogger('WARN'),
   });
   mkdirSync(path.dirname(outFile), { recursive: true });

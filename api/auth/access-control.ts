@@ -6,7 +6,7 @@
  * later without a policy entry is closed to buyers and approvers rather than open to every caller.
  */
 import type { Request, RequestHandler } from 'express';
-import { sendError } from './errors';
+import { refuse } from '../problems';
 import {
   type AuthEvent,
   type Authentication,
@@ -138,7 +138,12 @@ function fullPath(req: Request): string {
   return path.length > 1 ? path.replace(/\/$/, '') : path;
 }
 
-export function createAccessControl(options: AccessControlOptions): RequestHandler {
+/**
+ * The role and tenant checks of the policy, for a request already authenticated (`req.principal` set): 403 for a
+ * missing role, 404 for a resource of another tenant. A rate limit per principal goes between authentication and
+ * this, so requests that name made-up resources count before any lookup.
+ */
+export function createAuthorization(options: Omit<AccessControlOptions, 'authentication'>): RequestHandler {
   const policy = options.policy ?? V1_POLICY;
   const roleOptions = options.onEvent ? { onEvent: options.onEvent } : {};
   const checkers = new Map<string, RequestHandler>();
@@ -150,29 +155,37 @@ export function createAccessControl(options: AccessControlOptions): RequestHandl
   };
 
   return (req, res, next) => {
+    const path = fullPath(req);
+    const method = req.method === 'HEAD' ? 'GET' : req.method;
+    let match: RegExpExecArray | null = null;
+    const rule = policy.find((candidate) => candidate.method === method && (match = candidate.pattern.exec(path)));
+    const roles: Role[] = rule ? rule.roles : method === 'GET' ? ['reader'] : ['operator'];
+    roleCheck(roles)(req, res, (roleError?: unknown) => {
+      if (roleError) return next(roleError);
+      if (!rule?.resource) return next();
+      const kind = rule.resource;
+      let id: string;
+      try {
+        id = decodeURIComponent((match as RegExpExecArray | null)?.[1] ?? '');
+      } catch {
+        refuse(res, 400, 'MALFORMED_PATH', 'The path has malformed percent-encoding.');
+        return;
+      }
+      ensureSameTenant(req, res, id, options.tenantOf[kind], NOT_FOUND[kind], options.onEvent).then(
+        (same) => same && next(),
+        (error: unknown) => next(error),
+      );
+    });
+  };
+}
+
+/** Authentication, then authorization (createAuthorization), as one middleware. */
+export function createAccessControl(options: AccessControlOptions): RequestHandler {
+  const authorize = createAuthorization(options);
+  return (req, res, next) => {
     const authenticated = options.authentication.authenticate(req, res, (authError?: unknown) => {
       if (authError) return next(authError);
-      const path = fullPath(req);
-      const method = req.method === 'HEAD' ? 'GET' : req.method;
-      let match: RegExpExecArray | null = null;
-      const rule = policy.find((candidate) => candidate.method === method && (match = candidate.pattern.exec(path)));
-      const roles: Role[] = rule ? rule.roles : method === 'GET' ? ['reader'] : ['operator'];
-      roleCheck(roles)(req, res, (roleError?: unknown) => {
-        if (roleError) return next(roleError);
-        if (!rule?.resource) return next();
-        const kind = rule.resource;
-        let id: string;
-        try {
-          id = decodeURIComponent((match as RegExpExecArray | null)?.[1] ?? '');
-        } catch {
-          sendError(res, 400, 'MALFORMED_PATH', 'The path has malformed percent-encoding.');
-          return;
-        }
-        ensureSameTenant(req, res, id, options.tenantOf[kind], NOT_FOUND[kind], options.onEvent).then(
-          (same) => same && next(),
-          (error: unknown) => next(error),
-        );
-      });
+      authorize(req, res, next);
     });
     // A failure inside verification (not a refused credential) goes to the app's error handler.
     Promise.resolve(authenticated).catch(next);

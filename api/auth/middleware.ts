@@ -5,7 +5,8 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { ApiKeyStore } from './api-keys';
-import { sendError, quoted } from './errors';
+import { refuse } from '../problems';
+import { quoted } from './errors';
 import { type JwtCheck } from './jwt';
 import { type Principal, type Role, hasRole } from './principal';
 
@@ -75,7 +76,7 @@ export function createAuthentication(options: AuthenticationOptions): Authentica
     const header = req.get('authorization');
     if (!configured) {
       challenge(res);
-      sendError(
+      refuse(
         res,
         401,
         'UNAUTHENTICATED',
@@ -86,7 +87,7 @@ export function createAuthentication(options: AuthenticationOptions): Authentica
     if (!header) {
       emit({ type: 'auth_failure', reason: 'no credentials', method: req.method, path: requestPath(req), ip: req.ip });
       challenge(res);
-      sendError(
+      refuse(
         res,
         401,
         'UNAUTHENTICATED',
@@ -107,7 +108,7 @@ export function createAuthentication(options: AuthenticationOptions): Authentica
         ip: req.ip,
       });
       challenge(res, checked.description);
-      sendError(res, 401, 'UNAUTHENTICATED', `The credentials were refused: ${checked.description}`);
+      refuse(res, 401, 'UNAUTHENTICATED', `The credentials were refused: ${checked.description}`);
       return;
     }
     req.principal = checked.principal;
@@ -135,7 +136,7 @@ export function requireRole(
   return (req, res, next) => {
     const principal = req.principal;
     if (!principal) {
-      sendError(res, 401, 'UNAUTHENTICATED', 'This request needs credentials.');
+      refuse(res, 401, 'UNAUTHENTICATED', 'This request needs credentials.');
       return;
     }
     if (roles.some((candidate) => hasRole(principal, candidate))) return next();
@@ -149,12 +150,12 @@ export function requireRole(
     });
     const held = [...principal.roles];
     res.set('WWW-Authenticate', `Bearer error="insufficient_scope", scope=${quoted(roles.join(' '))}`);
-    sendError(
+    refuse(
       res,
       403,
       'FORBIDDEN',
       `${req.method} ${requestPath(req)} needs the ${roles.map((name) => `"${name}"`).join(' or ')} role; principal "${principal.id}" holds ${held.length ? held.join(', ') : 'no roles'}. Ask an administrator of tenant "${principal.tenant}" for the role.`,
-      { required_roles: roles },
+      { extra: { required_roles: roles } },
     );
   };
 }
@@ -196,7 +197,7 @@ export async function ensureSameTenant(
     method: req.method,
     path: requestPath(req),
   });
-  sendError(res, 404, notFound.code, `No ${notFound.noun} ${id}.`);
+  refuse(res, 404, notFound.code, `No ${notFound.noun} ${id}.`);
   return false;
 }
 
@@ -211,7 +212,7 @@ export function requireOperationTenant(
   const param = options.param ?? 'id';
   return async (req, res, next) => {
     if (!req.principal) {
-      sendError(res, 401, 'UNAUTHENTICATED', 'This request needs credentials.');
+      refuse(res, 401, 'UNAUTHENTICATED', 'This request needs credentials.');
       return;
     }
     const operationId = String(req.params[param] ?? '');

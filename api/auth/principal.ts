@@ -4,11 +4,14 @@
  */
 import { z } from 'zod';
 
-export const ROLES = ['reader', 'buyer', 'approver', 'operator'] as const;
+export const ROLES = ['reader', 'buyer', 'approver', 'operator', 'admin'] as const;
 export const roleSchema = z.enum(ROLES);
 export type Role = z.infer<typeof roleSchema>;
 
-/** reader: read operations; buyer: start them; approver: answer input-required; operator: cancel, reconcile, decode. */
+/**
+ * reader: read operations; buyer: start them; approver: answer input-required; operator: cancel, reconcile, decode
+ * the tenant's payloads; admin: decode every tenant's payloads and those of no tenant (the codec server's shared key).
+ */
 export interface Principal {
   /** Stable id of the caller (an API key's `principal`, a JWT's `sub` by default). */
   id: string;

@@ -9,6 +9,7 @@
  * A tenant never changes, so answers are cached (bounded); a resource that does not exist is not cached.
  */
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { LRUCache } from 'lru-cache';
 import { SA_TENANT } from '../../config/search-attributes';
 import { OPERATION_STATE_MEMO } from '../../contract/operation';
 import type { ResourceKind } from './access-control';
@@ -46,7 +47,7 @@ export function recordedTenant(description: {
 export function createTenantResolvers(options: TenantResolverOptions): Record<ResourceKind, TenantOf> {
   const deadlineMs = options.deadlineMs ?? 4_000;
   const cacheSize = options.cacheSize ?? 10_000;
-  const cache = new Map<string, string>();
+  const cache = new LRUCache<string, string>({ max: cacheSize });
 
   const tenantOfWorkflow: TenantOf = async (workflowId) => {
     const cached = cache.get(workflowId);
@@ -67,7 +68,6 @@ export function createTenantResolvers(options: TenantResolverOptions): Record<Re
       options.untenantedTenant;
     if (tenant === undefined) return undefined;
     cache.set(workflowId, tenant);
-    if (cache.size > cacheSize) cache.delete(cache.keys().next().value!);
     return tenant;
   };
 

@@ -4,6 +4,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import { jwkToPublicKey, type AdcpJsonWebKey } from '@adcp/sdk/signing/server';
+import { LRUCache } from 'lru-cache';
 
 /** The JWK members node:crypto builds a public key from (`d` is never used: jwkToPublicKey strips it). */
 const KEY_MATERIAL = ['kty', 'crv', 'x', 'y', 'n', 'e'] as const;
@@ -40,11 +41,10 @@ export interface VerificationKeyCacheOptions {
  */
 export class VerificationKeyCache {
   private readonly byObject = new WeakMap<AdcpJsonWebKey, CachedKey>();
-  private readonly byMaterial = new Map<string, KeyObject>();
-  private readonly maxEntries: number;
+  private readonly byMaterial: LRUCache<string, KeyObject>;
 
   constructor(options: VerificationKeyCacheOptions = {}) {
-    this.maxEntries = Math.max(1, options.maxEntries ?? 1024);
+    this.byMaterial = new LRUCache({ max: Math.max(1, options.maxEntries ?? 1024) });
   }
 
   /** Distinct keys held in the bounded map. */
@@ -61,11 +61,8 @@ export class VerificationKeyCache {
     let key = this.byMaterial.get(material);
     if (key === undefined) {
       key = jwkToPublicKey(jwk);
-      if (this.byMaterial.size >= this.maxEntries) this.byMaterial.delete(this.byMaterial.keys().next().value!);
-    } else {
-      this.byMaterial.delete(material);
+      this.byMaterial.set(material, key);
     }
-    this.byMaterial.set(material, key);
     this.byObject.set(jwk, { members, key });
     return key;
   }

@@ -68,10 +68,11 @@ export interface WebhookRejected {
   scheme: WebhookAuthScheme;
   reason: WebhookRejectionReason;
   /**
-   * 401 for anything the seller's credentials got wrong; 400 for a body that is not UTF-8; 503 when the seller's
-   * JWKS cannot be fetched (a retry may succeed); 500 when our own config or code is at fault.
+   * 401 for anything the seller's credentials got wrong, and for a seller whose credential is not configured here
+   * (answered as a bad signature; the gateway reports the misconfiguration in its log and /healthz); 400 for a body
+   * that is not UTF-8; 503 when the seller's JWKS cannot be fetched or our verifier failed (a retry may succeed).
    */
-  status: 400 | 401 | 500 | 503;
+  status: 400 | 401 | 503;
   /**
    * For RFC 9421 401s: `Signature error="<reason>"`. @adcp/sdk's webhook emitter reads it to stop retrying a
    * delivery that would fail identically (adcp#2423).
@@ -91,7 +92,7 @@ export function isRfc9421Reason(code: string): code is (typeof RFC9421_REJECTION
 
 export function reject(scheme: WebhookAuthScheme, reason: WebhookRejectionReason, logDetail: string): WebhookRejected {
   const status =
-    reason === 'body_not_utf8' ? 400 : reason === 'jwks_unavailable' ? 503 : reason.startsWith('verifier_') ? 500 : 401;
+    reason === 'body_not_utf8' ? 400 : reason === 'jwks_unavailable' || reason === 'verifier_error' ? 503 : 401;
   const rejection: WebhookRejected = { ok: false, scheme, reason, status, logDetail };
   if (status === 401 && isRfc9421Reason(reason)) rejection.wwwAuthenticate = `Signature error="${reason}"`;
   return rejection;

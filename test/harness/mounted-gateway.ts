@@ -22,7 +22,7 @@ export interface MountedTestGateway {
   apiUrl: string;
   /** The webhook listener when split, else apiUrl. */
   webhookUrl: string;
-  /** `keys["acme/buyer"]`: an API key holding that one role in that tenant. */
+  /** `keys["acme/buyer"]`: an API key holding that one role in that tenant; `keys["acme/all"]` holds every role. */
   keys: Record<string, string>;
   /** Raw port numbers, for requests with a forged Host header. */
   apiPort: number;
@@ -57,6 +57,15 @@ export async function mountTestGateway(options: {
   split?: boolean;
   publicBaseUrl?: string;
   env?: NodeJS.ProcessEnv;
+  /** The per-principal rate limit; default one no test reaches (the limits have their own tests). */
+  principalRateLimit?: { burst: number; perSecond: number };
+  /** The operations client the gateway forwards to; default the stack's. */
+  orchestrator?: TestStack['orchestrator'];
+  /** Public keys of a notification signing key, served at /.well-known/jwks.json. */
+  notificationJwks?: Parameters<typeof mountGateway>[0]['notificationJwks'];
+  /** The sellers, discoveries and campaigns routers, and the task-support check, as api/main.ts passes them. */
+  campaignRouters?: Parameters<typeof mountGateway>[0]['campaignRouters'];
+  taskSupport?: Parameters<typeof mountGateway>[0]['taskSupport'];
 }): Promise<MountedTestGateway> {
   const dir = mkdtempSync(path.join(tmpdir(), 'adcp-mounted-'));
   const file = path.join(dir, 'keys.json');
@@ -74,6 +83,9 @@ export async function mountTestGateway(options: {
         roles: [role],
       });
     }
+    const all = generateApiKey(`${tenant}-all`);
+    keys[`${tenant}/all`] = all.key;
+    entries.push({ key_id: `${tenant}-all`, hash: all.hash, principal: `all@${tenant}`, tenant, roles: [...ROLES] });
   }
   writeKeysFile(file, { keys: entries });
 
@@ -89,7 +101,7 @@ export async function mountTestGateway(options: {
   };
   const mounted = mountGateway({
     client: options.stack.client,
-    orchestrator: options.stack.orchestrator,
+    orchestrator: options.orchestrator ?? options.stack.orchestrator,
     mediaBuys: new MediaBuyClient({
       client: options.stack.client,
       taskQueue: options.stack.taskQueue,
@@ -100,8 +112,11 @@ export async function mountTestGateway(options: {
     auth: loadAuthConfig(env),
     codecs: options.codecs,
     env,
-    // Tests make many calls in a row; the limits themselves are covered by unit tests.
-    principalRateLimit: { burst: 10_000, perSecond: 10_000 },
+    // Tests make many calls in a row; the limits themselves are covered by their own tests.
+    principalRateLimit: options.principalRateLimit ?? { burst: 10_000, perSecond: 10_000 },
+    ...(options.notificationJwks ? { notificationJwks: options.notificationJwks } : {}),
+    ...(options.campaignRouters ? { campaignRouters: options.campaignRouters } : {}),
+    ...(options.taskSupport ? { taskSupport: options.taskSupport } : {}),
   });
   attach(api.server, mounted.api);
   if (webhooks && mounted.webhooks) attach(webhooks.server, mounted.webhooks);

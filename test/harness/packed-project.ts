@@ -1,8 +1,9 @@
 /**
- * The project as a backend team gets it: `npm pack` (prepack builds dist/), and a scratch TypeScript project that
- * installs the tarball. The scratch project's lockfile is derived from this repository's package-lock.json (same
- * versions, same integrity hashes, same hoisted layout), so `npm ci --offline` installs it from the npm cache that
- * `npm ci` of the repository filled, without asking the registry for anything.
+ * The client as a backend team gets it: `npm pack` of the client workspace (packages/client; prepack builds its
+ * dist/), and a scratch project that installs the tarball. The scratch project's lockfile is derived from this
+ * repository's package-lock.json (same versions, same integrity hashes): the client's own dependency tree and nothing
+ * else, so `npm ci --offline` installs it from the npm cache that `npm ci` of the repository filled, without asking
+ * the registry for anything.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -11,6 +12,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 
 export const repositoryRoot = path.resolve(__dirname, '..', '..');
+/** The client workspace: what `npm pack` packs. */
+export const clientPackageRoot = path.join(repositoryRoot, 'packages', 'client');
+export const CLIENT_PACKAGE = '@adcp-orchestrator/client';
 
 const execFileAsync = promisify(execFile);
 
@@ -50,10 +54,10 @@ export interface PackedTarball {
   packMs: number;
 }
 
-/** `npm pack` of this repository into `destination` (prepack runs the build). */
+/** `npm pack` of the client workspace into `destination` (prepack runs its build). */
 export async function packProject(destination: string): Promise<PackedTarball> {
   const { stdout, ms } = await runCommand('npm', ['pack', '--json', '--pack-destination', destination], {
-    cwd: repositoryRoot,
+    cwd: clientPackageRoot,
   });
   // Lifecycle scripts may print before the JSON.
   const report = JSON.parse(stdout.slice(Math.max(0, stdout.search(/^\[/m)))) as Array<{
@@ -73,16 +77,51 @@ interface LockEntry {
   [key: string]: unknown;
 }
 
+/** A lock entry as a production dependency of the scratch project (typescript is a dev one here). */
+function withoutDevFlag(entry: LockEntry): LockEntry {
+  const { dev: _dev, ...rest } = entry;
+  return rest;
+}
+
+/** Where npm finds `name` for the package at `from` (a lock key): its own node_modules, then each parent's. */
+function resolveInLock(packages: Record<string, LockEntry>, from: string, name: string): string | undefined {
+  for (let at = from; ;) {
+    const candidate = `${at ? `${at}/` : ''}node_modules/${name}`;
+    if (packages[candidate]) return candidate;
+    if (!at) return undefined;
+    const parent = at.lastIndexOf('/node_modules/');
+    at = parent < 0 ? '' : at.slice(0, parent);
+  }
+}
+
+/** The lock entries of `names` (resolved from the root) and of everything they depend on, keyed as in the lock. */
+function closureOf(packages: Record<string, LockEntry>, names: string[]): Record<string, LockEntry> {
+  const found: Record<string, LockEntry> = {};
+  const pending: [string, string][] = names.map((name) => ['', name]);
+  while (pending.length > 0) {
+    const [from, name] = pending.pop()!;
+    const key = resolveInLock(packages, from, name);
+    if (!key || found[key]) continue;
+    const entry = packages[key]!;
+    found[key] = entry;
+    const dependencies = {
+      ...(entry.dependencies as Record<string, string> | undefined),
+      ...(entry.optionalDependencies as Record<string, string> | undefined),
+    };
+    for (const dependency of Object.keys(dependencies)) pending.push([key, dependency]);
+  }
+  return found;
+}
+
 /**
- * Writes package.json and package-lock.json of a scratch backend in `directory` that depends on the tarball, on
- * @temporalio/client (the backend builds its own Temporal Client), and on typescript and @types/node for tsc.
+ * Writes package.json and package-lock.json of a scratch project in `directory` that depends on the client tarball
+ * and on `extra` packages of this repository's tree (the backend's own @temporalio/client, typescript for tsc).
  */
-export function writeScratchProject(directory: string, tarball: string): void {
-  const repositoryPackage = JSON.parse(readFileSync(path.join(repositoryRoot, 'package.json'), 'utf8')) as {
+export function writeScratchProject(directory: string, tarball: string, extra: string[] = []): void {
+  const clientPackage = JSON.parse(readFileSync(path.join(clientPackageRoot, 'package.json'), 'utf8')) as {
     version: string;
     license: string;
     dependencies: Record<string, string>;
-    devDependencies: Record<string, string>;
     bin?: Record<string, string>;
     engines?: Record<string, string>;
   };
@@ -90,53 +129,34 @@ export function writeScratchProject(directory: string, tarball: string): void {
     packages: Record<string, LockEntry>;
   };
   const tarballSpec = `file:${path.relative(directory, tarball)}`;
+  const versionOf = (name: string) => lock.packages[`node_modules/${name}`]!.version!;
   const dependencies = {
-    'adcp-orchestrator': tarballSpec,
-    '@temporalio/client': repositoryPackage.dependencies['@temporalio/client'],
-  };
-  const devDependencies = {
-    typescript: repositoryPackage.devDependencies.typescript,
-    '@types/node': repositoryPackage.devDependencies['@types/node'],
+    [CLIENT_PACKAGE]: tarballSpec,
+    ...Object.fromEntries(extra.map((name) => [name, versionOf(name)])),
   };
   const packages: Record<string, LockEntry> = {
-    '': { name: 'scratch-backend', version: '1.0.0', dependencies, devDependencies },
-    'node_modules/adcp-orchestrator': {
-      version: repositoryPackage.version,
+    '': { name: 'scratch', version: '1.0.0', dependencies },
+    [`node_modules/${CLIENT_PACKAGE}`]: {
+      version: clientPackage.version,
       resolved: tarballSpec,
       integrity: `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`,
-      hasInstallScript: true,
-      license: repositoryPackage.license,
-      dependencies: repositoryPackage.dependencies,
-      ...(repositoryPackage.bin ? { bin: repositoryPackage.bin } : {}),
-      ...(repositoryPackage.engines ? { engines: repositoryPackage.engines } : {}),
+      license: clientPackage.license,
+      dependencies: clientPackage.dependencies,
+      ...(clientPackage.bin ? { bin: clientPackage.bin } : {}),
+      ...(clientPackage.engines ? { engines: clientPackage.engines } : {}),
     },
   };
-  // The repository's production tree is the tarball's dependency tree, hoisted the same way.
-  for (const [key, entry] of Object.entries(lock.packages)) {
-    if (key.startsWith('node_modules/') && !entry.dev) packages[key] = entry;
-  }
-  for (const name of [...Object.keys(devDependencies), ...dependenciesOf(lock.packages, '@types/node')]) {
-    packages[`node_modules/${name}`] ??= lock.packages[`node_modules/${name}`];
-  }
+  // The client's dependency tree (and the extras') as this repository's lock resolves it, hoisted the same way.
+  for (const [key, entry] of Object.entries(
+    closureOf(lock.packages, [...Object.keys(clientPackage.dependencies), ...extra]),
+  ))
+    packages[key] ??= withoutDevFlag(entry);
   writeFileSync(
     path.join(directory, 'package.json'),
-    JSON.stringify(
-      { name: 'scratch-backend', version: '1.0.0', private: true, dependencies, devDependencies },
-      null,
-      2,
-    ),
+    JSON.stringify({ name: 'scratch', version: '1.0.0', private: true, dependencies }, null, 2),
   );
   writeFileSync(
     path.join(directory, 'package-lock.json'),
-    JSON.stringify(
-      { name: 'scratch-backend', version: '1.0.0', lockfileVersion: 3, requires: true, packages },
-      null,
-      2,
-    ),
+    JSON.stringify({ name: 'scratch', version: '1.0.0', lockfileVersion: 3, requires: true, packages }, null, 2),
   );
-}
-
-function dependenciesOf(packages: Record<string, LockEntry>, name: string): string[] {
-  const entry = packages[`node_modules/${name}`] as { dependencies?: Record<string, string> } | undefined;
-  return Object.keys(entry?.dependencies ?? {});
 }

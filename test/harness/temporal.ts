@@ -13,7 +13,7 @@ import type { ActivityDependencies } from '../../activities';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
-import { workflowPreloadModules } from '../../workers/bundle-options';
+import { workflowPayloadConverterPath, workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 
@@ -32,6 +32,7 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
   bundle ??= bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     preloadModules: workflowPreloadModules(),
+    payloadConverterPath: workflowPayloadConverterPath(),
     logger: new DefaultLogger('WARN'),
   });
   return bundle;

@@ -8,6 +8,7 @@
  * its hold on the buys (a creative added after that still reaches every buy). A budget change for a seller without
  * a buy answers 409.
  */
+import { createGateway } from '../../api/app';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -44,7 +45,7 @@ beforeAll(async () => {
   stack = await startTestStack({ sellers: registry(sellers.agents), activities: { env: sellers.env } });
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue });
   const app = express();
-  app.use(createCampaignRouter({ campaigns }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, campaignRouters: [createCampaignRouter({ campaigns })] }));
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });

@@ -7,6 +7,7 @@
  * the other, and clears it once the slow seller catches up. A seller whose capabilities workflow finds it unreachable
  * raises a seller_unavailable alert, cleared once it answers again.
  */
+import { createGateway } from '../../api/app';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,7 +49,7 @@ beforeAll(async () => {
     reportingBaseUrl: 'http://127.0.0.1:9',
   });
   const app = express();
-  app.use(createCampaignRouter({ campaigns }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, campaignRouters: [createCampaignRouter({ campaigns })] }));
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });

@@ -6,6 +6,7 @@
  * then bought, REQUOTE_REQUIRED is quoted again without a second buy, and a proposal of another seller, an unknown or
  * expired one, or one over the budget is refused with a 4xx before it enters the campaign's history.
  */
+import { createGateway } from '../../api/app';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -83,8 +84,12 @@ beforeAll(async () => {
   });
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   campaigns = new CampaignClient({ client: stack.client, taskQueue: stack.taskQueue, sellers: capabilities });
-  app.use(createDiscoveryRouter({ campaigns }));
-  app.use(createCampaignRouter({ campaigns }));
+  app.use(
+    createGateway({
+      orchestrator: stack.orchestrator,
+      campaignRouters: [createDiscoveryRouter({ campaigns }), createCampaignRouter({ campaigns })],
+    }),
+  );
 }, 300_000);
 
 afterAll(async () => {

@@ -296,10 +296,22 @@ test('over HTTP another tenant gets the 404 of a missing campaign or discovery; 
   expect(discovered).toMatchObject({ status: 202, body: { id: `adcp-discovery-acme:${discoveryKey}` } });
   started.add(discovered.body.id);
   const other = await call('GET', `/v1/discoveries/${discovered.body.id}`, 'globex/reader');
+  // The same problem a discovery that does not exist gets: nothing tells the other tenant it exists.
+  const missingDiscovery = `adcp-discovery-acme:disc-${randomUUID()}`;
+  const missingAnswer = await call('GET', `/v1/discoveries/${missingDiscovery}`, 'globex/reader');
   expect(other).toEqual({
     status: 404,
-    body: { error: { code: 'NOT_FOUND', message: `No campaign or discovery ${discovered.body.id}.` } },
+    body: {
+      type: 'urn:adcp-orchestrator:problem:NOT_FOUND',
+      title: 'Not Found',
+      status: 404,
+      code: 'NOT_FOUND',
+      detail: `No campaign or discovery ${discovered.body.id}.`,
+      instance: `/v1/discoveries/${discovered.body.id}`,
+      error: { code: 'NOT_FOUND', message: `No campaign or discovery ${discovered.body.id}.` },
+    },
   });
+  expect(JSON.stringify(other).replaceAll(discovered.body.id, missingDiscovery)).toBe(JSON.stringify(missingAnswer));
   const owned = await call('GET', `/v1/discoveries/${discovered.body.id}`, 'acme/reader');
   expect(owned).toMatchObject({ status: 200, body: { tenant: 'acme', principal: 'acme/buyer@acme' } });
 }, 240_000);

@@ -50,7 +50,7 @@ beforeAll(async () => {
   keys.reader = reader.key;
   writeKeysFile(file, {
     keys: [
-      { key_id: 'ops', hash: operator.hash, principal: 'ops@acme', tenant: 'acme', roles: ['operator'] },
+      { key_id: 'ops', hash: operator.hash, principal: 'ops@acme', tenant: 'acme', roles: ['operator', 'admin'] },
       { key_id: 'viewer', hash: reader.hash, principal: 'viewer@acme', tenant: 'acme', roles: ['reader', 'buyer'] },
     ],
   });
@@ -138,7 +138,10 @@ test('without the operator role: 403 (the UI keeps showing ciphertext); without 
   const body = { payloads: [await storedInput()] };
   const reader = await codec('decode', body, { authorization: `Bearer ${keys.reader}` });
   expect(reader.status).toBe(403);
-  expect(((await reader.json()) as any).error).toMatchObject({ code: 'FORBIDDEN', required_roles: ['operator'] });
+  expect(((await reader.json()) as any).error).toMatchObject({
+    code: 'FORBIDDEN',
+    required_roles: ['operator', 'admin'],
+  });
   expect(reader.headers.get('access-control-allow-origin')).toBe(WEB_UI); // so the UI can read the refusal
   const anonymous = await codec('decode', body);
   expect(anonymous.status).toBe(401);

@@ -6,6 +6,7 @@
  * gateway's HMAC-verified reporting route (the per-buy credential derived from the seller's configured secret), the
  * final report, and totals reconciled with the seller's lifetime numbers.
  */
+import { createGateway } from '../../api/app';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
@@ -76,7 +77,7 @@ beforeAll(async () => {
     requests.authorized += 1;
     next();
   });
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 
   pullOnlyServer = await new Promise<Server>((resolve) => {
@@ -85,11 +86,14 @@ beforeAll(async () => {
   pullOnlyBase = `http://127.0.0.1:${(pullOnlyServer.address() as AddressInfo).port}`;
   const pullOnly = express();
   pullOnly.use(
-    createMediaBuyRouter({
-      mediaBuys: new MediaBuyClient({
-        client: stack.client,
-        taskQueue: stack.taskQueue,
-        knownSeller: (id) => sellers.has(id),
+    createGateway({
+      orchestrator: stack.orchestrator,
+      mediaBuyRouter: createMediaBuyRouter({
+        mediaBuys: new MediaBuyClient({
+          client: stack.client,
+          taskQueue: stack.taskQueue,
+          knownSeller: (id) => sellers.has(id),
+        }),
       }),
     }),
   );

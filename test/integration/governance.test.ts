@@ -13,6 +13,7 @@
  * - a governed campaign pushes its plan (sync_plans) before discovery, and its buys are checked against that plan;
  * - an unreachable governance agent closes the gate (GOVERNANCE_UNAVAILABLE), and the seller hears nothing.
  */
+import { createGateway } from '../../api/app';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -62,7 +63,7 @@ beforeAll(async () => {
     { status: 'completed', bare: true, payload: { products: [productOf('gov', 10)] } },
   ]);
   const app = express();
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 
@@ -133,7 +134,7 @@ test('a denied spend makes no buy: the seller is never called and the buy ends w
     error: { code: 'GOVERNANCE_DENIED' },
   });
   expect(view.failure.message).toContain(`does not authorise this create_media_buy`);
-  expect(view.governance).toMatchObject({ status: 'denied', agentId: 'governance', planId });
+  expect(view.governance).toMatchObject({ status: 'denied', agent_id: 'governance', plan_id: planId });
   expect(view.governance.checks).toHaveLength(1);
   expect(view.governance.checks[0]).toMatchObject({ verdict: 'denied', tool: 'create_media_buy' });
   expect(view.media_buy_id).toBeNull();
@@ -156,7 +157,7 @@ test('approved: the seller receives the governance_context, and report_plan_outc
   expect(creates.length).toBeGreaterThanOrEqual(1);
   expect(creates.every((entry) => entry.args.governance_context === issued)).toBe(true);
   expect(view.governance).toMatchObject({ status: 'approved' });
-  expect(view.governance.checks[0]).toMatchObject({ verdict: 'approved', hasGovernanceContext: true });
+  expect(view.governance.checks[0]).toMatchObject({ verdict: 'approved', has_governance_context: true });
   // The token is for the seller, not for HTTP readers of the buy.
   expect(JSON.stringify(view)).not.toContain(issued);
 
@@ -223,7 +224,7 @@ test('conditions a person must decide: the buy waits, the decision is recorded, 
   expect(decided.body).toMatchObject({ accepted: true, action: 'create', decision: 'approve' });
   const view = await viewWhen(id, (body) => body.status === 'pending_creatives');
   expect(view.governance.decisions).toEqual([
-    expect.objectContaining({ decision: 'approve', decidedBy: 'brand-safety@buyer', action: 'create' }),
+    expect.objectContaining({ decision: 'approve', decided_by: 'brand-safety@buyer', action: 'create' }),
   ]);
   expect(view.governance.pending).toBeUndefined();
   const checks = checksFor(planId);
@@ -277,7 +278,7 @@ test('a budget raise is checked (and a denied one never reaches the seller); a c
   const { id } = await createGovernedBuy(planId, 4_000);
   const created = await viewWhen(id, (body) => body.status === 'pending_creatives');
   const mediaBuyId = created.media_buy_id as string;
-  const packageId = created.packages[0].packageId as string;
+  const packageId = created.packages[0].package_id as string;
   const createContext = checksFor(planId)[0].answer.governance_context as string;
 
   const raised = await call('POST', `/v1/media-buys/${id}/changes`, {

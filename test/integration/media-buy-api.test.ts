@@ -5,6 +5,7 @@
  * dropped), changes walked against the state-machine storyboard (refusals answered 409 with the storyboard's codes,
  * a retried change sent once), and the end: a final report, the lifetime pull, the workflow done.
  */
+import { createGateway } from '../../api/app';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
@@ -69,7 +70,7 @@ beforeAll(async () => {
       log: () => undefined,
     }),
   );
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 
@@ -127,7 +128,7 @@ test('a buy over HTTP: created once, indexed, creatives, signed reports, storybo
     return view.body.status === 'pending_creatives' ? view.body : undefined;
   }, 30_000);
   const mediaBuyId = pending.media_buy_id as string;
-  const packageId = pending.packages[0].packageId as string;
+  const packageId = pending.packages[0].package_id as string;
   expect(seller.buy(mediaBuyId)!.request.reporting_webhook).toMatchObject({
     url: `${base}/webhooks/adcp-reporting/${id}`,
     reporting_frequency: 'hourly',
@@ -227,7 +228,7 @@ test('a buy over HTTP: created once, indexed, creatives, signed reports, storybo
   const view = (await call('GET', `/v1/media-buys/${id}`)).body;
   expect(view.status).toBe('canceled');
   expect(
-    view.changes.map((change: { kind: string; requestedBy: string }) => `${change.kind}:${change.requestedBy}`),
+    view.changes.map((change: { kind: string; requested_by: string }) => `${change.kind}:${change.requested_by}`),
   ).toEqual(['pause:storyboard:pause_buy', 'resume:storyboard:resume_buy', 'cancel:storyboard:cancel_buy']);
 
   // The end: the final report, then the lifetime pull and the workflow is done.

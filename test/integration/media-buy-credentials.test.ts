@@ -8,6 +8,7 @@
  * buy's credential is refused. The seller echoes the credential in its create answer, as careless sellers do: the
  * worker redacts it before the answer becomes the operation's result.
  */
+import { createGateway } from '../../api/app';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -70,7 +71,7 @@ beforeAll(async () => {
       log: () => undefined,
     }),
   );
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 

@@ -5,6 +5,7 @@
  * budget); resuming the package comes back the same way. A package change naming a package the buy does not have is
  * refused before it enters history, and nothing reaches the seller.
  */
+import { createGateway } from '../../api/app';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -36,7 +37,7 @@ beforeAll(async () => {
     knownSeller: (id) => sellers.has(id),
   });
   const app = express();
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
   server.on('request', app);
 });
 
@@ -59,7 +60,7 @@ async function call(
 }
 
 interface PackageView {
-  packageId: string;
+  package_id: string;
   budget?: number;
   paused?: boolean;
 }
@@ -89,7 +90,7 @@ test('a packages change reaches the seller as packages[] and its answer becomes 
     return view.body.status === 'pending_creatives' ? view.body : undefined;
   }, 30_000);
   const mediaBuyId = pending.media_buy_id as string;
-  const [first, second] = (pending.packages as PackageView[]).map((pkg) => pkg.packageId).sort();
+  const [first, second] = (pending.packages as PackageView[]).map((pkg) => pkg.package_id).sort();
   const attached = await call('POST', `/v1/media-buys/${id}/creatives`, {
     creatives: [{ creative_id: 'cr_pkg', name: 'Banner' }],
     assignments: { cr_pkg: [first, second] },
@@ -120,7 +121,7 @@ test('a packages change reaches the seller as packages[] and its answer becomes 
   expect(updates[0]).toMatchObject({ outcome: 'applied', args: { media_buy_id: mediaBuyId, packages } });
   expect(updates[0].args.paused).toBeUndefined(); // the buy itself was not paused
   let view = (await call('GET', `/v1/media-buys/${id}`)).body;
-  const byId = (list: PackageView[]) => Object.fromEntries(list.map((pkg) => [pkg.packageId, pkg]));
+  const byId = (list: PackageView[]) => Object.fromEntries(list.map((pkg) => [pkg.package_id, pkg]));
   expect(view.status).toBe('active');
   expect(byId(view.packages)[second]).toMatchObject({ paused: true, budget: 5_000 });
   expect(byId(view.packages)[first]).toMatchObject({ paused: false, budget: 12_500 });
@@ -128,8 +129,8 @@ test('a packages change reaches the seller as packages[] and its answer becomes 
   expect(view.changes.at(-1)).toMatchObject({
     kind: 'packages',
     outcome: 'applied',
-    requestedBy: 'optimizer@buyer',
-    statusAfter: 'active',
+    requested_by: 'optimizer@buyer',
+    status_after: 'active',
   });
 
   // Resume the package: the same way back.

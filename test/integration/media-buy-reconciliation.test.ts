@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { MediaBuyClient } from '../../client/media-buy-client';
+import type { CallerIdentity } from '../../protocol/tenancy';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 
@@ -37,31 +38,39 @@ afterAll(async () => {
   await seller?.close();
 });
 
-async function activeBuy(agent: string): Promise<{ id: string; mediaBuyId: string }> {
+async function activeBuy(agent: string, caller?: CallerIdentity): Promise<{ id: string; mediaBuyId: string }> {
   const now = Date.now();
-  const { mediaBuyWorkflowId: id } = await buys.create({
-    buyKey: `recon-${randomUUID()}`,
-    sellerId: agent,
-    params: {
-      account: { account_id: 'acct_recon' },
-      brand: { domain: 'acme.example' },
-      start_time: new Date(now - HOUR).toISOString(),
-      end_time: new Date(now + 30 * DAY).toISOString(),
-      packages: [{ product_id: 'display_a', pricing_option_id: 'cpm', budget: 10_000 }],
+  const { mediaBuyWorkflowId: id } = await buys.create(
+    {
+      buyKey: `recon-${randomUUID()}`,
+      sellerId: agent,
+      params: {
+        account: { account_id: 'acct_recon' },
+        brand: { domain: 'acme.example' },
+        start_time: new Date(now - HOUR).toISOString(),
+        end_time: new Date(now + 30 * DAY).toISOString(),
+        packages: [{ product_id: 'display_a', pricing_option_id: 'cpm', budget: 10_000 }],
+      },
+      requestedBy: 'planner@buyer',
     },
-    requestedBy: 'planner@buyer',
-  });
+    caller,
+  );
   const pending = await eventually(async () => {
-    const state = await buys.state(id);
+    const state = await buys.state(id, caller);
     return state.status === 'pending_creatives' ? state : undefined;
   }, 30_000);
   const packageId = Object.keys(pending.packages)[0];
-  await buys.attachCreatives(id, {
-    creatives: [{ creative_id: 'cr_recon' }],
-    assignments: { cr_recon: [packageId] },
-    requestedBy: 'trafficker@buyer',
-  });
-  await eventually(async () => ((await buys.state(id)).status === 'active' ? true : undefined), 20_000);
+  await buys.attachCreatives(
+    id,
+    {
+      creatives: [{ creative_id: 'cr_recon' }],
+      assignments: { cr_recon: [packageId] },
+      requestedBy: 'trafficker@buyer',
+    },
+    {},
+    caller,
+  );
+  await eventually(async () => ((await buys.state(id, caller)).status === 'active' ? true : undefined), 20_000);
   return { id, mediaBuyId: pending.mediaBuyId! };
 }
 
@@ -99,4 +108,34 @@ test('a buy paused at the seller without a webhook converges after a reconciliat
   expect(seller.buy(mine.mediaBuyId)!.updates).toEqual([]);
   // The other seller's buy was not asked: it still believes active until its own seller is reconciled.
   expect((await buys.state(other.id)).status).toBe('active');
+});
+
+test("an operator's reconcile counts and refreshes only its own tenant's buys; the Schedule's run reaches every tenant's", async () => {
+  const ACME: CallerIdentity = { tenant: 'acme', principal: 'acme/ops' };
+  const GLOBEX: CallerIdentity = { tenant: 'globex', principal: 'globex/ops' };
+  const acme = await activeBuy(sellerId, ACME);
+  const globex = await activeBuy(sellerId, GLOBEX);
+  await eventually(async () => {
+    const query = `WorkflowType = 'adcpMediaBuy' AND ExecutionStatus = 'Running' AND AdcpMediaBuyStatus = 'active' AND AdcpAgent = '${sellerId}' AND AdcpTenant IN ('acme', 'globex')`;
+    let found = 0;
+    for await (const execution of stack.client.workflow.list({ query }))
+      if ([acme.id, globex.id].includes(execution.workflowId)) found += 1;
+    return found === 2 ? true : undefined;
+  }, 20_000);
+  // The seller pauses both; globex's operator reconciles.
+  const at = Date.now();
+  seller.buy(acme.mediaBuyId)!.pauses.push({ from: at });
+  seller.buy(globex.mediaBuyId)!.pauses.push({ from: at });
+
+  const report = await stack.orchestrator.reconcile(sellerId, 'globex/ops', GLOBEX);
+  expect(report.openMediaBuys).toBe(1);
+  expect(report.mediaBuyRefreshRequested).toBe(1);
+  await eventually(async () => ((await buys.state(globex.id, GLOBEX)).status === 'paused' ? true : undefined), 20_000);
+  // Acme's buy was neither counted nor asked: it still believes active.
+  expect((await buys.state(acme.id, ACME)).status).toBe('active');
+
+  // Without a caller (the Schedule, an operator of the whole installation) every tenant's buys are reconciled.
+  const all = await stack.orchestrator.reconcile(sellerId, 'schedule');
+  expect(all.openMediaBuys).toBeGreaterThanOrEqual(2);
+  await eventually(async () => ((await buys.state(acme.id, ACME)).status === 'paused' ? true : undefined), 20_000);
 });

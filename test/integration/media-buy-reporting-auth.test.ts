@@ -6,6 +6,7 @@
  * another buy's credential, and a report signed by another configured seller. A gateway without the master secret
  * takes the seller's signature only. Real Temporal dev server, the fixture seller on loopback, real HTTP.
  */
+import { createGateway } from '../../api/app';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -86,7 +87,7 @@ beforeAll(async () => {
     reportingBaseUrl: base,
     knownSeller: (id) => sellerRegistry.has(id),
   });
-  app.use(createMediaBuyRouter({ mediaBuys }));
+  app.use(createGateway({ orchestrator: stack.orchestrator, mediaBuyRouter: createMediaBuyRouter({ mediaBuys }) }));
 }, 120_000);
 
 afterAll(async () => {

@@ -1,9 +1,10 @@
 /**
- * The typed client as backend teams get it (#13 item 8): `npm pack` the project, check the tarball carries the client
- * and its types and nothing of the worker, the activities or the API, install it into a scratch TypeScript project
- * (offline, from the npm cache, with its install scripts running as they would for a backend team), type-check a small
- * backend against the package's declarations, and run it: it starts a create_media_buy at the demo seller through the
- * harness's Temporal server and a worker from this repository, follows it to completion and prints the result.
+ * The typed client as backend teams get it: `npm pack` the client workspace (packages/client), check the tarball
+ * carries the client, its types and the CLI and nothing of the worker, the activities or the API; install it alone
+ * into an empty folder (offline, from the npm cache) and measure it: at most 40 MB, without @adcp/sdk or
+ * @temporalio/worker; then install it into a scratch TypeScript backend, type-check a small backend against the
+ * package's declarations, and run it: it starts a create_media_buy at the demo seller through the harness's Temporal
+ * server and a worker from this repository, follows it to completion and prints the result.
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +12,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
-import { type PackedTarball, packProject, runCommand, writeScratchProject } from '../harness/packed-project';
+import {
+  CLIENT_PACKAGE,
+  type PackedTarball,
+  clientPackageRoot,
+  packProject,
+  runCommand,
+  writeScratchProject,
+} from '../harness/packed-project';
 import { type TestStack, demoSellerConfig, registry, startTestStack, testAddress } from '../harness/temporal';
 
 jest.setTimeout(300_000);
@@ -19,7 +27,7 @@ jest.setTimeout(300_000);
 let dir: string;
 let packed: PackedTarball;
 let stack: TestStack;
-const timings: Record<string, number> = {};
+const timings: Record<string, number | string> = {};
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'adcp-packed-client-'));
@@ -50,16 +58,14 @@ test('the tarball carries the client, its declarations and the message and state
     'dist/client/index.d.ts',
     'dist/client/types.js',
     'dist/client/types.d.ts',
-    'dist/client/orchestrator-client.js',
-    'dist/client/media-buy-client.js',
-    'dist/client/operation-list.js',
-    'dist/client/payload-codec.js',
-    'dist/client/encryption-codec.js',
+    'dist/client/tenant-payload-converter.js',
+    'dist/client/orchestrator-client.d.ts',
+    'dist/client/media-buy-client.d.ts',
     'dist/contract/operation.d.ts',
     'dist/contract/media-buy.d.ts',
     'dist/protocol/requests.d.ts',
-    'cli/bin.js',
-    'dist/cli/main.js',
+    'bin.js',
+    'dist/client/cli.js',
   ]) {
     expect(files).toContain(expected);
   }
@@ -70,22 +76,70 @@ test('the tarball carries the client, its declarations and the message and state
       (/^dist\/(workers|api|scripts|test|bench)\//.test(file) && !/^dist\/api\/operation-view\./.test(file)) ||
       // No activity code ships (the contract's declarations describe state fields, in dist/contract/).
       /^dist\/activities\//.test(file) ||
-      // Workflow implementations stay in the worker; only the pure media-buy state logic ships with the contract.
-      (/^dist\/workflows\//.test(file) && !/^dist\/workflows\/media-buy\/machine\./.test(file)) ||
+      // Workflows stay in the worker: what the client shares with them is in dist/contract/.
+      /^dist\/workflows\//.test(file) ||
       /workflow-bundle/.test(file),
   );
   expect(leaked).toEqual([]);
 
-  const manifest = JSON.parse(readFileSync(path.join(__dirname, '../../package.json'), 'utf8')) as {
+  const manifest = JSON.parse(readFileSync(path.join(clientPackageRoot, 'package.json'), 'utf8')) as {
     exports: Record<string, unknown>;
+    dependencies: Record<string, string>;
   };
   expect(Object.keys(manifest.exports).sort()).toEqual(['.', './package.json', './types']);
+  // Only what starting, following, answering and cancelling need: no seller SDK, no worker.
+  expect(Object.keys(manifest.dependencies)).not.toContain('@adcp/sdk');
+  expect(Object.keys(manifest.dependencies)).not.toContain('@temporalio/worker');
+  // The repository's own package depends on the workspace.
+  const root = JSON.parse(readFileSync(path.join(__dirname, '../../package.json'), 'utf8')) as {
+    dependencies: Record<string, string>;
+    workspaces: string[];
+  };
+  expect(root.workspaces).toContain('packages/client');
+  expect(root.dependencies[CLIENT_PACKAGE]).toBe(
+    JSON.parse(readFileSync(path.join(clientPackageRoot, 'package.json'), 'utf8')).version,
+  );
+});
+
+/** Disk use of a folder in bytes, as `du -sk` counts it (blocks, not file sizes). */
+async function diskUse(folder: string): Promise<number> {
+  const { stdout } = await runCommand('du', ['-sk', folder], { cwd: folder });
+  return Number(stdout.split(/\s/)[0]) * 1024;
+}
+
+test('installed alone into an empty folder, the client takes at most 40 MB, without @adcp/sdk or the worker', async () => {
+  const empty = path.join(dir, 'empty');
+  mkdirSync(empty, { recursive: true });
+  writeScratchProject(empty, packed.file);
+  const install = await runCommand('npm', ['ci', '--offline', '--no-audit', '--no-fund'], { cwd: empty });
+  timings.installAloneMs = install.ms;
+  const installed = readdirSync(path.join(empty, 'node_modules'), { withFileTypes: true }).flatMap((entry) =>
+    entry.name.startsWith('@')
+      ? readdirSync(path.join(empty, 'node_modules', entry.name)).map((name) => `${entry.name}/${name}`)
+      : [entry.name],
+  );
+  for (const heavy of ['@adcp/sdk', '@temporalio/worker', '@temporalio/core-bridge', 'express', 'pino'])
+    expect(installed).not.toContain(heavy);
+  expect(installed).toContain(CLIENT_PACKAGE);
+  const { stdout } = await runCommand('du', ['-sh', empty], { cwd: empty });
+  timings.installedSize = stdout.trim().split(/\s/)[0]!;
+  expect(await diskUse(empty)).toBeLessThanOrEqual(40 * 1024 * 1024);
+  // It loads: the client and its data converter, without anything the tarball does not carry.
+  const loaded = await runCommand(
+    'node',
+    [
+      '-e',
+      `const c = require('${CLIENT_PACKAGE}'); console.log(typeof c.OrchestratorClient, typeof c.dataConverter().payloadConverterPath)`,
+    ],
+    { cwd: empty },
+  );
+  expect(loaded.stdout.trim()).toBe('function string');
 });
 
 test('a scratch backend installs the tarball, type-checks against it and follows an operation to completion', async () => {
   const app = path.join(dir, 'backend');
   mkdirSync(path.join(app, 'src'), { recursive: true });
-  writeScratchProject(app, packed.file);
+  writeScratchProject(app, packed.file, ['@temporalio/client', 'typescript', '@types/node']);
   // Install scripts run (no --ignore-scripts): the package's postinstall must not break a backend's install.
   const install = await runCommand('npm', ['ci', '--offline', '--no-audit', '--no-fund'], { cwd: app });
   timings.installMs = install.ms;
@@ -126,7 +180,7 @@ test('a scratch backend installs the tarball, type-checks against it and follows
     { cwd: app },
   );
   // skipLibCheck hides a declaration that imports a file the tarball lacks: check every relative import resolves.
-  expect(missingRelativeImports(path.join(app, 'node_modules', 'adcp-orchestrator'))).toEqual([]);
+  expect(missingRelativeImports(path.join(app, 'node_modules', CLIENT_PACKAGE))).toEqual([]);
 
   const operationKey = `packed-${randomUUID()}`;
   const run = await runCommand('node', ['out/backend.js'], {
@@ -199,8 +253,8 @@ function missingRelativeImports(packageDirectory: string): string[] {
 /** The backend a team would write: its own Temporal Client, the packaged OrchestratorClient, typed state. */
 const BACKEND_SOURCE = `
 import { Client, Connection } from '@temporalio/client';
-import { OrchestratorClient, dataConverter, type OperationView } from 'adcp-orchestrator';
-import type { OperationState, OperationStatus } from 'adcp-orchestrator/types';
+import { OrchestratorClient, dataConverter, type OperationView } from '@adcp-orchestrator/client';
+import type { OperationState, OperationStatus } from '@adcp-orchestrator/client/types';
 
 async function main(): Promise<void> {
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
@@ -240,6 +294,6 @@ main().catch((error: unknown) => {
 `;
 
 const MISUSE_SOURCE = `
-import type { OperationStatus } from 'adcp-orchestrator/types';
+import type { OperationStatus } from '@adcp-orchestrator/client/types';
 export const status: OperationStatus = 'finished';
 `;

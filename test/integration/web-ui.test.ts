@@ -71,7 +71,7 @@ beforeAll(async () => {
   operatorKey = operator.key;
   const keysFile = path.join(dir, 'keys.json');
   writeKeysFile(keysFile, {
-    keys: [{ key_id: 'ops', hash: operator.hash, principal: 'ops@acme', tenant: 'acme', roles: ['operator'] }],
+    keys: [{ key_id: 'ops', hash: operator.hash, principal: 'ops@acme', tenant: 'acme', roles: ['operator', 'admin'] }],
   });
   const app = express();
   app.use(

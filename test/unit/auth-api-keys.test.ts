@@ -113,7 +113,7 @@ test('an invalid keys file fails naming the field', () => {
     /keys\.json is invalid: keys\[1\]\.key_id: "a" appears twice/,
   );
   expect(() =>
-    parseApiKeysFile(JSON.stringify({ keys: [entry('a', hash, { roles: ['admin' as never] })] }), 'keys.json'),
+    parseApiKeysFile(JSON.stringify({ keys: [entry('a', hash, { roles: ['superuser' as never] })] }), 'keys.json'),
   ).toThrow(ApiKeysFileError);
   expect(() =>
     parseApiKeysFile(JSON.stringify({ keys: [{ ...entry('a', hash), hash: 'plaintext-key' }] }), 'k.json'),

@@ -121,7 +121,7 @@ const OWN = 'adcp-create_media_buy-acme-1';
 const OTHER = 'adcp-create_media_buy-globex-1';
 const ROUTES: { method: string; path: string; allowed: Role[] }[] = [
   { method: 'POST', path: '/v1/operations', allowed: ['buyer'] },
-  { method: 'GET', path: `/v1/operations/${OWN}`, allowed: ['reader', 'buyer', 'approver', 'operator'] },
+  { method: 'GET', path: `/v1/operations/${OWN}`, allowed: ['reader', 'buyer', 'approver', 'operator', 'admin'] },
   { method: 'POST', path: `/v1/operations/${OWN}/input`, allowed: ['approver'] },
   { method: 'POST', path: `/v1/operations/${OWN}/cancel`, allowed: ['operator'] },
   { method: 'POST', path: `/v1/operations/${OWN}/credentials-refreshed`, allowed: ['operator'] },
@@ -165,8 +165,12 @@ describe('tenant boundary', () => {
       const other = await call(method, route, keys[role]);
       const missing = await call(method, route.replace(OTHER, 'adcp-create_media_buy-nope'), keys[role]);
       expect(other.status).toBe(404);
-      expect(other.body).toEqual({ error: { code: 'OPERATION_NOT_FOUND', message: `No operation ${OTHER}.` } });
+      expect(other.body).toMatchObject({
+        code: 'OPERATION_NOT_FOUND',
+        error: { code: 'OPERATION_NOT_FOUND', message: `No operation ${OTHER}.` },
+      });
       expect(missing.status).toBe(404);
+      expect(Object.keys(missing.body).sort()).toEqual(Object.keys(other.body).sort());
       expect(Object.keys(missing.body.error)).toEqual(Object.keys(other.body.error));
       // The owner, with every role, reaches it.
       expect((await call(method, route, keys.globex)).status).toBe(200);

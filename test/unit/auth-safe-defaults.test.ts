@@ -46,7 +46,13 @@ describe('development key', () => {
     const text = readFileSync(first.file, 'utf8');
     expect(text).not.toContain(first.key.split('.')[2]);
     const checked = new ApiKeyStore({ file: first.file }).check(first.key);
-    expect(checked.ok && [...checked.principal.roles].sort()).toEqual(['approver', 'buyer', 'operator', 'reader']);
+    expect(checked.ok && [...checked.principal.roles].sort()).toEqual([
+      'admin',
+      'approver',
+      'buyer',
+      'operator',
+      'reader',
+    ]);
     expect(checked.ok && checked.principal.tenant).toBe('dev');
     expect(describeDevelopmentKey(first, 'http://127.0.0.1:8080')).toContain(first.key);
 
@@ -90,7 +96,7 @@ describe('loadAuthConfig', () => {
       rolesClaim: 'roles',
       roleMap: { 'adcp.approve': 'approver' },
     });
-    expect(() => loadAuthConfig({ ADCP_JWT_ROLE_MAP: '{"x":"admin"}' })).toThrow(/ADCP_JWT_ROLE_MAP/);
+    expect(() => loadAuthConfig({ ADCP_JWT_ROLE_MAP: '{"x":"superuser"}' })).toThrow(/ADCP_JWT_ROLE_MAP/);
   });
 
   test('a keys file that is missing fails at start, naming it', () => {

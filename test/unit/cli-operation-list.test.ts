@@ -36,14 +36,14 @@ test('each filter becomes one quoted clause of a query scoped to the operation w
       'AdcpStatus IN ("failed", "rejected")',
       'AdcpAgent = "demo-seller"',
       'AdcpTask = "create_media_buy"',
-      '(AdcpInputReason IS NOT NULL OR AdcpStatus IN ("input-required", "auth-required"))',
+      '(AdcpInputReason IS NOT NULL OR AdcpStatus IN ("input-required", "auth-required") OR (AdcpTask IN ("check_governance") AND AdcpStatus IN ("submitted", "working")))',
       'StartTime >= "2026-11-01T00:00:00.000Z"',
       'StartTime < "2026-11-02T00:00:00.000Z"',
       '(ExecutionStatus = "Running" OR CloseTime >= "2026-11-01T12:00:00.000Z")',
     ].join(' AND '),
   );
   expect(buildVisibilityQuery(operationListFiltersSchema.parse({ waiting: false }))).toBe(
-    'WorkflowType = "adcpOperation" AND AdcpInputReason IS NULL AND AdcpStatus NOT IN ("input-required", "auth-required")',
+    'WorkflowType = "adcpOperation" AND AdcpInputReason IS NULL AND AdcpStatus NOT IN ("input-required", "auth-required") AND (AdcpTask NOT IN ("check_governance") OR AdcpStatus NOT IN ("submitted", "working"))',
   );
 });
 
@@ -96,10 +96,10 @@ test('the HTTP query string: lists by comma or repetition, booleans, times, limi
 });
 
 /** An operation as visibility returns it; `updatedAt` goes into the memo the workflow publishes. */
-function execution(id: number, updatedAt: string, status = 'completed') {
+function execution(id: number, updatedAt: string, status = 'completed', task = 'create_media_buy') {
   const seconds = Date.parse('2026-11-30T08:00:00Z') / 1000 + id;
   return temporal.api.workflow.v1.WorkflowExecutionInfo.fromObject({
-    execution: { workflowId: `adcp-create_media_buy-op${id}`, runId: `run-${id}` },
+    execution: { workflowId: `adcp-${task}-op${id}`, runId: `run-${id}` },
     type: { name: 'adcpOperation' },
     startTime: { seconds, nanos: 0 },
     closeTime: { seconds: seconds + 1, nanos: 0 },
@@ -109,7 +109,7 @@ function execution(id: number, updatedAt: string, status = 'completed') {
       indexedFields: encodeUnifiedSearchAttributes(undefined, [
         { key: SA_STATUS, value: status },
         { key: SA_SELLER, value: 'demo-seller' },
-        { key: SA_TASK, value: 'create_media_buy' },
+        { key: SA_TASK, value: task },
       ]),
     },
     memo: { fields: { adcp_state: converter.payloadConverter.toPayload({ status, updatedAt }) } },
@@ -177,5 +177,57 @@ test('rows read the indexed attributes and the published last change', async () 
       execution_status: 'COMPLETED',
       waiting: false,
     },
+  ]);
+});
+
+test('a governance check in human review (submitted or working) is listed as waiting on a person', async () => {
+  const { client } = fakeVisibility([
+    execution(1, '2026-11-30T08:30:00.000Z', 'submitted', 'check_governance'),
+    execution(2, '2026-11-30T08:30:00.000Z', 'submitted', 'create_media_buy'),
+    execution(3, '2026-11-30T08:30:00.000Z', 'completed', 'check_governance'),
+  ]);
+  const { operations } = await listOperations(client, {});
+  expect(operations.map((row) => [row.task, row.status, row.waiting])).toEqual([
+    ['check_governance', 'submitted', true],
+    ['create_media_buy', 'submitted', false],
+    ['check_governance', 'completed', false],
+  ]);
+});
+
+test('a running operation whose memo this client cannot decode is a state_unreadable row, not a crash', async () => {
+  // As visibility answers for a running workflow: no close time, history length left at its default (absent on the
+  // wire), and a memo encrypted with a key this client does not hold.
+  const running = temporal.api.workflow.v1.WorkflowExecutionInfo.fromObject({
+    execution: { workflowId: 'adcp-create_media_buy-running', runId: 'run-r' },
+    type: { name: 'adcpOperation' },
+    startTime: { seconds: Date.parse('2026-11-30T08:00:00Z') / 1000, nanos: 0 },
+    status: 1,
+    searchAttributes: {
+      indexedFields: encodeUnifiedSearchAttributes(undefined, [
+        { key: SA_STATUS, value: 'submitted' },
+        { key: SA_TASK, value: 'create_media_buy' },
+      ]),
+    },
+    memo: {
+      fields: {
+        adcp_state: {
+          metadata: {
+            encoding: Buffer.from('binary/encrypted'),
+            'encryption-key-id': Buffer.from('k-unknown'),
+          },
+          data: Buffer.from('ciphertext this client cannot read'),
+        },
+      },
+    },
+  });
+  const { client } = fakeVisibility([running]);
+  const { operations } = await listOperations(client, {});
+  expect(operations).toEqual([
+    expect.objectContaining({
+      operation_id: 'adcp-create_media_buy-running',
+      status: 'submitted',
+      execution_status: 'RUNNING',
+      state_unreadable: true,
+    }),
   ]);
 });

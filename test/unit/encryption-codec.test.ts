@@ -2,19 +2,22 @@
  * Payload encryption (#12 item 4): AES-256-GCM, key id in the metadata, new payloads under the newest key, older keys
  * still decrypt, an unknown key id fails saying which key and what to do; composes with gzip (compress, then encrypt).
  */
-import { randomBytes } from 'node:crypto';
+import { createDecipheriv, randomBytes } from 'node:crypto';
 import { type Payload, defaultPayloadConverter } from '@temporalio/common';
 import { decode, encode } from '@temporalio/common/lib/internal-non-workflow/codec-helpers';
 import {
   ENCRYPTED_ENCODING,
   EncryptionPayloadCodec,
   METADATA_ENCRYPTION_KEY_ID,
+  METADATA_ENCRYPTION_TENANT,
   PayloadDecryptionError,
   encryptedDataConverter,
   loadPayloadKeys,
   payloadCodecs,
+  tenantDataKey,
 } from '../../client/encryption-codec';
-import { GZIP_ENCODING, GZIP_THRESHOLD_BYTES } from '../../client/payload-codec';
+import { GZIP_ENCODING, GZIP_THRESHOLD_BYTES, dataConverter } from '../../client/payload-codec';
+import { METADATA_TENANT, TenantPayloadConverter } from '../../client/tenant-payload-converter';
 
 const key = () => randomBytes(32).toString('base64');
 const text = (bytes: Uint8Array | null | undefined) => new TextDecoder().decode(bytes ?? new Uint8Array());
@@ -119,4 +122,60 @@ test('ADCP_PAYLOAD_KEY_ID must name a listed key', () => {
   expect(() => loadPayloadKeys({ ADCP_PAYLOAD_KEYS: `k1:${key()}`, ADCP_PAYLOAD_KEY_ID: 'k9' })).toThrow(
     /ADCP_PAYLOAD_KEY_ID "k9" is not one of the keys in ADCP_PAYLOAD_KEYS \(k1\)/,
   );
+});
+
+describe("each tenant's own data key (#25 item 6)", () => {
+  const converter = new TenantPayloadConverter();
+  const acmeState = { tenant: 'acme', status: 'submitted', params };
+
+  test('the converter marks a value of a tenant; the codec encrypts it with that tenant key, not the master key', async () => {
+    const keys = loadPayloadKeys({ ADCP_PAYLOAD_KEYS: `k1:${key()}` })!;
+    const codec = new EncryptionPayloadCodec(keys);
+    const marked = converter.toPayload(acmeState);
+    expect(text(marked.metadata![METADATA_TENANT])).toBe('acme');
+    expect(converter.toPayload({ status: 'working' }).metadata![METADATA_TENANT]).toBeUndefined();
+    expect(converter.toPayload({ tenant: 'not a tenant name!' }).metadata![METADATA_TENANT]).toBeUndefined();
+
+    const [encrypted] = await codec.encode([marked]);
+    expect(text(encrypted!.metadata![METADATA_ENCRYPTION_TENANT])).toBe('acme');
+    // The master key alone does not open it: it is the tenant's derived key that does.
+    const data = encrypted!.data!;
+    const open = (aesKey: Uint8Array, aad: string) => {
+      const decipher = createDecipheriv('aes-256-gcm', aesKey, data.subarray(0, 12));
+      decipher.setAAD(Buffer.from(aad));
+      decipher.setAuthTag(data.subarray(data.byteLength - 16));
+      return Buffer.concat([decipher.update(data.subarray(12, data.byteLength - 16)), decipher.final()]);
+    };
+    const master = keys.keys.get('k1')!;
+    expect(() => open(master, 'k1\u0000acme')).toThrow();
+    expect(() => open(tenantDataKey(master, 'globex'), 'k1\u0000acme')).toThrow();
+    expect(open(tenantDataKey(master, 'acme'), 'k1\u0000acme').byteLength).toBeGreaterThan(0);
+    const [decoded] = await codec.decode([encrypted!]);
+    expect(converter.fromPayload(decoded!)).toEqual(acmeState);
+
+    // Relabelled as another tenant's, it fails authentication.
+    const relabelled = {
+      ...encrypted!,
+      metadata: { ...encrypted!.metadata, [METADATA_ENCRYPTION_TENANT]: new TextEncoder().encode('globex') },
+    };
+    await expect(codec.decode([relabelled])).rejects.toThrow(PayloadDecryptionError);
+  });
+
+  test('rotation: a new master key derives new tenant keys; payloads under the old one still decode', async () => {
+    const old = key();
+    const before = new EncryptionPayloadCodec(loadPayloadKeys({ ADCP_PAYLOAD_KEYS: `k1:${old}` })!);
+    const [written] = await before.encode([converter.toPayload(acmeState)]);
+    const rotated = new EncryptionPayloadCodec(loadPayloadKeys({ ADCP_PAYLOAD_KEYS: `k1:${old},k2:${key()}` })!);
+    const [again] = await rotated.encode([converter.toPayload(acmeState)]);
+    expect(text(again!.metadata![METADATA_ENCRYPTION_KEY_ID])).toBe('k2');
+    for (const payload of [written!, again!]) {
+      const [decoded] = await rotated.decode([payload]);
+      expect(converter.fromPayload(decoded!)).toEqual(acmeState);
+    }
+  });
+
+  test('the data converter of clients and workers names the tenant payload converter', () => {
+    for (const converterOptions of [dataConverter({}), encryptedDataConverter({ ADCP_PAYLOAD_KEYS: `k1:${key()}` })])
+      expect(converterOptions.payloadConverterPath).toMatch(/tenant-payload-converter/);
+  });
 });

@@ -6,7 +6,7 @@
  */
 import type { AdcpError, TaskSnapshot, TaskStatus } from '../../protocol';
 import type { OperationState, WebhookDelivery } from '../../contract/operation';
-import type { Step, StepResult } from '../../workflows/operation/machine';
+import { OperationMachine, type Step, type StepResult } from '../../workflows/operation/machine';
 import { Observations, canonicalJson, unwrapNestedEnvelope } from '../../workflows/operation/observations';
 import { DAY, type Driven, drive, operationInput, planFor } from '../harness/operation-machine';
 
@@ -90,6 +90,29 @@ describe('operation state machine: convergence rules', () => {
       'operation_id_mismatch',
       'task_id_mismatch',
     ]);
+  });
+
+  it('refuses a webhook verified as another seller before its event key is remembered', () => {
+    const machine = new OperationMachine(operationInput(), {
+      operationId: OPERATION,
+      now: () => 0,
+      historyIsLong: () => false,
+    });
+    const forged = webhook(
+      { status: 'completed', taskId: 't1', result: { media_buy_id: 'mb_B' } },
+      { operationId: OPERATION, sellerId: 'another-seller', eventKey: 'idem:shared' },
+    );
+    expect(machine.receiveWebhook(forged)).toBe('refused');
+    expect(machine.state.refusedWebhooks).toEqual([
+      expect.objectContaining({ reason: 'seller_mismatch', sellerId: 'another-seller', operationId: OPERATION }),
+    ]);
+    // The operation's own seller sends an event under the same key: not taken for a duplicate.
+    const own = webhook(
+      { status: 'completed', taskId: 't1', result: BUY },
+      { operationId: OPERATION, sellerId: machine.state.sellerId, eventKey: 'idem:shared' },
+    );
+    expect(machine.receiveWebhook(own)).not.toBe('duplicate');
+    expect(machine.state.webhooksRefused).toBe(1);
   });
 
   it('refuses held webhooks of another task when the call answer binds its own', () => {
@@ -452,13 +475,10 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
       watch.temporalCancelAsked = true;
       machine.cancelledThroughTemporal();
     } else if (roll < 0.86) {
-      trail.push('refused by the gateway');
-      machine.receiveRefusal({
-        reason: 'task_id_mismatch',
-        status: 'completed',
-        note: 'another task',
-        receivedAt: new Date(0).toISOString(),
-      });
+      trail.push('webhook verified as another seller');
+      // The operation's own task and operation_id with another result: only the verifying seller tells it apart.
+      const forged: TaskSnapshot = { status: 'completed', taskId: world.taskId, result: { media_buy_id: 'mb_stolen' } };
+      machine.receiveWebhook(webhook(forged, { operationId: OPERATION, sellerId: 'another-seller' }));
     } else if (roll < 0.9) {
       trail.push('history long');
       driven.history.long = true;

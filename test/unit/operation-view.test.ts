@@ -125,3 +125,69 @@ test('the reconciliation report is snake_case', () => {
   });
   expect(keysOf(body).filter((key) => /[A-Z]/.test(key))).toEqual([]);
 });
+
+test("an operation the seller failed (a validation error) shows a failure: the seller's error, and the read method", () => {
+  const failed: OperationState = {
+    ...state,
+    status: 'failed',
+    cancellation: undefined,
+    message: 'packages[0].budget must be positive',
+    errors: [
+      {
+        code: 'VALIDATION_ERROR',
+        message: 'packages[0].budget must be positive',
+        field: 'packages[0].budget',
+        recovery: 'correctable',
+      },
+    ],
+    readMethod: 'tasks/get',
+  };
+  const body = operationView(
+    {
+      operationId: failed.operationId,
+      running: false,
+      execution: 'FAILED',
+      state: failed,
+      live: true,
+      stateSource: 'result',
+    },
+    {},
+  );
+  expect(body.failure).toEqual({
+    reason: 'seller_failed',
+    message: 'packages[0].budget must be positive',
+    error: {
+      code: 'VALIDATION_ERROR',
+      message: 'packages[0].budget must be positive',
+      field: 'packages[0].budget',
+      recovery: 'correctable',
+    },
+  });
+  expect(body.read_method).toBe('tasks/get');
+  // The orchestrator's own reason, when it ended the operation, is kept as it was.
+  const timedOut = operationView(
+    {
+      operationId: failed.operationId,
+      running: false,
+      execution: 'FAILED',
+      state: { ...failed, failure: { reason: 'timed_out', message: 'budget spent' } },
+      live: true,
+      stateSource: 'result',
+    },
+    {},
+  );
+  expect(timedOut.failure).toEqual({ reason: 'timed_out', message: 'budget spent' });
+  const running = operationView(
+    {
+      operationId: state.operationId,
+      running: true,
+      execution: 'RUNNING',
+      state: { ...state, status: 'working' },
+      live: true,
+      stateSource: 'query',
+    },
+    {},
+  );
+  expect(running.failure).toBeNull();
+  expect(running.read_method).toBeNull();
+});

@@ -196,3 +196,28 @@ describe('the gateway and worker launchers', () => {
     expect(projectRoot()).toBe(root);
   });
 });
+
+describe("the project's stale-build check", () => {
+  it('watches every folder tsconfig.worker.json compiles from', () => {
+    // A folder missing from SOURCES means an edit there leaves the worker or the gateway running stale JavaScript.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { SOURCES } = require(runner) as { SOURCES: string[] };
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const ts = require('typescript') as typeof import('typescript');
+    const config = ts.getParsedCommandLineOfConfigFile(path.join(root, 'tsconfig.worker.json'), undefined, {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      },
+    })!;
+    const program = ts.createProgram({ rootNames: config.fileNames, options: config.options });
+    const folders = new Set(
+      program
+        .getSourceFiles()
+        .map((file) => path.relative(root, file.fileName))
+        .filter((file) => !file.startsWith('..') && !file.split(path.sep).includes('node_modules'))
+        .map((file) => file.split(path.sep)[0]!),
+    );
+    expect([...folders].filter((folder) => !SOURCES.includes(folder)).sort()).toEqual([]);
+  });
+});

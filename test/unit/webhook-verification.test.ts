@@ -171,18 +171,18 @@ describe('legacy HMAC-SHA256', () => {
     });
   });
 
-  test('a missing or short secret is our misconfiguration (500), not the seller fault', async () => {
+  test('a missing or short secret is our misconfiguration, answered 401 as a bad signature is (never 500)', async () => {
     const authenticator = authenticatorAt(NOW_SECONDS);
     await expect(authenticator.verify(signed(), 'seller', hmacConfig(), {})).resolves.toMatchObject({
       ok: false,
       reason: 'verifier_misconfigured',
-      status: 500,
+      status: 401,
     });
     await expect(
       authenticator.verify(signed(), 'seller', hmacConfig(), { SELLER_WEBHOOK_SECRET: 'short' }),
     ).resolves.toMatchObject({
       reason: 'verifier_misconfigured',
-      status: 500,
+      status: 401,
     });
   });
 });

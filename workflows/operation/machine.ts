@@ -15,7 +15,7 @@
  * seller, which notification goes out and when the run continues as new. A new kind of step (a read of the resource
  * after a lost answer, say) is a new member of `Step`, a case in `resolve()` and an executor in the workflow.
  */
-import { type AdcpError, normaliseStatus, taskSpec } from '../../protocol';
+import { type AdcpError, taskSpec } from '../../protocol';
 import type {
   AwaitTaskMoveOnCadenceInput,
   AwaitTaskMoveOutcome,
@@ -43,7 +43,6 @@ import type {
   ProvidedInput,
   TransitionSource,
   WebhookDelivery,
-  WebhookRefusalNotice,
 } from '../../contract/operation';
 import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
 import type { RegisterWithWatcherOutcome } from '../../contract/task-watcher';
@@ -301,9 +300,11 @@ export class OperationMachine {
    * A verified webhook. Deduplicated by its event key; a repeat of the status the polls wait on that can change
    * nothing they depend on is applied at once ('applied': the workflow publishes), anything else waits in the inbox
    * for the step that runs to see it ('queued'). Waking the polls for a quiet repeat would cost a condition round, an
-   * activity cancel and a new schedule per webhook: most of the worker's CPU per webhook.
+   * activity cancel and a new schedule per webhook: most of the worker's CPU per webhook. One verified by another
+   * seller than the operation's is refused before its key is remembered (observations.ts, refusesSender).
    */
-  receiveWebhook(delivery: WebhookDelivery): 'applied' | 'queued' | 'duplicate' {
+  receiveWebhook(delivery: WebhookDelivery): 'applied' | 'queued' | 'duplicate' | 'refused' {
+    if (this.record.refusesSender(delivery)) return 'refused';
     if (this.seenEventKeys.has(delivery.eventKey)) return 'duplicate';
     this.seenEventKeys.add(delivery.eventKey);
     if (this.seenEventKeys.size > MAX_SEEN_EVENT_KEYS) {
@@ -329,18 +330,6 @@ export class OperationMachine {
       !this.context.historyIsLong() &&
       isQuietRepeat(this.state, this.terminal, this.pollsWaitingOn, delivery)
     );
-  }
-
-  /** The gateway refused a signed webhook posted to this operation. */
-  receiveRefusal(notice: WebhookRefusalNotice): void {
-    if (!notice || typeof notice.note !== 'string') return;
-    this.record.recordRefusal({
-      reason: notice.reason === 'operation_id_mismatch' ? 'operation_id_mismatch' : 'task_id_mismatch',
-      status: normaliseStatus(notice.status) ?? 'unknown',
-      ...(typeof notice.taskId === 'string' ? { taskId: notice.taskId } : {}),
-      ...(typeof notice.operationId === 'string' ? { operationId: notice.operationId } : {}),
-      note: `gateway: ${notice.note}`,
-    });
   }
 
   /** Reconciliation found the seller task the call made; ignored once the task is known. */

@@ -8,6 +8,8 @@
  * - Observations are applied whenever they arrive, also while a call is in flight.
  * - The first authenticated terminal result wins; nothing leaves a terminal status. A later, different terminal
  *   result is kept as a conflict and shown; an identical one is a duplicate; a non-terminal one is stale.
+ * - A webhook verified by another seller's credential than the operation's seller is refused and shown, never
+ *   applied, and its event key is not remembered (it cannot shadow an event of the operation's own seller).
  * - Once bound, the seller's task_id is the operation's: a webhook naming another task, or another operation_id (3.1),
  *   is refused and shown, never applied.
  * - A webhook that arrives before the operation knows its task (it can beat the call's own answer) is held until
@@ -265,6 +267,21 @@ export class Observations {
     return this.take(delivery, true);
   }
 
+  /**
+   * Refuses (and records) a delivery verified by another seller than the operation's. Asked before the event key is
+   * remembered: the gateway signals whatever operation the URL names, so only this tells one seller's events from
+   * another's. A delivery that names no seller (signalled by other code than the gateway) is not refused here.
+   */
+  refusesSender(delivery: WebhookDelivery): boolean {
+    if (delivery.sellerId === undefined || delivery.sellerId === this.state.sellerId) return false;
+    this.refuse(
+      delivery,
+      'seller_mismatch',
+      `webhook verified as seller ${delivery.sellerId} posted to an operation of seller ${this.state.sellerId}`,
+    );
+    return true;
+  }
+
   private take(delivery: WebhookDelivery, mayHold: boolean): Verdict {
     const snapshot = delivery.snapshot;
     if (delivery.operationId !== undefined && delivery.operationId !== this.state.operationId) {
@@ -347,17 +364,20 @@ export class Observations {
       status: delivery.snapshot.status,
       ...(delivery.snapshot.taskId ? { taskId: delivery.snapshot.taskId } : {}),
       ...(delivery.operationId ? { operationId: delivery.operationId } : {}),
+      ...(delivery.sellerId !== undefined && delivery.sellerId !== this.state.sellerId
+        ? { sellerId: delivery.sellerId }
+        : {}),
       note,
     });
     return 'refused';
   }
 
-  /** A refused webhook, whether this machine refused it or the gateway did before signalling. */
-  recordRefusal(refusal: {
+  private recordRefusal(refusal: {
     reason: WebhookRefusal;
     status: TaskStatus;
     taskId?: string;
     operationId?: string;
+    sellerId?: string;
     note: string;
   }): void {
     this.state.webhooksRefused = (this.state.webhooksRefused ?? 0) + 1;

@@ -37,7 +37,6 @@ import {
   provideInputUpdate,
   statusQuery,
   webhookReceivedSignal,
-  webhookRefusedSignal,
 } from '../../contract/operation';
 import { NOTIFICATION_WORKFLOW_TYPE } from '../../contract/notification';
 import { taskMovedSignal } from '../../contract/task-watcher';
@@ -73,7 +72,6 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   setHandler(webhookReceivedSignal, (delivery) => {
     if (machine.receiveWebhook(delivery) === 'applied') publish();
   });
-  setHandler(webhookRefusedSignal, (notice) => machine.receiveRefusal(notice));
   setHandler(adoptTaskSignal, (adoption) => machine.requestAdoption(adoption));
   setHandler(pollNowSignal, () => machine.requestPoll());
   setHandler(taskMovedSignal, (notice) => machine.receiveTaskNotice(notice));

@@ -29,11 +29,16 @@ const finding = proxyActivities<OperationActivities>({
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
   const requestedBy = `reconciliation (${input.requestedBy})`;
-  const open = await reading.listOpenOperations({ sellerId: input.sellerId });
+  // An operator's run reaches only its tenant's operations and buys; the Schedule's (no tenant) every tenant's.
+  const scope = {
+    sellerId: input.sellerId,
+    ...(input.tenant !== undefined ? { tenant: input.tenant, alsoUntenanted: input.alsoUntenanted ?? false } : {}),
+  };
+  const open = await reading.listOpenOperations(scope);
   let seller: Awaited<ReturnType<typeof reading.listSellerTasks>>;
   let sellerError: string | undefined;
   try {
-    seller = await reading.listSellerTasks({ sellerId: input.sellerId });
+    seller = await reading.listSellerTasks(scope);
   } catch (failure) {
     // An unreachable seller is a finding, not a failed reconciliation: the operations still poll now.
     sellerError = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
@@ -41,6 +46,8 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   }
 
   const trackedTaskIds = new Set(open.flatMap((operation) => (operation.taskId ? [operation.taskId] : [])));
+  // A list read with a credential every tenant shares holds other tenants' tasks: one tenant's run keeps only its own.
+  if (seller.shared) seller = { ...seller, tasks: seller.tasks.filter((task) => trackedTaskIds.has(task.taskId)) };
   const sellerTaskIds = new Set(seller.tasks.map((task) => task.taskId));
   const untracked = new Map(
     seller.tasks.filter((task) => !trackedTaskIds.has(task.taskId)).map((task) => [task.taskId, task]),
@@ -90,7 +97,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
       .map((operation) => ({ operationId: operation.operationId, kind: 'pollNow' as const, requestedBy })),
   ];
   // Media buys at this seller read get_media_buys now: a status changed at the seller without a webhook converges.
-  const buys = await reading.listOpenMediaBuys({ sellerId: input.sellerId });
+  const buys = await reading.listOpenMediaBuys(scope);
   const refreshes = buys.map((buy) => ({
     operationId: buy.workflowId,
     kind: 'refreshMediaBuy' as const,
