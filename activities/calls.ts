@@ -5,11 +5,12 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { type SellerConfig, type SellerRegistry, ConfigError } from '../config/sellers';
 import type { CallPlan, CallTimeouts, PlanCallInput, SendCallInput, SendCallOutcome } from '../contract/activities';
-import { taskSpec } from '../protocol';
+import { contextWithOperation, taskSpec } from '../protocol';
 import type { EnsureStorable } from './answer-size';
 import { configFailure, sellerTransientFailure } from './failures';
 import { idempotencyKeyFor, withBuyerRefs } from './idempotency';
 import { sellerConfig } from './seller-access';
+import type { AnswerCheck } from './schema-check';
 import type { GuardedCall } from './seller-call';
 import type { SellerClient } from './seller-client';
 
@@ -26,6 +27,8 @@ export interface CallActivityDependencies {
   random: () => number;
   /** Base URL sellers use to reach the gateway; without it no webhooks are registered and polling carries it all. */
   publicBaseUrl?: string;
+  /** Checks an answer against the schemas of the version the seller declares (warn mode); none: unchecked. */
+  checkAnswer?: AnswerCheck;
 }
 
 const IDEMPOTENCY_REFUSALS = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
@@ -53,6 +56,9 @@ export function createCallActivities(deps: CallActivityDependencies) {
     let args: Record<string, unknown> = { ...input.params };
     if (agent.adcp_version === 'rc.2' && input.task === 'create_media_buy')
       args = withBuyerRefs(args, input.operationId);
+    // The seller echoes a create's context on its read surfaces (3.1 requires it): with the operation's ID in it, a
+    // listing of the seller's buys says which buy this create made when its answer never came back.
+    else if (input.task === 'create_media_buy') args.context = contextWithOperation(args.context, input.operationId);
     if (spec.mutating) args.idempotency_key = idempotencyKeyFor(input.operationId, input.step);
     if (input.contextId && agent.protocol === 'mcp') args.context_id = input.contextId;
     let pushNotificationConfig: CallPlan['pushNotificationConfig'];
@@ -128,8 +134,16 @@ export function createCallActivities(deps: CallActivityDependencies) {
           // this key still runs): the same plan, so the same key, again, as late as it asked.
           throw sellerTransientFailure(firstError, deps.random);
         }
+        const schemaWarnings =
+          !answer.callError && deps.checkAnswer
+            ? await deps.checkAnswer(callPlan.sellerId, callPlan.task, answer.body)
+            : [];
         return ensureStorable(
-          { snapshot: answer.snapshot, webhookRegistered: push !== undefined },
+          {
+            snapshot: answer.snapshot,
+            webhookRegistered: push !== undefined,
+            ...(schemaWarnings.length > 0 ? { schemaWarnings } : {}),
+          },
           `The ${callPlan.task} answer from ${callPlan.sellerId}`,
         );
       },

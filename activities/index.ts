@@ -5,13 +5,16 @@
  *   calls.ts           planCall, sendCall: an operation's call, planned once and sent as planned
  *   polls.ts           readTask, awaitTaskMoveOnCadence: the seller's task read once, or polled on a cadence
  *   recovery.ts        findLostTask, cancelAtSeller: a lost call looked up, a cancel told to the seller
+ *   resource.ts        readResource: the buy itself, by id or found in the seller's listing
  *   notifications.ts   deliverNotification: signed notifications to the buyer's systems
  *   capabilities.ts    fetchSellerCapabilities: what a seller says it can do
  *   media-buy.ts       readMediaBuy, pullDelivery: a buy's reads
  *   campaign.ts        readCampaignBuys, changeCampaignBuy, syncCampaignCreatives: a campaign's reach into its buys
+ *   campaign-allocation.ts  readBuyGovernance: the governance evidence a budget move reports
  *   reconciliation.ts  listOpenOperations, listOpenMediaBuys, listSellerTasks, signalOperations
  * What they share: seller-call.ts (one guarded call), seller-access.ts, failures.ts, heartbeat.ts, timeouts.ts,
- * answer-size.ts, task-reader.ts; the seller client (seller-client.ts) and what wraps it (stored-capabilities.ts,
+ * answer-size.ts, task-reader.ts, schema-check.ts (answers against their version's schemas), request-shaping.ts
+ * (fields a seller refuses); the seller client (seller-client.ts) and what wraps it (stored-capabilities.ts,
  * reporting-credentials.ts, observability/seller-spans.ts).
  *
  * The operation's activities and its workflow share contract/activities.ts.
@@ -23,6 +26,7 @@ import { tracedSellerClient } from '../observability/seller-spans';
 import { DEFAULT_MAX_ANSWER_BYTES, storableWithin } from './answer-size';
 import { type CallActivities, createCallActivities } from './calls';
 import { createCampaignActivities } from './campaign';
+import { createCampaignAllocationActivities } from './campaign-allocation';
 import { createCapabilityActivities } from './capabilities';
 import { CircuitBreakerRegistry } from './circuit-breaker';
 import { createMediaBuyActivities } from './media-buy';
@@ -31,6 +35,9 @@ import { type PollActivities, createPollActivities } from './polls';
 import { SellerDescriptionCache } from './read-strategy';
 import { createReconciliationActivities } from './reconciliation';
 import { type RecoveryActivities, createRecoveryActivities } from './recovery';
+import { ShapingMemory } from './request-shaping';
+import { type ResourceActivities, createResourceActivities } from './resource';
+import { createAnswerCheck, sharedSchemaChecker } from './schema-check';
 import { withReportingCredentials } from './reporting-credentials';
 import { createGuardedCall, logCircuitTransition } from './seller-call';
 import { type SellerClient, createSdkSellerClient } from './seller-client';
@@ -86,26 +93,66 @@ export function createActivities(deps: ActivityDependencies) {
   const descriptions = new SellerDescriptionCache(10 * 60_000, now, deps.storedCapabilities);
   const guarded = createGuardedCall({ sellers, env, breakers, now, random });
   const ensureStorable = storableWithin(deps.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES);
+  // Answers checked against the schemas of the version each seller declares (warn mode; rc.2 sellers are not).
+  const checkAnswer = createAnswerCheck({
+    checker: sharedSchemaChecker(),
+    wireVersionOf: async (sellerId) =>
+      sellers.get(sellerId).adcp_version === 'rc.2'
+        ? 'rc.2'
+        : (await deps.storedCapabilities?.get(sellerId))?.wireVersion,
+  });
   // What every read needs: the guarded call, the read strategy with the seller's "not now", the size check.
   const reads = {
     guarded,
     readWithRetryAfter: createTaskReader({ seller, descriptions, random }),
     ensureStorable,
     timeouts,
+    checkAnswer,
   };
   const { publicBaseUrl, notificationKey, readTimeoutMs } = deps;
+  // The fields each seller refuses on reads, learned once per process for the operations' and the buys' reads.
+  const shapingMemory = new ShapingMemory();
   return {
-    ...createCallActivities({ sellers, seller, guarded, ensureStorable, timeouts, env, random, publicBaseUrl }),
+    ...createCallActivities({
+      sellers,
+      seller,
+      guarded,
+      ensureStorable,
+      timeouts,
+      env,
+      random,
+      publicBaseUrl,
+      checkAnswer,
+    }),
     ...createPollActivities(reads),
     ...createRecoveryActivities({ ...reads, seller, descriptions, random }),
+    ...createResourceActivities({ ...reads, seller, shapingMemory, random }),
     ...createNotificationActivities({ sellers, notificationKey }),
     ...createCapabilityActivities({ sellers, seller: sdkSeller, env, breakers }),
-    ...createMediaBuyActivities({ sellers, seller: sdkSeller, env, ...(readTimeoutMs ? { readTimeoutMs } : {}) }),
+    ...createMediaBuyActivities({
+      sellers,
+      seller: sdkSeller,
+      env,
+      shapingMemory,
+      ...(readTimeoutMs ? { readTimeoutMs } : {}),
+    }),
     ...(client && createCampaignActivities({ client })),
-    ...(client && createReconciliationActivities({ sellers, client, seller: sdkSeller, env })),
+    ...(client && createCampaignAllocationActivities({ client })),
+    ...(client &&
+      createReconciliationActivities({
+        sellers,
+        client,
+        seller: sdkSeller,
+        env,
+        ...(deps.storedCapabilities ? { storedCapabilities: deps.storedCapabilities } : {}),
+      })),
     ...(client && createTaskListingActivities({ ...deps, client, seller: sdkSeller, env })),
   };
 }
 
 /** What the operation's workflows proxy: the calls, polls and recovery of contract/activities.ts, and notifications. */
-export type OperationActivities = CallActivities & PollActivities & RecoveryActivities & NotificationActivities;
+export type OperationActivities = CallActivities &
+  PollActivities &
+  RecoveryActivities &
+  ResourceActivities &
+  NotificationActivities;

@@ -14,6 +14,8 @@ import { configFailure } from './failures';
 import { boundAttempt } from './heartbeat';
 import { raceSignal } from './mcp-connection';
 import { sellerAccess } from './seller-access';
+import type { RequestShaping, ShapingRecord } from '../protocol/request-shaping';
+import { ShapingMemory, callShaped } from './request-shaping';
 import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
 import { DEFAULT_RETRY_BACKOFF, classifyTransportFailure, retryDelayMs } from './transport-errors';
 
@@ -24,18 +26,24 @@ export interface MediaBuyActivityDependencies {
   /** Hard bound of one read (default 60 s). */
   readTimeoutMs?: number;
   random?: () => number;
+  /** What this process learned about the fields each seller refuses on reads (shared with the operations' reads). */
+  shapingMemory?: ShapingMemory;
 }
 
 export interface ReadMediaBuyInput {
   sellerId: string;
   mediaBuyId: string;
   account?: unknown;
+  /** Fields this seller's reads leave out, by tool, as the buy's workflow recorded them (request shaping). */
+  requestShaping?: RequestShaping;
 }
 
 export interface ReadMediaBuyOutcome {
   found: boolean;
   snapshot?: MediaBuySnapshot;
   note?: string;
+  /** Fields left out of this read because the seller refused them: the buy's workflow keeps them. */
+  shaping?: ShapingRecord[];
 }
 
 export interface PullDeliveryInput {
@@ -48,6 +56,7 @@ export interface PullDeliveryInput {
   endDate?: string;
   /** Per-window slices shaped like the webhook fires at this frequency. */
   timeGranularity?: 'hourly' | 'daily' | 'monthly';
+  requestShaping?: RequestShaping;
 }
 
 export interface PullDeliveryOutcome {
@@ -56,6 +65,7 @@ export interface PullDeliveryOutcome {
   /** The seller refused the windowed pull at this granularity (UNSUPPORTED_GRANULARITY). */
   unsupportedGranularity?: boolean;
   note?: string;
+  shaping?: ShapingRecord[];
 }
 
 /** How a buy's reads back off when the seller names no retry_after: as the operation's calls, capped at 30 s. */
@@ -66,6 +76,8 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
   const env = deps.env ?? process.env;
   const timeoutMs = deps.readTimeoutMs ?? 60_000;
   const random = deps.random ?? Math.random;
+  const shapingMemory = deps.shapingMemory ?? new ShapingMemory();
+  const at = () => new Date().toISOString();
 
   async function guarded<T>(sellerId: string, work: (context: CallContext) => Promise<T>): Promise<T> {
     const activity = Context.current();
@@ -104,23 +116,34 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
     /** get_media_buys for one buy: what the seller says about it now. */
     async readMediaBuy(input: ReadMediaBuyInput): Promise<ReadMediaBuyOutcome> {
       return guarded(input.sellerId, async (context) => {
-        const answer = await seller.callTask({
-          ...context,
-          task: 'get_media_buys',
-          args: {
-            media_buy_ids: [input.mediaBuyId],
-            ...(input.account !== undefined ? { account: input.account } : {}),
+        const { answer, shaping } = await callShaped(
+          seller,
+          context,
+          {
+            tool: 'get_media_buys',
+            args: {
+              media_buy_ids: [input.mediaBuyId],
+              ...(input.account !== undefined ? { account: input.account } : {}),
+            },
+            ...(input.requestShaping ? { shaping: input.requestShaping } : {}),
+            at,
           },
-        });
+          shapingMemory,
+        );
+        const shaped = shaping.length > 0 ? { shaping } : {};
         const error = answer.snapshot.errors?.[0];
         if (answer.callError && error) {
-          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message };
+          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message, ...shaped };
           throw sellerFailure(error, Context.current().info.attempt);
         }
         const snapshot = mediaBuyFromList(answer.snapshot.result, input.mediaBuyId);
         if (!snapshot)
-          return { found: false, note: `get_media_buys at ${input.sellerId} does not list ${input.mediaBuyId}` };
-        return { found: true, snapshot };
+          return {
+            found: false,
+            note: `get_media_buys at ${input.sellerId} does not list ${input.mediaBuyId}`,
+            ...shaped,
+          };
+        return { found: true, snapshot, ...shaped };
       });
     },
 
@@ -136,12 +159,23 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
           ...(input.endDate ? { end_date: input.endDate } : {}),
           ...(input.timeGranularity ? { time_granularity: input.timeGranularity, include_window_breakdown: true } : {}),
         };
-        const answer = await seller.callTask({ ...context, task: 'get_media_buy_delivery', args });
+        const { answer, shaping } = await callShaped(
+          seller,
+          context,
+          {
+            tool: 'get_media_buy_delivery',
+            args,
+            ...(input.requestShaping ? { shaping: input.requestShaping } : {}),
+            at,
+          },
+          shapingMemory,
+        );
+        const shaped = shaping.length > 0 ? { shaping } : {};
         const error = answer.snapshot.errors?.[0];
         if (answer.callError && error) {
           if (error.code === 'UNSUPPORTED_GRANULARITY')
-            return { found: false, unsupportedGranularity: true, note: error.message };
-          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message };
+            return { found: false, unsupportedGranularity: true, note: error.message, ...shaped };
+          if (error.code === 'MEDIA_BUY_NOT_FOUND') return { found: false, note: error.message, ...shaped };
           throw sellerFailure(error, Context.current().info.attempt);
         }
         const pull = parseDeliveryPull(answer.snapshot.result, input.mediaBuyId);
@@ -149,8 +183,9 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
           return {
             found: false,
             note: `get_media_buy_delivery at ${input.sellerId} has no delivery for ${input.mediaBuyId}`,
+            ...shaped,
           };
-        return { found: true, pull };
+        return { found: true, pull, ...shaped };
       });
     },
   };

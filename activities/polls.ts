@@ -16,12 +16,28 @@ export type PollActivityDependencies = TaskReadDependencies;
 export function createPollActivities(deps: PollActivityDependencies) {
   const { guarded, readWithRetryAfter, ensureStorable } = deps;
 
+  /**
+   * A final result read from an AdCP task read (or the buy a resource read shows) checked against the schemas of the
+   * version the seller declares. A seller's own task record is not an AdCP surface: its response_data is not checked.
+   */
+  async function schemaWarningsOf(input: ReadTaskInput, outcome: ReadTaskOutcome): Promise<string[]> {
+    const check = deps.checkAnswer;
+    if (!check) return [];
+    if (outcome.resource) return check(input.sellerId, 'get_media_buys', { media_buys: [outcome.resource.row] });
+    const snapshot = outcome.snapshot;
+    if (snapshot?.status !== 'completed' || !snapshot.result || outcome.taskRecordAdapter === 'seller-records')
+      return [];
+    return check(input.sellerId, input.task, snapshot.result, 'result');
+  }
+
   async function read(input: ReadTaskInput): Promise<ReadTaskOutcome> {
     return guarded(
       input.sellerId,
       (input.timeouts ?? deps.timeouts).readMs,
       async (context) => {
-        const outcome = await readWithRetryAfter(context, input);
+        let outcome = await readWithRetryAfter(context, input);
+        const warnings = await schemaWarningsOf(input, outcome);
+        if (warnings.length > 0) outcome = { ...outcome, schemaWarnings: warnings };
         return ensureStorable(outcome, `The read of ${input.task} task ${input.taskId} at ${input.sellerId}`);
       },
       input.tenant,
@@ -77,10 +93,16 @@ export function createPollActivities(deps: PollActivityDependencies) {
       }
       const snapshot = outcome.snapshot;
       // A read that cannot see the task is no news: keep polling (webhooks, the deadline and reconciliation decide).
+      // The seller's own word counts as a move where the workflow says which it saw (pending -> requires_approval
+      // are both submitted); a buy the resource read shows is news for a create that has not settled.
+      const sellerWordMoved =
+        input.since.sellerStatus !== undefined && (snapshot?.rawStatus ?? null) !== input.since.sellerStatus;
       const unchanged =
-        !snapshot ||
-        (snapshot.status === input.since.status &&
-          JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress ?? null));
+        !outcome.resource &&
+        (!snapshot ||
+          (snapshot.status === input.since.status &&
+            !sellerWordMoved &&
+            JSON.stringify(snapshot.progress ?? null) === JSON.stringify(input.since.progress ?? null)));
       if (unchanged) {
         // The attempt count rides along: when the budget ends, this failure is what the workflow sees.
         const why = snapshot

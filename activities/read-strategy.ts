@@ -13,7 +13,16 @@
  * the outcome is `unreadable`, and the operation keeps its deadline, webhooks and reconciliation. Free of Temporal
  * so it is tested with a fake SellerClient.
  */
-import { type AdcpError, describeError } from '../protocol';
+import {
+  type AdcpError,
+  type RequestShaping,
+  type ShapingRecord,
+  type TaskRecordAdapterName,
+  describeError,
+  refusedField,
+  refusesAField,
+  taskRecordAdapterForTools,
+} from '../protocol';
 import { type SellerCapabilities, storedReadMethods } from '../protocol/capabilities';
 import type { StoredCapabilitiesLookup } from './stored-capabilities';
 import type { ReadMethod, ReadTaskOutcome } from '../contract/activities';
@@ -60,6 +69,17 @@ export interface ReadRequest {
   account?: unknown;
   mediaBuyId?: string;
   readMethod?: ReadMethod;
+  /** How the seller's task records speak, as an earlier read learned it. */
+  taskRecordAdapter?: TaskRecordAdapterName;
+  /** Fields this seller's reads leave out, by tool. */
+  requestShaping?: RequestShaping;
+}
+
+/** The tool a read method calls, for request shaping (the list read calls the seller's list tool). */
+function toolOf(method: Exclude<ReadMethod, 'none'>, listTool: string | undefined): string {
+  if (method === 'list_tasks') return listTool ?? 'list_tasks';
+  if (method === 'a2a-skill' || method === 'a2a-native' || method === 'mcp-tasks') return 'tasks/get';
+  return method;
 }
 
 /** Tool lists per seller URL, kept for a while: one tools/list per seller per 10 minutes, not one per read. */
@@ -166,6 +186,8 @@ function isNotFound(error: AdcpError | undefined): boolean {
 
 function isMissingMethod(error: AdcpError | undefined): boolean {
   if (!error) return false;
+  // A refusal that names a field of the read is about the request, not about the method existing.
+  if (refusesAField(error)) return false;
   return MISSING_METHOD_CODES.has(error.code.toUpperCase()) || isUnknownToolError(`${error.code} ${error.message}`);
 }
 
@@ -212,6 +234,16 @@ export async function readTaskWithStrategy(
     description = await descriptions.get(seller, context);
   }
 
+  const shaping: ShapingRecord[] = [];
+  /** The adapter a method's answer is read with: what the operation learned, else what the seller's tools imply. */
+  const adapterFor = (): TaskRecordAdapterName | undefined =>
+    request.taskRecordAdapter ?? (description ? taskRecordAdapterForTools(description.tools) : undefined);
+  /** What a read's outcome adds: the adapter it used or learned (when not AdCP's), the fields it left out. */
+  const extras = (adapter: TaskRecordAdapterName | undefined) => ({
+    ...(adapter && adapter !== 'adcp' ? { taskRecordAdapter: adapter } : {}),
+    ...(shaping.length > 0 ? { shaping: [...shaping] } : {}),
+  });
+
   async function tryMethods(): Promise<ReadTaskOutcome | undefined> {
     for (let index = 0; index < candidates.length; index++) {
       const method = candidates[index];
@@ -228,23 +260,51 @@ export async function readTaskWithStrategy(
       const worked = method === start && method !== 'get_media_buys' && method !== 'list_tasks';
       if (!worked && !methodAvailable(method, request, description)) continue;
       tried.push(method);
+      const tool = toolOf(method, listToolOf(description));
+      const omitted = [
+        ...(request.requestShaping?.[tool] ?? []),
+        ...shaping.filter((r) => r.tool === tool).map((r) => r.omitted),
+      ];
       let answer;
-      try {
-        answer = await seller.readTask({
-          ...context,
-          method,
-          task: request.task,
-          taskId: request.taskId,
-          ...(request.contextId ? { contextId: request.contextId } : {}),
-          ...(request.account !== undefined ? { account: request.account } : {}),
-          ...(request.mediaBuyId ? { mediaBuyId: request.mediaBuyId } : {}),
-          ...(method === 'list_tasks' ? { listTool: listToolOf(description) } : {}),
-        });
-      } catch (error) {
-        if (context.signal.aborted || !isUnknownToolError(error)) throw error;
-        continue; // the seller has no such method (JSON-RPC -32601 and the like)
+      let account = omitted.includes('account') ? undefined : request.account;
+      for (;;) {
+        try {
+          answer = await seller.readTask({
+            ...context,
+            method,
+            task: request.task,
+            taskId: request.taskId,
+            ...(request.contextId ? { contextId: request.contextId } : {}),
+            ...(account !== undefined ? { account } : {}),
+            ...(request.mediaBuyId ? { mediaBuyId: request.mediaBuyId } : {}),
+            ...(method === 'list_tasks' ? { listTool: listToolOf(description) } : {}),
+            ...(adapterFor() ? { taskRecordAdapter: adapterFor() } : {}),
+          });
+        } catch (error) {
+          if (context.signal.aborted || !isUnknownToolError(error)) throw error;
+          answer = undefined; // the seller has no such method (JSON-RPC -32601 and the like)
+          break;
+        }
+        // The seller refused the read for its account (a field it does not take): read again without it, once.
+        const refusal = answer.callError ? answer.snapshot.errors?.[0] : undefined;
+        const refused = refusal && account !== undefined ? refusedField(refusal, tool, { account }) : undefined;
+        if (!refused) break;
+        shaping.push({ tool, omitted: refused.field, because: refused.because, at: new Date().toISOString() });
+        account = undefined;
       }
-      if (!answer.callError) return { snapshot: answer.snapshot, readMethod: method };
+      if (!answer) continue;
+      if (!answer.callError) {
+        if (method === 'get_media_buys' && request.mediaBuyId && answer.snapshot.result) {
+          // The buy itself: what it is, never a task observation (its shape is not the create's answer).
+          return {
+            snapshot: answer.snapshot,
+            readMethod: method,
+            resource: { mediaBuyId: request.mediaBuyId, row: answer.snapshot.result },
+            ...extras(undefined),
+          };
+        }
+        return { snapshot: answer.snapshot, readMethod: method, ...extras(answer.taskRecordAdapter ?? adapterFor()) };
+      }
       const error = answer.snapshot.errors?.[0] ?? {
         code: 'READ_REFUSED',
         message: answer.snapshot.message ?? 'The seller refused the read.',
@@ -270,9 +330,10 @@ export async function readTaskWithStrategy(
     const probed = await tryMethods();
     if (probed) return probed;
   }
-  if (notFound) return { readMethod: notFound.method, unreadable: notFound.error };
-  if (refused) return { readMethod: refused.method, unreadable: refused.error };
+  if (notFound) return { readMethod: notFound.method, unreadable: notFound.error, ...extras(undefined) };
+  if (refused) return { readMethod: refused.method, unreadable: refused.error, ...extras(undefined) };
   return {
+    ...extras(undefined),
     readMethod: 'none',
     unreadable: {
       code: 'TASK_UNREADABLE',

@@ -20,6 +20,10 @@ import { OPERATION_WORKFLOW_TYPE, adoptTaskSignal, pollNowSignal } from '../cont
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
+import { ORCHESTRATOR_CONTEXT_KEY, describeError, learnTaskRecordAdapter, mapTaskWord } from '../protocol';
+import { asRecord } from '../protocol/records';
+import { listBuys } from './resource';
+import type { StoredCapabilitiesLookup } from './stored-capabilities';
 
 export interface ReconciliationDependencies {
   sellers: SellerRegistry;
@@ -27,6 +31,8 @@ export interface ReconciliationDependencies {
   seller?: SellerClient;
   env?: NodeJS.ProcessEnv;
   callTimeoutMs?: number;
+  /** The sellers' stored capabilities: which list tool a seller has. */
+  storedCapabilities?: StoredCapabilitiesLookup;
 }
 
 export interface OpenOperation {
@@ -57,6 +63,24 @@ export interface OpenMediaBuy {
   status?: string;
 }
 
+/** One buy the seller lists, as reconciliation compares it with what the orchestrator knows. */
+export interface SellerBuy {
+  mediaBuyId: string;
+  status?: string;
+  /** The operation the buy's echoed context names (the orchestrator puts its operation ID in every create). */
+  operationId?: string;
+  createdAt?: string;
+}
+
+export interface SellerBuyList {
+  /** false when the seller has no get_media_buys, or refused the listing. */
+  supported: boolean;
+  buys: SellerBuy[];
+  /** More pages existed than were read. */
+  truncated: boolean;
+  note?: string;
+}
+
 export type OperationSignal =
   | { operationId: string; kind: 'pollNow'; requestedBy: string }
   | { operationId: string; kind: 'adoptTask'; taskId: string; requestedBy: string }
@@ -80,6 +104,13 @@ function quoted(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 
+/** A listed task that is still open, in the seller's own words where its list speaks them. */
+function isOpen(task: SellerTaskSummary, row: Record<string, unknown> | undefined): boolean {
+  const status = mapTaskWord(task.status, row ? learnTaskRecordAdapter(row) : 'adcp') ?? 'unknown';
+  // A word no vocabulary knows is not known to be finished: kept, so an operation can still adopt its task.
+  return status === 'unknown' || OPEN_SELLER_STATUSES.includes(status);
+}
+
 /** The visibility clause of a scope: the seller, and the tenant when the run is one tenant's. */
 function scopeClause(scope: ReconciliationScope): string {
   const seller = `${SA_SELLER.name} = ${quoted(scope.sellerId)}`;
@@ -92,6 +123,22 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   const seller = deps.seller ?? createSdkSellerClient();
   const env = deps.env ?? process.env;
   const callTimeoutMs = deps.callTimeoutMs ?? 60_000;
+
+  /**
+   * The seller's task-list tools, in the order to try them: the one its stored read methods name (3.1 sellers have
+   * `list_tasks`, not `tasks/list`), else AdCP's then the other name.
+   */
+  async function listToolsOf(sellerId: string): Promise<string[]> {
+    const both = ['tasks/list', 'list_tasks'];
+    let stored: string[] = [];
+    try {
+      stored = (await deps.storedCapabilities?.get(sellerId))?.readMethods ?? [];
+    } catch {
+      stored = [];
+    }
+    const named = both.filter((tool) => stored.includes(tool));
+    return [...named, ...both.filter((tool) => !named.includes(tool))];
+  }
 
   /** The running workflows of `workflowType` in the scope (visibility: AdcpAgent, AdcpTenant), at most MAX_OPEN_OPERATIONS. */
   async function listRunning<T>(
@@ -142,33 +189,105 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         throw new ConfigError((error as Error).message);
       }
       const context = Context.current();
-      const tasks: SellerTaskSummary[] = [];
-      let cursor: string | undefined;
-      for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
-        const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
-        let answer;
-        try {
-          answer = await seller.listTasks({
-            agent,
-            token,
-            signal: deadline.signal,
-            filters: { statuses: OPEN_SELLER_STATUSES },
-            maxResults: 100,
-            ...(cursor ? { cursor } : {}),
-          });
-        } catch (error) {
-          if (isUnknownToolError(error)) return { supported: false, tasks: [], truncated: false };
-          throw error;
-        } finally {
-          deadline.dispose();
+      for (const tool of await listToolsOf(input.sellerId)) {
+        const tasks: SellerTaskSummary[] = [];
+        let cursor: string | undefined;
+        let supported = true;
+        for (let page = 0; page < MAX_TASK_PAGES; page += 1) {
+          const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
+          let answer;
+          try {
+            answer = await seller.listTasks({
+              agent,
+              token,
+              signal: deadline.signal,
+              tool,
+              filters: { statuses: OPEN_SELLER_STATUSES },
+              maxResults: 100,
+              ...(cursor ? { cursor } : {}),
+            });
+          } catch (error) {
+            if (!isUnknownToolError(error)) throw error;
+            answer = undefined;
+          } finally {
+            deadline.dispose();
+          }
+          if (!answer?.supported) {
+            supported = false;
+            break;
+          }
+          // A seller whose list ignores AdCP's filters (its own list_tasks) lists finished tasks too: keep the open.
+          tasks.push(...answer.tasks.filter((task, index) => isOpen(task, answer.rows?.[index])));
+          context.heartbeat(page);
+          cursor = answer.nextCursor;
+          if (!cursor) return { supported: true, tasks, truncated: false, ...shared };
         }
-        if (!answer.supported) return { supported: false, tasks: [], truncated: false };
-        tasks.push(...answer.tasks);
-        context.heartbeat(page);
-        cursor = answer.nextCursor;
-        if (!cursor) return { supported: true, tasks, truncated: false, ...shared };
+        if (supported) return { supported: true, tasks, truncated: true, ...shared };
       }
-      return { supported: true, tasks, truncated: true, ...shared };
+      return { supported: false, tasks: [], truncated: false };
+    },
+
+    /**
+     * Every buy the seller lists (every status), with the operation its echoed context names: what reconciliation
+     * compares with the buys the orchestrator knows, to find buys no operation knows (orphans).
+     */
+    async listSellerBuys(input: { sellerId: string }): Promise<SellerBuyList> {
+      let agent;
+      let token: string | undefined;
+      try {
+        agent = deps.sellers.get(input.sellerId);
+        token = deps.sellers.token(input.sellerId, env);
+      } catch (error) {
+        throw new ConfigError((error as Error).message);
+      }
+      const context = Context.current();
+      const deadline = deadlineSignal(context.cancellationSignal, callTimeoutMs);
+      try {
+        const listed = await listBuys(
+          seller,
+          { agent, token, signal: deadline.signal },
+          { maxPages: MAX_TASK_PAGES },
+          () => new Date().toISOString(),
+        );
+        if (listed.unreadable)
+          return { supported: false, buys: [], truncated: false, note: describeError(listed.unreadable) };
+        const buys = listed.rows.flatMap((row): SellerBuy[] => {
+          if (typeof row.media_buy_id !== 'string') return [];
+          const marker = asRecord(asRecord(row.context)?.[ORCHESTRATOR_CONTEXT_KEY]);
+          return [
+            {
+              mediaBuyId: row.media_buy_id,
+              ...(typeof row.status === 'string' ? { status: row.status } : {}),
+              ...(typeof marker?.operation_id === 'string' ? { operationId: marker.operation_id } : {}),
+              ...(typeof row.created_at === 'string' ? { createdAt: row.created_at } : {}),
+            },
+          ];
+        });
+        return { supported: true, buys, truncated: !listed.complete };
+      } catch (error) {
+        if (isUnknownToolError(error)) return { supported: false, buys: [], truncated: false };
+        throw error;
+      } finally {
+        deadline.dispose();
+      }
+    },
+
+    /**
+     * Which of these buys a workflow knows (an operation that made it, or the media buy's own workflow, by the
+     * AdcpMediaBuyId search attribute), open or closed.
+     */
+    async knownMediaBuys(input: { mediaBuyIds: string[] }): Promise<string[]> {
+      const known = new Set<string>();
+      for (let index = 0; index < input.mediaBuyIds.length; index += 50) {
+        const batch = input.mediaBuyIds.slice(index, index + 50);
+        const query = `${SA_MEDIA_BUY_ID.name} IN (${batch.map(quoted).join(', ')})`;
+        for await (const execution of deps.client.workflow.list({ query })) {
+          const id = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
+          if (id) known.add(id);
+        }
+        Context.current().heartbeat(index);
+      }
+      return [...known];
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

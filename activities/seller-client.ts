@@ -3,13 +3,17 @@ import { ProtocolClient } from '@adcp/sdk/advanced';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { SellerConfig } from '../config/sellers';
 import {
+  type TaskRecordAdapterName,
   type TaskSnapshot,
   ProtocolViolation,
-  normaliseStatus,
+  TASK_RECORD_ADAPTERS,
+  learnTaskRecordAdapter,
+  mapTaskWord,
+  readTaskRecord,
   snapshotFromMediaBuy,
   snapshotFromA2A,
   snapshotFromMcpToolResult,
-  snapshotFromTasksGet,
+  taskObjectsOf,
 } from '../protocol';
 import { withAbortSignal } from './abortable-fetch';
 import type { ReadMethod } from '../contract/activities';
@@ -61,6 +65,8 @@ export interface TaskReadRequest extends CallContext {
   mediaBuyId?: string;
   /** For `list_tasks`: the tool name the seller uses (`list_tasks`, `tasks/list`). */
   listTool?: string;
+  /** How this seller's task records speak (its words, where the result lives); AdCP's when absent. */
+  taskRecordAdapter?: TaskRecordAdapterName;
 }
 
 export interface TaskListRequest extends CallContext {
@@ -124,6 +130,10 @@ export interface TaskLookupRequest extends CallContext {
 export interface SellerAnswer {
   snapshot: TaskSnapshot;
   callError: boolean;
+  /** The AdCP object as the seller sent it (MCP structuredContent), for the schema check; absent for A2A. */
+  body?: Record<string, unknown>;
+  /** A task read: the task-record adapter it was read with (learned from the body: protocol/task-records.ts). */
+  taskRecordAdapter?: TaskRecordAdapterName;
 }
 
 function sdkAgent(agent: SellerConfig, token: string | undefined) {
@@ -288,7 +298,11 @@ export function parseTaskList(raw: unknown): TaskListPage {
 
 /** A tool answer over either protocol, with `callError` when the call itself was refused. */
 export function toolAnswer(protocol: 'mcp' | 'a2a', raw: unknown): SellerAnswer {
-  if (protocol === 'mcp') return { snapshot: snapshotFromMcpToolResult(raw), callError: mcpCallError(raw) };
+  if (protocol === 'mcp') {
+    const callError = mcpCallError(raw);
+    const body = callError ? undefined : mcpBody(raw);
+    return { snapshot: snapshotFromMcpToolResult(raw), callError, ...(body ? { body } : {}) };
+  }
   const snapshot = snapshotFromA2A(raw);
   return { snapshot, callError: snapshot.status === 'failed' && !snapshot.taskId };
 }
@@ -311,14 +325,22 @@ function mcpBody(raw: unknown): Record<string, unknown> | undefined {
   return undefined;
 }
 
-/** An MCP answer to `tasks/get` or its 3.1 twin `get_task_status` (same shape), or to a seller's `get_task`. */
-export function readAnswerFromMcp(raw: unknown): SellerAnswer {
+/**
+ * An MCP answer to `tasks/get` or its 3.1 twin `get_task_status` (same shape), or to a seller's `get_task` (its own
+ * record: read with the seller's task-record adapter, learned further from the body).
+ */
+export function readAnswerFromMcp(raw: unknown, adapter?: TaskRecordAdapterName): SellerAnswer {
   if (mcpCallError(raw)) return { snapshot: snapshotFromMcpToolResult(raw), callError: true };
   const body = mcpBody(raw);
   if (!body) return { snapshot: snapshotFromMcpToolResult(raw), callError: false };
   // Some sellers wrap the task: {task: {...}}.
   const task = asRecord(body.task) && body.status === undefined ? asRecord(body.task)! : body;
-  return { snapshot: snapshotFromTasksGet(task), callError: false };
+  const reading = readTaskRecord(task, adapter);
+  return {
+    snapshot: reading.snapshot,
+    callError: false,
+    ...(reading.adapter !== 'adcp' ? { taskRecordAdapter: reading.adapter } : {}),
+  };
 }
 
 function notFoundAnswer(code: string, message: string): SellerAnswer {
@@ -328,17 +350,22 @@ function notFoundAnswer(code: string, message: string): SellerAnswer {
   };
 }
 
-/** One row of a task list, as a snapshot (list rows carry status, and a result only where the seller adds it). */
-export function snapshotFromTaskRow(row: Record<string, unknown>): TaskSnapshot {
-  const status = normaliseStatus(row.status) ?? 'unknown';
+/**
+ * One row of a task list, as a snapshot (list rows carry status, and a result only where the seller adds it), in the
+ * seller's task-record words.
+ */
+export function snapshotFromTaskRow(row: Record<string, unknown>, adapter?: TaskRecordAdapterName): TaskSnapshot {
+  const status = mapTaskWord(row.status, learnTaskRecordAdapter(row, adapter)) ?? 'unknown';
   const snapshot: TaskSnapshot = { status };
   if (typeof row.status === 'string' && row.status !== status) snapshot.rawStatus = row.status;
   if (typeof row.task_id === 'string') snapshot.taskId = row.task_id;
   if (typeof row.context_id === 'string') snapshot.contextId = row.context_id;
   if (typeof row.message === 'string') snapshot.message = row.message;
   if (typeof row.updated_at === 'string') snapshot.updatedAt = row.updated_at;
-  const result = asRecord(row.result);
+  const result = asRecord(row.result) ?? asRecord(row.response_data);
   if (result) snapshot.result = result;
+  const objects = taskObjectsOf(row, TASK_RECORD_ADAPTERS['seller-records']);
+  if (objects.length > 0) snapshot.objects = objects;
   return snapshot;
 }
 
@@ -432,8 +459,13 @@ export function createSdkSellerClient(): SellerClient {
         case 'tasks/get':
         case 'get_task_status':
         case 'get_task': {
-          const raw = await sdkCallTool(request, method, { task_id: taskId, include_result: true, ...scoped });
-          return agent.protocol === 'mcp' ? readAnswerFromMcp(raw) : toolAnswer('a2a', raw);
+          // A seller's own get_task takes the task id alone (its schema refuses AdCP's include_result).
+          const args =
+            method === 'get_task' && request.taskRecordAdapter === 'seller-records'
+              ? { task_id: taskId, ...scoped }
+              : { task_id: taskId, include_result: true, ...scoped };
+          const raw = await sdkCallTool(request, method, args);
+          return agent.protocol === 'mcp' ? readAnswerFromMcp(raw, request.taskRecordAdapter) : toolAnswer('a2a', raw);
         }
         case 'list_tasks': {
           const page = await client.listTasks({
@@ -451,7 +483,7 @@ export function createSdkSellerClient(): SellerClient {
               'TASK_NOT_FOUND',
               `${request.listTool ?? 'list_tasks'} at ${agent.id} does not list task ${taskId}`,
             );
-          return { snapshot: snapshotFromTaskRow(row), callError: false };
+          return { snapshot: snapshotFromTaskRow(row, request.taskRecordAdapter), callError: false };
         }
         case 'mcp-tasks':
           return onMcpConnection(request, async (mcp) => {

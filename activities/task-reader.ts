@@ -11,6 +11,7 @@ import {
   SellerRefusedReadForNow,
   readTaskWithStrategy,
 } from './read-strategy';
+import type { AnswerCheck } from './schema-check';
 import type { GuardedCall } from './seller-call';
 import type { CallContext, SellerClient } from './seller-client';
 
@@ -40,4 +41,6 @@ export interface TaskReadDependencies {
   ensureStorable: EnsureStorable;
   /** The worker's own, for an input that carries none. */
   timeouts: CallTimeouts;
+  /** Checks what a read shows against the schemas of the version the seller declares (warn mode); none: unchecked. */
+  checkAnswer?: AnswerCheck;
 }

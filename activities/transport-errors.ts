@@ -257,7 +257,7 @@ function codeForRpc(code: number, flavour: RpcFlavour, message = ''): string {
 
 const SUGGESTIONS: Readonly<Record<string, string>> = {
   TRANSPORT_TIMEOUT:
-    'Retried with backoff. For a mutation, reconcile (tasks/list, get_media_buys) or resend with the same idempotency_key; if it keeps timing out, check the seller and the call timeout.',
+    "Retried with backoff. For a mutation the operation looks for what the seller made (its task listing, then its media buys); while it cannot tell, POST /v1/operations/<id>/reconcile reads the seller's media buys again. If it keeps timing out, check the seller and the call timeout.",
   TRANSPORT_UNREACHABLE:
     'Retried with backoff. If it persists, check the seller URL, DNS and that the agent is running.',
   TRANSPORT_TLS: "Fix the seller's certificate or the trust store; retrying will not help.",

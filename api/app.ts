@@ -283,6 +283,11 @@ export function createGateway(options: GatewayOptions): express.Express {
     res.json(await orchestrator.credentialsRefreshed(String(req.params.id), body.refreshed_by, callerOf(req)));
   });
 
+  api.post('/v1/operations/:id/reconcile', async (req, res) => {
+    const body = parseRequest(reconcileSchema, req.body);
+    res.json(await orchestrator.reconcileOperation(String(req.params.id), body.requested_by, callerOf(req)));
+  });
+
   api.post('/v1/sellers/:sellerId/reconcile', async (req, res) => {
     const body = parseRequest(reconcileSchema, req.body);
     res.json(

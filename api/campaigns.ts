@@ -10,15 +10,29 @@
  *                                         proposal_id, budget}], selected_by, idempotency_key?}
  *   POST /v1/campaigns/:id/approval      {approved_by, note?, idempotency_key?}
  *   POST /v1/campaigns/:id/changes       {kind: pause|resume|cancel|budget, requested_by, reason?, agent_id?, budget?, idempotency_key?}
+ *   POST /v1/campaigns/:id/budget-allocation  {policy: {mode?, min_share?, max_share?, agents?, min_move_amount?, ...},
+ *                                         requested_by, reason?, idempotency_key?}: the allocation policy, validated, recorded
+ *   POST /v1/campaigns/:id/budget-moves/decision  {plan, decision: approve|reject, decided_by, note?, idempotency_key?}
  *   GET  /v1/campaigns/:id/creatives     the creative library, and per seller: sync, review per creative, format coverage
  *   POST /v1/campaigns/:id/creatives     {creatives: [{creative_id, format_id: {agent_url, id}, ...}], mode?: add|replace,
  *                                         requested_by, idempotency_key?}: synced to every buy (and to buys made later)
  */
 import express from 'express';
+import type { z } from 'zod';
 import type { CampaignClient, CampaignView } from '../client/campaign-client';
-import type { BuyDelivery, CampaignBuy, CampaignBuyProposal, CampaignCreative } from '../contract/campaign';
+import type {
+  BudgetAllocationPolicyInput,
+  BuyDelivery,
+  CampaignBuy,
+  CampaignBuyProposal,
+  CampaignCreative,
+} from '../contract/campaign';
 import { callerOf } from './app';
+import { budgetAllocationView, policyView } from './budget-allocation-view';
 import {
+  type budgetAllocationSchema,
+  budgetAllocationChangeSchema,
+  budgetMovesDecisionSchema,
   campaignApprovalSchema,
   campaignChangeSchema,
   campaignCreativesSchema,
@@ -27,6 +41,39 @@ import {
   parseRequest,
   preferencesFrom,
 } from './schemas';
+
+const HOUR_MS = 3_600_000;
+
+function policyFrom(body: z.infer<typeof budgetAllocationSchema>): BudgetAllocationPolicyInput {
+  const hours = (value: number | undefined) => (value === undefined ? undefined : Math.round(value * HOUR_MS));
+  const fields: BudgetAllocationPolicyInput = {
+    mode: body.mode,
+    approvalTimeoutMs: hours(body.approval_timeout_hours),
+    minShare: body.min_share,
+    maxShare: body.max_share,
+    sellers: body.agents
+      ? Object.fromEntries(
+          Object.entries(body.agents).map(([id, bounds]) => [
+            id,
+            {
+              ...(bounds.min_share !== undefined ? { minShare: bounds.min_share } : {}),
+              ...(bounds.max_share !== undefined ? { maxShare: bounds.max_share } : {}),
+            },
+          ]),
+        )
+      : undefined,
+    minMoveAmount: body.min_move_amount,
+    minPeriodsBetweenMoves: body.min_periods_between_moves,
+    freezeBeforeEndMs: hours(body.freeze_before_end_hours),
+    signals: body.signals,
+    underDeliveryThreshold: body.under_delivery_threshold,
+    deliveringThreshold: body.delivering_threshold,
+    underDeliveryGraceMs: hours(body.under_delivery_grace_hours),
+  };
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined),
+  ) as BudgetAllocationPolicyInput;
+}
 
 export function campaignView(view: CampaignView): Record<string, unknown> {
   const { state } = view;
@@ -128,6 +175,7 @@ export function campaignView(view: CampaignView): Record<string, unknown> {
       requested_at: change.requestedAt,
       finished_at: change.finishedAt ?? null,
     })),
+    budget_allocation: state.budgetAllocation ? budgetAllocationView(state.budgetAllocation) : null,
     alerts: state.alerts.map((entry) => ({
       at: entry.at,
       kind: entry.kind,
@@ -235,6 +283,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.buy_params ? { buyParams: body.buy_params } : {}),
         requestedBy: body.requested_by,
         ...(body.creatives ? { creatives: body.creatives as CampaignCreative[] } : {}),
+        ...(body.budget_allocation ? { budgetAllocation: policyFrom(body.budget_allocation) } : {}),
         ...(body.monitoring
           ? {
               monitoring: {
@@ -314,6 +363,37 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
       callerOf(req),
     );
     res.json({ accepted: answer.accepted, buys: answer.buys });
+  });
+
+  router.post('/v1/campaigns/:id/budget-allocation', async (req, res) => {
+    const body = parseRequest(budgetAllocationChangeSchema, req.body);
+    const answer = await campaigns.setBudgetAllocation(
+      String(req.params.id),
+      {
+        policy: policyFrom(body.policy),
+        requestedBy: body.requested_by,
+        ...(body.reason ? { reason: body.reason } : {}),
+      },
+      body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
+    );
+    res.json({ policy: policyView(answer.policy), withdrawn_plan: answer.withdrawn ?? null });
+  });
+
+  router.post('/v1/campaigns/:id/budget-moves/decision', async (req, res) => {
+    const body = parseRequest(budgetMovesDecisionSchema, req.body);
+    const answer = await campaigns.decideBudgetMoves(
+      String(req.params.id),
+      {
+        plan: body.plan,
+        decision: body.decision,
+        decidedBy: body.decided_by,
+        ...(body.note ? { note: body.note } : {}),
+      },
+      body.idempotency_key ? { idempotencyKey: body.idempotency_key } : {},
+      callerOf(req),
+    );
+    res.json({ plan: answer.plan, decision: answer.decision, moves: answer.moves });
   });
 
   router.post('/v1/campaigns/:id/changes', async (req, res) => {

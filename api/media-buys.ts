@@ -109,6 +109,7 @@ export function mediaBuyView(
     creative_alerts: snakeCased(state.creativeAlerts),
     delivery: deliveryView(state),
     anomalies: snakeCased(state.anomalies),
+    ...(state.requestShaping?.length ? { request_shaping: snakeCased(state.requestShaping) } : {}),
     anomaly_count: state.anomalyCount,
     failure: snakeCased(state.failure ?? null),
     governance: governanceView(state),

@@ -9,8 +9,18 @@ import type { OperationResource, OperationState } from '../contract/operation';
 import type { ReconciliationReport } from '../contract/reconciliation';
 
 function resourceView(resource: OperationResource | undefined): Record<string, unknown> | null {
-  return resource ? { media_buy_id: resource.mediaBuyId, ...(resource.state ? { state: resource.state } : {}) } : null;
+  if (!resource) return null;
+  return {
+    media_buy_id: resource.mediaBuyId ?? null,
+    ...(resource.state ? { state: resource.state } : {}),
+    ...(resource.status ? { status: resource.status } : {}),
+    ...(resource.matchedBy ? { matched_by: resource.matchedBy } : {}),
+    ...(resource.confirmedBy ? { confirmed_by: resource.confirmedBy, confirmed_at: resource.confirmedAt } : {}),
+    ...(resource.candidates?.length ? { candidates: resource.candidates } : {}),
+  };
 }
+
+const SETTLED: ReadonlySet<string> = new Set(['completed', 'failed', 'canceled', 'rejected']);
 
 /** The reconciliation report in the API's naming (snake_case). */
 export function reconciliationReportView(report: ReconciliationReport): Record<string, unknown> {
@@ -150,6 +160,9 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
     (body.cancellation as Record<string, unknown>).principal = state.cancellation.principal;
   if (state.callInFlight) body.call_in_flight = state.callInFlight;
   if (state.heldWebhooks !== undefined) body.held_webhooks = state.heldWebhooks;
+  if (state.sellerStatus !== undefined) body.seller_status = state.sellerStatus;
+  if (state.schemaWarnings?.length) body.schema_warnings = state.schemaWarnings;
+  if (state.requestShaping && Object.keys(state.requestShaping).length > 0) body.request_shaping = state.requestShaping;
   if (state.provisional) {
     const { taskId, ...rest } = state.provisional;
     body.provisional = { ...rest, ...(taskId ? { task_id: taskId } : {}) };
@@ -170,8 +183,10 @@ export function operationView(view: OperationView, links: { webUi?: string }): R
       ...(sellerId ? { agent_id: sellerId } : {}),
     }));
   }
-  const ended = !view.running;
-  if (ended) {
+  // A settled status stands for its result and outcome, also while the workflow is still closing (`finishing`).
+  const settled = !view.running || SETTLED.has(state.status);
+  if (settled && view.running) body.finishing = true;
+  if (settled) {
     body.result = state.result ?? null;
     body.outcome = state.outcome ?? null;
     body.outcome_notes = state.outcomeNotes ?? [];

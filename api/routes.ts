@@ -211,6 +211,25 @@ export const ROUTES: RouteSpec[] = [
   },
   {
     method: 'post',
+    path: '/v1/operations/:operationId/reconcile',
+    summary: "Read the seller's media buys now and adopt the buy this create operation made",
+    description:
+      "For a create_media_buy whose answer was lost and that cannot know yet whether the seller holds the buy (status `unknown`, `resource.state: unknown`): reads the seller's media buys (every status, every page), matches them by what the create sent and adopts the buy it finds. Read-only at the seller. Answers `found`, `media_buy_id`, `matched_by`, `candidates`, the operation's `status` after the read and a `note`.",
+    auth: 'bearer',
+    listener: 'api',
+    body: schemas.reconcileSchema,
+    answers: {
+      200: {
+        description: 'What the read found',
+        schema: z.looseObject({ found: z.boolean(), status: z.string(), note: z.string() }),
+      },
+    },
+    refusals: {
+      409: "OPERATION_ENDED (POST /v1/sellers/{sellerId}/reconcile then lists the seller's buys) or REJECTED_BY_OPERATION (not a create_media_buy)",
+    },
+  },
+  {
+    method: 'post',
     path: '/v1/sellers/:sellerId/reconcile',
     summary: "Reconcile one seller now for the caller's tenant (what its Temporal Schedule does for every tenant)",
     description:
@@ -413,6 +432,27 @@ export const ROUTES: RouteSpec[] = [
     body: schemas.campaignApprovalSchema,
     answers: { 200: { description: 'Recorded', schema: view('Approval answer') } },
     refusals: { 409: 'The campaign is not waiting for approval' },
+  },
+  {
+    method: 'post',
+    path: '/v1/campaigns/:id/budget-allocation',
+    summary:
+      "Change the campaign's budget allocation policy: validated, recorded with who; a waiting plan is withdrawn",
+    auth: 'bearer',
+    listener: 'api',
+    body: schemas.budgetAllocationChangeSchema,
+    answers: { 200: { description: 'The policy now in force', schema: view('Budget allocation answer') } },
+    refusals: { 409: 'The policy does not hold together, or the campaign ended' },
+  },
+  {
+    method: 'post',
+    path: '/v1/campaigns/:id/budget-moves/decision',
+    summary: 'Approve or reject the plan of budget moves that waits for a person (propose mode)',
+    auth: 'bearer',
+    listener: 'api',
+    body: schemas.budgetMovesDecisionSchema,
+    answers: { 200: { description: 'Decided', schema: view('Budget moves decision') } },
+    refusals: { 409: 'No plan waits, or another plan than this one does' },
   },
   {
     method: 'post',

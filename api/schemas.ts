@@ -211,6 +211,48 @@ export const campaignCreativesSchema = z
     path: ['creatives'],
   });
 
+/** The budget allocation policy on the wire (snake_case; durations in hours). docs/campaigns.md explains each. */
+export const budgetAllocationSchema = z
+  .object({
+    mode: z.enum(['off', 'propose', 'auto']).optional(),
+    approval_timeout_hours: z.number().positive().optional(),
+    min_share: z.number().optional(),
+    max_share: z.number().optional(),
+    agents: z
+      .record(
+        z.string().min(1),
+        z.object({ min_share: z.number().optional(), max_share: z.number().optional() }).strict(),
+      )
+      .optional(),
+    min_move_amount: z.number().optional(),
+    min_periods_between_moves: z.number().optional(),
+    freeze_before_end_hours: z.number().optional(),
+    signals: z.array(z.enum(['pacing', 'delivery_vs_plan', 'seller_down', 'buy_rejected'])).optional(),
+    under_delivery_threshold: z.number().optional(),
+    delivering_threshold: z.number().optional(),
+    under_delivery_grace_hours: z.number().optional(),
+  })
+  .strict();
+
+export const budgetAllocationChangeSchema = z
+  .object({
+    policy: budgetAllocationSchema,
+    requested_by: actorSchema,
+    reason: z.string().min(1).max(2000).optional(),
+    idempotency_key: keySchema.optional(),
+  })
+  .strict();
+
+export const budgetMovesDecisionSchema = z
+  .object({
+    plan: z.number().int().positive(),
+    decision: z.enum(['approve', 'reject']),
+    decided_by: actorSchema,
+    note: z.string().min(1).max(2000).optional(),
+    idempotency_key: keySchema.optional(),
+  })
+  .strict();
+
 export const createCampaignSchema = z
   .object({
     campaign_key: keySchema,
@@ -232,6 +274,7 @@ export const createCampaignSchema = z
     buy_params: paramsSchema.optional(),
     requested_by: actorSchema,
     creatives: z.array(creativeSchema).max(MAX_LIBRARY_CREATIVES).optional(),
+    budget_allocation: budgetAllocationSchema.optional(),
     monitoring: z
       .object({
         interval_seconds: z.number().min(2).max(86_400).optional(),

@@ -22,6 +22,7 @@ import { gatewayThroughput } from './throughput';
 import { longWaitHistory } from './long-wait';
 import { workerKill } from './kill';
 import { parkedOperations } from './parked';
+import { schemaCheckCpu } from './schema-check';
 
 const BENCHMARKS: Record<string, (stack: BenchStack, log: (line: string) => void) => Promise<BenchmarkResult>> = {
   latency: (stack) => webhookLatency(stack, { perMode: 20, firstChangeMs: 2_500, lastChangeMs: 13_500 }),
@@ -51,6 +52,7 @@ const BENCHMARKS: Record<string, (stack: BenchStack, log: (line: string) => void
       ],
     }),
   'long-wait': (stack) => longWaitHistory(stack, { waitHours: 23 }),
+  'schema-check': () => schemaCheckCpu({ iterations: 10_000 }),
   kill: (stack) =>
     workerKill(stack, {
       waiting: Number(process.env.BENCH_KILL_WAITING ?? 300),
@@ -107,6 +109,7 @@ const DESCRIPTIONS: Record<string, string> = {
   'long-wait': 'B3: history events of a 23-hour polled create_media_buy (time-skipping server)',
   parked:
     'B6: engine CPU per parked operation-hour with the task watcher vs per-operation polls; change -> state delay',
+  'schema-check': 'B7: CPU per seller answer checked against its AdCP version schema (in-process, no stack needed)',
 };
 
 const HELP = `Usage: npm run bench [-- options]

@@ -85,6 +85,7 @@ function sellersIfReadable(): SellerRegistry | undefined {
 export interface Session {
   orchestrator: OrchestratorClient;
   client: Client;
+  taskQueue: string;
   close(): Promise<void>;
 }
 
@@ -116,7 +117,7 @@ export async function connect(options: GlobalOptions, env: NodeJS.ProcessEnv = p
     taskQueue,
     ...(sellers ? { knownSeller: (id: string) => sellers.has(id) } : {}),
   });
-  return { orchestrator, client, close: () => connection.close() };
+  return { orchestrator, client, taskQueue, close: () => connection.close() };
 }
 
 /** Runs a command body with a Temporal session, closing it whatever happens. */

@@ -3,6 +3,7 @@
  * gateway need not run): `npm run cli -- <command>`, or `adcp-orchestrator <command>` once installed.
  */
 import { Command, CommanderError } from 'commander';
+import { registerCampaignCommands } from './commands/campaigns';
 import { registerListCommand } from './commands/list';
 import { registerOperationCommands } from './commands/operations';
 import { registerSellerCommands } from './commands/sellers';
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   registerWatchCommand(program);
   registerListCommand(program);
   registerSellerCommands(program);
+  registerCampaignCommands(program);
   for (const command of program.commands)
     command.addHelpText('after', EXIT_CODES_HELP).showHelpAfterError('(run with --help for usage)');
   return program;

@@ -40,9 +40,17 @@ import {
   campaignStateQuery,
   campaignWorkflowId,
   changeCampaignUpdate,
+  decideBudgetMovesUpdate,
+  setBudgetAllocationUpdate,
+  type BudgetAllocationAnswer,
+  type BudgetAllocationPolicyInput,
+  type BudgetAllocationRequest,
+  type BudgetMovesDecision,
+  type BudgetMovesDecisionAnswer,
   selectProductsUpdate,
   setCampaignCreativesUpdate,
 } from '../contract/campaign';
+import { validateAllocationPolicy } from '../workflows/campaign/allocation';
 import { validateCreativeList } from '../workflows/campaign/machine';
 import type { adcpDiscovery } from '../workflows/discovery/workflow';
 import {
@@ -137,6 +145,8 @@ export interface CampaignRequest {
   historyEventLimit?: number;
   /** A governance agent: sync_plans at creation, check_governance before each buy's spend (#14 item 6). */
   governance?: CampaignGovernance;
+  /** How the campaign moves budget across its sellers once live (off unless set); see docs/campaigns.md. */
+  budgetAllocation?: BudgetAllocationPolicyInput;
 }
 
 export interface BuySummary {
@@ -345,6 +355,14 @@ export class CampaignClient {
           `buy_params must not set ${reserved}: the campaign owns it.`,
         );
     }
+    if (request.budgetAllocation !== undefined) {
+      const verdict = validateAllocationPolicy(request.budgetAllocation);
+      if (!verdict.ok)
+        throw new CampaignRequestError(
+          `budget_allocation.${verdict.errors[0]?.field ?? 'mode'}`,
+          `budget_allocation: ${verdict.message}`,
+        );
+    }
     // Two tenants' equal campaign keys name two campaigns (and two discoveries, two sets of buys).
     if (request.creatives) {
       const verdict = validateCreativeList(request.creatives, 0);
@@ -391,6 +409,7 @@ export class CampaignClient {
       ...(request.creatives && request.creatives.length > 0 ? { creatives: request.creatives } : {}),
       ...(request.monitoring ? { monitoring: request.monitoring } : {}),
       ...(request.historyEventLimit !== undefined ? { historyEventLimit: request.historyEventLimit } : {}),
+      ...(request.budgetAllocation ? { budgetAllocation: request.budgetAllocation } : {}),
       // check_governance names us as `caller`: our public URL when the gateway has one.
       ...(request.governance
         ? {
@@ -563,6 +582,36 @@ export class CampaignClient {
   ): Promise<CampaignChangeAnswer> {
     return this.update(id, caller, (handle) =>
       handle.executeUpdate(changeCampaignUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+
+  /** A new budget allocation policy (validated by the campaign before it enters history; recorded with who). */
+  async setBudgetAllocation(
+    id: string,
+    request: BudgetAllocationRequest,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ): Promise<BudgetAllocationAnswer> {
+    return this.update(id, caller, (handle) =>
+      handle.executeUpdate(setBudgetAllocationUpdate, {
+        args: [request],
+        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+      }),
+    );
+  }
+
+  /** Approve or reject the plan of budget moves that waits (propose mode). */
+  async decideBudgetMoves(
+    id: string,
+    request: BudgetMovesDecision,
+    options: { idempotencyKey?: string } = {},
+    caller?: CallerIdentity,
+  ): Promise<BudgetMovesDecisionAnswer> {
+    return this.update(id, caller, (handle) =>
+      handle.executeUpdate(decideBudgetMovesUpdate, {
         args: [request],
         ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
       }),

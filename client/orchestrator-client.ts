@@ -35,7 +35,10 @@ import {
   type ProvidedInput,
   OPERATION_STATE_MEMO,
   cancelOperationUpdate,
+  type OperationReconcileAnswer,
+  type OperationReconcileRequest,
   operationStateFromFailure,
+  reconcileOperationUpdate,
   credentialsRefreshedUpdate,
   provideInputUpdate,
   statusQuery,
@@ -525,11 +528,12 @@ export class OrchestratorClient {
     operationId: string,
     run: (handle: ReturnType<Client['workflow']['getHandle']>) => Promise<Ret>,
     caller?: CallerIdentity,
+    timeoutMs?: number,
   ): Promise<Ret> {
     await this.ensureVisible(operationId, caller);
     const handle = this.options.client.workflow.getHandle(operationId);
     try {
-      return await this.withDeadline(() => run(handle));
+      return await this.withDeadline(() => run(handle), timeoutMs);
     } catch (error) {
       if (error instanceof WorkflowUpdateFailedError) {
         // The validator refused. If that is because the operation has just ended, say so with its final status.
@@ -620,6 +624,24 @@ export class OrchestratorClient {
       }),
     );
     return this.withDeadline(() => handle.result(), this.options.reconcileTimeoutMs ?? 60_000);
+  }
+
+  /**
+   * Reads the seller's media buys now for an operation that cannot know what its lost call made, and adopts the buy
+   * it finds (docs/convergence.md). The operation's validator refuses it once the operation has ended.
+   */
+  async reconcileOperation(
+    operationId: string,
+    requestedBy: string,
+    caller?: CallerIdentity,
+  ): Promise<OperationReconcileAnswer> {
+    const request: OperationReconcileRequest = { requestedBy, ...(caller ? { principal: caller.principal } : {}) };
+    return this.update(
+      operationId,
+      (handle) => handle.executeUpdate(reconcileOperationUpdate, { args: [request] }),
+      caller,
+      this.options.reconcileTimeoutMs ?? 60_000,
+    );
   }
 
   /** Cancels the operation: the in-flight call is aborted, the seller told where the protocol allows. */

@@ -6,7 +6,7 @@
 import { WorkflowUpdateRPCTimeoutOrCancelledError, isGrpcServiceError } from '@temporalio/client';
 
 /** gRPC status codes (grpc/status.proto); @grpc/grpc-js is not a direct dependency. */
-const GRPC = { DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, FAILED_PRECONDITION: 9, UNAVAILABLE: 14 } as const;
+const GRPC = { CANCELLED: 1, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, FAILED_PRECONDITION: 9, UNAVAILABLE: 14 } as const;
 
 /** The gRPC error behind a Temporal client error: the error itself, or the `cause` the client wrapped it in. */
 export function grpcCodeOf(error: unknown): number | undefined {
@@ -19,12 +19,13 @@ export function grpcCodeOf(error: unknown): number | undefined {
 /**
  * Temporal did not answer in time or cannot be reached: the caller should retry later (HTTP 503 with Retry-After).
  * An update whose RPC timed out or was cancelled (no worker took it in time) is that too, whatever gRPC code its
- * cause carries.
+ * cause carries. CANCELLED counts as well: the native transport ends a call that way when the connection closes under
+ * it (Temporal going away mid-call), and the request was never refused.
  */
 export function isTemporalUnavailable(error: unknown): boolean {
   if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) return true;
   const code = grpcCodeOf(error);
-  return code === GRPC.UNAVAILABLE || code === GRPC.DEADLINE_EXCEEDED;
+  return code === GRPC.UNAVAILABLE || code === GRPC.DEADLINE_EXCEEDED || code === GRPC.CANCELLED;
 }
 
 /**

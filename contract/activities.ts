@@ -2,7 +2,15 @@
  * What the operation workflow asks of its activities, and what they answer: the contract between the deterministic
  * side (workflows/) and the I/O side (activities/). Types only, so the workflow bundle imports nothing that runs.
  */
-import type { AdcpError, TaskSnapshot } from '../protocol';
+import type {
+  AdcpError,
+  MatchedBy,
+  RequestShaping,
+  SentCreate,
+  ShapingRecord,
+  TaskRecordAdapterName,
+  TaskSnapshot,
+} from '../protocol';
 
 /**
  * How a seller's task can be read. Learned per seller (what its tool list offers, what the first reads showed) and
@@ -103,6 +111,10 @@ export interface ReadTaskInput {
   mediaBuyId?: string;
   /** The method that worked last time; absent on the first read. */
   readMethod?: ReadMethod;
+  /** How this seller's task records speak, as learned by an earlier read (protocol/task-records.ts). */
+  taskRecordAdapter?: TaskRecordAdapterName;
+  /** Fields this seller's reads leave out (request shaping, protocol/request-shaping.ts), by tool. */
+  requestShaping?: RequestShaping;
   timeouts: CallTimeouts;
 }
 
@@ -114,6 +126,53 @@ export interface ReadTaskOutcome {
   snapshot?: TaskSnapshot;
   readMethod: ReadMethod;
   unreadable?: AdcpError;
+  /** The adapter the task record was read with, when the read learned or used one other than AdCP's. */
+  taskRecordAdapter?: TaskRecordAdapterName;
+  /**
+   * A read by `get_media_buys` (the seller has no task read): what the buy is, not a task observation. A buy that
+   * exists says its create completed; it never settles or contradicts a task's result by its shape.
+   */
+  resource?: { mediaBuyId: string; row: Record<string, unknown> };
+  /** Fields left out of this read because the seller refused them (to record: request shaping). */
+  shaping?: ShapingRecord[];
+  /** Where the seller's answer left the schema of the version it declares (warn mode). */
+  schemaWarnings?: string[];
+}
+
+/**
+ * A read of the resource itself (`get_media_buys`): by id to confirm a buy a task record or a webhook named, or by
+ * listing (every status, every page) matched against what the create sent, when no id is known.
+ */
+export interface ReadResourceInput {
+  operationId: string;
+  sellerId: string;
+  /** The operation's tenant: the activity resolves the seller credentials of (tenant, seller) at call time. */
+  tenant?: string;
+  mediaBuyId?: string;
+  /** What the create sent (protocol/resource-match.ts sentCreateFrom), for a listing. */
+  sent?: SentCreate;
+  account?: unknown;
+  /** Buys other operations already know: never adopted from a listing. */
+  exclude?: string[];
+  requestShaping?: RequestShaping;
+  timeouts: CallTimeouts;
+}
+
+export interface ReadResourceOutcome {
+  found: boolean;
+  mediaBuyId?: string;
+  /** The buy as the seller has it now. */
+  row?: Record<string, unknown>;
+  matchedBy?: MatchedBy;
+  /** Buys that fit the same evidence equally: none adopted. */
+  candidates?: string[];
+  /** Not found for certain: by id the seller does not have it, or the listing was read to its end. */
+  absent?: boolean;
+  /** The read failed or was refused: not found then says nothing about the buy. */
+  unreadable?: AdcpError;
+  shaping: ShapingRecord[];
+  schemaWarnings?: string[];
+  note: string;
 }
 
 /**
@@ -124,7 +183,11 @@ export interface ReadTaskOutcome {
  * lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
  */
 export interface AwaitTaskMoveOnCadenceInput extends ReadTaskInput {
-  since: { status: string; progress: unknown };
+  /**
+   * What the last observation showed. `sellerStatus`: the seller's own word (`rawStatus`, null when it used AdCP's);
+   * when given, a new word is a move even if it maps to the same status.
+   */
+  since: { status: string; progress: unknown; sellerStatus?: string | null };
   cadence: PollCadence;
 }
 

@@ -53,6 +53,11 @@ export interface CampaignInput {
   preferences?: RankingPreferences;
   /** Without a policy the campaign waits for a selection Update after discovery. */
   allocation?: AllocationPolicy;
+  /**
+   * How the campaign moves budget across its sellers once live (off unless set; see BudgetAllocationPolicy). Changeable
+   * later with the `setBudgetAllocation` Update.
+   */
+  budgetAllocation?: BudgetAllocationPolicyInput;
   /** create_media_buy arguments every buy shares (brand, account, po_number, ...); packages and flight are the campaign's. */
   buyParams?: Record<string, unknown>;
   requestedBy: string;
@@ -105,6 +110,8 @@ export interface CampaignCarried {
   changeSequence: number;
   /** The catalogue's formats of the chosen products, by product key (the rest of the catalogue is not carried). */
   productFormats: [string, string[]][];
+  /** The wait between two polls when the run ended: the next run goes on from it rather than from the first. */
+  pollDelayMs?: number;
 }
 
 export interface SelectionLine {
@@ -192,6 +199,20 @@ export interface CampaignBuy {
   committedBudget: number;
   /** A raise accepted and not yet applied: counted by the guard until it is applied or refused. */
   pendingBudget?: number;
+  /**
+   * Money a budget move took from another buy for this one (confirmed there), counted by the guard on top of this
+   * buy's budget until the increase is applied here or the money returns to the pool.
+   */
+  moveReserve?: number;
+  /**
+   * A move's decrease here that no read confirmed: the guard keeps counting the budget as it was until a read of the
+   * buy shows the lower budget (or shows the decrease did not happen).
+   */
+  unconfirmedDecrease?: { moveId: string; budget: number };
+  /** The seller's `available_actions` as the buy last read them (what a budget move may ask of it). */
+  availableActions?: string[];
+  /** The buy's reporting frequency (what the allocation's reporting period follows). */
+  reportingFrequency?: string;
   startedAt?: string;
   /** The buy's status when its workflow ended (rejected, canceled, completed, create_failed ...). */
   finalStatus?: string;
@@ -232,7 +253,16 @@ export interface BuyDelivery {
 }
 
 export type CampaignAlertKind =
-  'buy_rejected' | 'buy_failed' | 'seller_unavailable' | 'creative_rejected' | 'under_delivery' | 'proposal_requote';
+  | 'buy_rejected'
+  | 'buy_failed'
+  | 'seller_unavailable'
+  | 'creative_rejected'
+  | 'under_delivery'
+  | 'proposal_requote'
+  /** A plan of budget moves waits for a person's decision (budget allocation in propose mode). */
+  | 'allocation_proposal'
+  /** A budget move did not arrive: its decrease was refused or unconfirmed, or its increase failed (money to the pool). */
+  | 'allocation_move_failed';
 
 export interface CampaignAlert {
   /** When it was raised. */
@@ -280,6 +310,8 @@ export interface CampaignState {
   run?: number;
   /** The plan at the governance agent (sync_plans), for campaigns that name one. */
   governance?: GovernancePlanSync;
+  /** The budget allocation policy and every move it proposed or made (absent before a campaign starts holding it). */
+  budgetAllocation?: BudgetAllocationState;
 }
 
 export interface CreativeLibrary {
@@ -329,6 +361,14 @@ export const setCampaignCreativesUpdate = defineUpdate<
 >('setCampaignCreatives');
 /** Pause, resume, cancel (every buy) or one buy's budget (guarded). */
 export const changeCampaignUpdate = defineUpdate<CampaignChangeAnswer, [CampaignChangeRequest]>('changeCampaign');
+/** Set or change the budget allocation policy (validated; recorded with who changed it). */
+export const setBudgetAllocationUpdate = defineUpdate<BudgetAllocationAnswer, [BudgetAllocationRequest]>(
+  'setBudgetAllocation',
+);
+/** Approve or reject the plan of budget moves that waits for a person (propose mode). */
+export const decideBudgetMovesUpdate = defineUpdate<BudgetMovesDecisionAnswer, [BudgetMovesDecision]>(
+  'decideBudgetMoves',
+);
 
 /** Money in the campaign's currency, rounded to cents so sums compare exactly. */
 export function cents(amount: number): number {
@@ -350,6 +390,8 @@ export interface BuyDigest {
   failure?: string;
   /** The seller's capabilities workflow: reachable on its last refresh, and its circuit. */
   seller?: { reachable?: boolean; circuit?: string; error?: string };
+  availableActions?: string[];
+  reportingFrequency?: string;
 }
 
 /**
@@ -387,5 +429,172 @@ export function digestOf(sellerId: string, workflowId: string, state: MediaBuySt
       ]),
     ),
     ...(state.failure ? { failure: state.failure.message } : {}),
+    ...(state.availableActions ? { availableActions: state.availableActions } : {}),
+    ...(reportingFrequencyOf(state) ? { reportingFrequency: reportingFrequencyOf(state) } : {}),
   };
+}
+
+function reportingFrequencyOf(state: MediaBuyState): string | undefined {
+  return state.reporting.registered?.frequency ?? state.reporting.frequency;
+}
+
+// ---- budget allocation: the policy, the moves ------------------------------------------------------------------------
+
+/** off: the campaign never moves money; propose: it plans and waits for a person; auto: it applies its plans. */
+export const ALLOCATION_MODES = ['off', 'propose', 'auto'] as const;
+export type AllocationMode = (typeof ALLOCATION_MODES)[number];
+
+/** What may make the campaign move money: spend against plan, units against plan, a seller down, a buy rejected. */
+export const ALLOCATION_SIGNALS = ['pacing', 'delivery_vs_plan', 'seller_down', 'buy_rejected'] as const;
+export type AllocationSignal = (typeof ALLOCATION_SIGNALS)[number];
+
+/** The budget allocation policy as the campaign holds it (every default filled in; workflows/campaign/allocation.ts). */
+export interface BudgetAllocationPolicy {
+  mode: AllocationMode;
+  /** propose: how long a plan waits for approval before it lapses (the state it was computed from ages). */
+  approvalTimeoutMs: number;
+  /** Every seller's share of the campaign budget stays within [minShare, maxShare] unless `sellers` says otherwise. */
+  minShare: number;
+  maxShare: number;
+  /** Per-seller bounds, by seller id (the campaign's agent_id). */
+  sellers: Record<string, { minShare?: number; maxShare?: number }>;
+  /** The smallest budget change worth a call to a seller (campaign currency, whole cents). */
+  minMoveAmount: number;
+  /** A seller's budget moves at most once per this many reporting periods (at least one). */
+  minPeriodsBetweenMoves: number;
+  /** Nothing moves this long before the flight ends. */
+  freezeBeforeEndMs: number;
+  signals: AllocationSignal[];
+  /** A buy whose pacing (or delivery against plan) is below this under-delivers. */
+  underDeliveryThreshold: number;
+  /** A buy at or above this (on every signal that counts) delivers and may take more money. */
+  deliveringThreshold: number;
+  /** No delivery judgement before a buy has run this long. */
+  underDeliveryGraceMs: number;
+}
+
+/** The policy as a buyer writes it: every field optional (the defaults are allocation.ts's DEFAULT_ALLOCATION_POLICY). */
+export type BudgetAllocationPolicyInput = Partial<BudgetAllocationPolicy>;
+
+export type AllocationEndpoint = { kind: 'pool' } | { kind: 'seller'; sellerId: string };
+
+export type AllocationReasonCode =
+  AllocationSignal | 'above_max_share' | 'below_min_share' | 'delivering' | 'pool' | 'no_taker';
+
+export interface AllocationReason {
+  code: AllocationReasonCode;
+  sellerId?: string;
+  note: string;
+}
+
+/**
+ * Where a move is. proposed → approved (a person, or auto) → decreasing (the source's update) → confirming (a read
+ * of the source) → increasing (the target's update, governed) → applied; or it ends failed (nothing moved),
+ * returned (taken from the source, not given: the money is in the pool), rejected or expired (a proposal nobody
+ * took), skipped (it no longer held when its turn came), canceled (the campaign was canceled first).
+ */
+export type BudgetMoveStatus =
+  | 'proposed'
+  | 'approved'
+  | 'decreasing'
+  | 'confirming'
+  | 'increasing'
+  | 'applied'
+  | 'returned'
+  | 'failed'
+  | 'rejected'
+  | 'expired'
+  | 'skipped'
+  | 'canceled';
+
+export interface BudgetMoveStep {
+  step: 'decrease' | 'confirm' | 'increase' | 'report';
+  sellerId?: string;
+  budgetBefore?: number;
+  budgetAfter?: number;
+  outcome: 'applied' | 'failed' | 'refused' | 'confirmed' | 'unconfirmed' | 'reported';
+  at: string;
+  error?: { code: string; message: string };
+  /** The update ID the buy's change had (the same ID on every retry: a move never changes a buy twice). */
+  updateId?: string;
+  /** The report_plan_outcome operation. */
+  operationId?: string;
+}
+
+export interface BudgetMoveRecord {
+  /** `<plan>.<n>`: the plan's sequence and the move's place in it. */
+  id: string;
+  plan: number;
+  from: AllocationEndpoint;
+  to: AllocationEndpoint;
+  /** What the plan moves (campaign currency). */
+  amount: number;
+  /** What arrived (or left the source, for a move to the pool); set when the move ends. */
+  moved?: number;
+  /** The reasons in one line (the CLI's "why"). */
+  why: string;
+  reasons: AllocationReason[];
+  status: BudgetMoveStatus;
+  mode: 'auto' | 'propose';
+  /** Who approved or rejected it (propose mode). */
+  decidedBy?: string;
+  createdAt: string;
+  updatedAt: string;
+  finishedAt?: string;
+  steps: BudgetMoveStep[];
+  error?: { code: string; message: string };
+}
+
+export interface BudgetAllocationState {
+  policy: BudgetAllocationPolicy;
+  /** Every change of the policy, oldest first (bounded): who, when, the mode it set. */
+  policyChanges: { at: string; by: string; mode: AllocationMode; reason?: string }[];
+  /** The campaign budget on no buy (returned by moves, freed by rejected buys, never allocated). */
+  pool: number;
+  /** Plans made so far (each move's id starts with its plan's number). */
+  plans: number;
+  /** The last decision: moves, or why none. */
+  lastDecision?: {
+    at: string;
+    plan?: number;
+    outcome: 'moves' | 'none';
+    why?: string;
+    message: string;
+    notes: string[];
+  };
+  /** A plan waiting for a person (propose mode), and its deadline. */
+  proposal?: { plan: number; moves: string[]; since: string; deadline: string };
+  /** The most recent moves, oldest first (bounded; `totals` counts them all). */
+  moves: BudgetMoveRecord[];
+  totals: { moves: number; applied: number; returned: number; failed: number; moved: number };
+  /** When a move last changed each seller's budget (the once-per-period rule). */
+  lastMoveAt: Record<string, string>;
+  /** After a proposal was rejected or lapsed: no new proposal before this (one reporting period). */
+  quietUntil?: string;
+}
+
+export interface BudgetAllocationRequest {
+  policy: BudgetAllocationPolicyInput;
+  requestedBy: string;
+  reason?: string;
+}
+
+export interface BudgetAllocationAnswer {
+  policy: BudgetAllocationPolicy;
+  /** A proposal that waited under the previous policy and was withdrawn by this change. */
+  withdrawn?: number;
+}
+
+export interface BudgetMovesDecision {
+  /** The plan number the proposal shows (a decision for an older plan is refused). */
+  plan: number;
+  decision: 'approve' | 'reject';
+  decidedBy: string;
+  note?: string;
+}
+
+export interface BudgetMovesDecisionAnswer {
+  plan: number;
+  decision: 'approve' | 'reject';
+  moves: string[];
 }

@@ -3,7 +3,7 @@
  * API routers, the typed client and tests. Message names are stable: renaming one breaks running buys.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { AdcpError } from '../protocol';
+import type { AdcpError, ShapingRecord } from '../protocol';
 import type {
   DeliveryPeriod,
   JsonRecord,
@@ -317,6 +317,8 @@ export interface MediaBuyState {
   mediaBuyId?: string;
   status: MediaBuyLifecycle;
   createOperationId: string;
+  /** Fields this seller refused on the buy's reads, left out of every later read and pull (request shaping). */
+  requestShaping?: ShapingRecord[];
   revision?: number;
   availableActions?: string[];
   health?: JsonRecord;

@@ -7,7 +7,16 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CallPlan, CallTimeouts, ReadMethod } from './activities';
 import type { CarriedTaskWatch } from './task-watcher';
-import type { AdcpError, CompletionOutcome, Progress, TaskSnapshot, TaskStatus } from '../protocol';
+import type {
+  AdcpError,
+  CompletionOutcome,
+  MatchedBy,
+  Progress,
+  RequestShaping,
+  TaskRecordAdapterName,
+  TaskSnapshot,
+  TaskStatus,
+} from '../protocol';
 
 export const OPERATION_WORKFLOW_TYPE = 'adcpOperation';
 
@@ -44,7 +53,9 @@ export type OrchestratorFailureReason =
   | 'input_rounds_exhausted'
   | 'auth_timed_out'
   | 'idempotency_unresolved'
-  | 'answer_too_large';
+  | 'answer_too_large'
+  /** The seller may hold what the call made and no read could tell by the deadline (docs/convergence.md). */
+  | 'outcome_unknown';
 
 /**
  * Why a webhook was not applied to this operation although its signature was good: another operation's 3.1
@@ -54,9 +65,39 @@ export type WebhookRefusal = 'operation_id_mismatch' | 'task_id_mismatch' | 'sel
 
 /** A created resource the operation knows of (create_media_buy), and what became of it on cancel. */
 export interface OperationResource {
-  mediaBuyId: string;
-  /** After a cancel: canceled at the seller, still live there, or not known. */
-  state?: 'canceled' | 'live' | 'unknown';
+  /** Absent while the buy is not found (`state` says why). */
+  mediaBuyId?: string;
+  /**
+   * After a cancel: canceled at the seller, still live there, or not known. After a lost answer: `unknown` while the
+   * seller's media buys cannot be read, `absent` when a complete listing holds no buy from this operation.
+   */
+  state?: 'canceled' | 'live' | 'unknown' | 'absent';
+  /** How the buy was found: by its id, or what of the create the seller's listing echoed (protocol/resource-match.ts). */
+  matchedBy?: MatchedBy;
+  /** The buy was read from the seller itself (`get_media_buys`), at `confirmedAt`. */
+  confirmedBy?: 'get_media_buys';
+  confirmedAt?: string;
+  /** The buy's own status as the last read showed it (`active`, `pending_creatives`, ...). */
+  status?: string;
+  /** Buys that fit what the create sent equally well: none adopted. */
+  candidates?: string[];
+}
+
+/** What `reconcileOperation` answers: the resource read now, and whether the operation adopted it. */
+export interface OperationReconcileAnswer {
+  found: boolean;
+  media_buy_id?: string;
+  matched_by?: MatchedBy;
+  candidates?: string[];
+  status: OperationStatus;
+  note: string;
+}
+
+/** The reconcile update's argument. */
+export interface OperationReconcileRequest {
+  requestedBy: string;
+  /** The authenticated principal that asked (`tenant/id`). */
+  principal?: string;
 }
 
 /** One entry of the audit trail: who (the authenticated principal, `tenant/id`) did what to the operation, when. */
@@ -110,6 +151,14 @@ export interface OperationState {
   replayed?: boolean;
   /** How this seller's task is read (learned on the first read; see contract/activities.ts). */
   readMethod?: ReadMethod;
+  /** Whose words the seller's task records use (protocol/task-records.ts), learned like the read method. */
+  taskRecordAdapter?: TaskRecordAdapterName;
+  /** The seller's own status word, verbatim, when it is not one of AdCP's (`requires_approval`, `approved`). */
+  sellerStatus?: string;
+  /** Fields this seller's reads leave out because it refused them (protocol/request-shaping.ts), by tool. */
+  requestShaping?: RequestShaping;
+  /** Where the seller's answers left the schemas of the version it declares (warn mode), newest last, bounded. */
+  schemaWarnings?: string[];
   /** The worker's call and read timeouts, as recorded with the first call plan. */
   timeouts?: CallTimeouts;
   /** The call in flight, if one is (step and since when). */
@@ -212,6 +261,8 @@ export interface CarriedState {
   notified?: string[];
   /** How long the task has been in the status the polls wait on (its working window, its polls). */
   sellerWait?: { status: OperationStatus; polls: number; workingSince: string };
+  /** A lost create's buy being looked for among the seller's media buys: the call step and the call's error. */
+  resourceSearch?: { keyStep: string; error: AdcpError };
   /** The operation's side of its seller's task watcher (workflows/operation/watching.ts). */
   watch?: CarriedTaskWatch;
 }
@@ -310,6 +361,13 @@ export const pollNowSignal = defineSignal<[{ requestedBy: string }]>('pollNow');
 export const provideInputUpdate = defineUpdate<{ accepted: true; round: number }, [ProvidedInput]>('provideInput');
 export const credentialsRefreshedUpdate = defineUpdate<{ accepted: true }, [CredentialsRefresh]>(
   'credentialsRefreshed',
+);
+/**
+ * Read the seller's media buys now and adopt the buy this operation made (an operation that cannot know what its lost
+ * call made). Refused once the operation has ended.
+ */
+export const reconcileOperationUpdate = defineUpdate<OperationReconcileAnswer, [OperationReconcileRequest]>(
+  'reconcileOperation',
 );
 export const cancelOperationUpdate = defineUpdate<{ accepted: true; status: OperationStatus }, [CancelRequest]>(
   'cancelOperation',

@@ -7,3 +7,6 @@ export * from './snapshot';
 export * from './ids';
 export * from './outcome';
 export * from './webhook-payload';
+export * from './task-records';
+export * from './request-shaping';
+export * from './resource-match';

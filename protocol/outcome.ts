@@ -52,6 +52,52 @@ function unansweredCreatives(result: Record<string, unknown>, request: Completed
   return [`no result for creative ${missing.join(', ')} (the seller's answer has no row for it${instead})`];
 }
 
+function brandDomain(row: Record<string, unknown>): string | undefined {
+  const brand = asRecord(row.brand);
+  return typeof brand?.domain === 'string' ? brand.domain : undefined;
+}
+
+function idOf(row: Record<string, unknown>, field: string): string {
+  const id = row[field];
+  return typeof id === 'string' && id !== '' ? id : '?';
+}
+
+/** The per-item rows of the sync tasks: where they are, how a row is named, which statuses are refused or pending. */
+const PER_ITEM_ROWS: readonly {
+  field: string;
+  noun: string;
+  name: (row: Record<string, unknown>) => string;
+  refused: readonly string[];
+  pending: readonly string[];
+}[] = [
+  { field: 'creatives', noun: 'creative', name: (row) => idOf(row, 'creative_id'), refused: [], pending: [] },
+  {
+    field: 'accounts',
+    noun: 'account',
+    // An account the seller could not set up has no account_id yet: the brand and operator sent name it.
+    name: (row) => {
+      const id = typeof row.account_id === 'string' ? row.account_id : undefined;
+      const brand = brandDomain(row);
+      const operator = typeof row.operator === 'string' ? row.operator : undefined;
+      const who = [brand && `brand ${brand}`, operator && operator !== brand ? `operator ${operator}` : undefined]
+        .filter(Boolean)
+        .join(', ');
+      return id ? `${id}${who ? ` (${who})` : ''}` : who || '?';
+    },
+    refused: ['rejected', 'suspended', 'closed', 'payment_required'],
+    pending: ['pending_approval'],
+  },
+  { field: 'audiences', noun: 'audience', name: (row) => idOf(row, 'audience_id'), refused: [], pending: [] },
+  { field: 'catalogs', noun: 'catalog', name: (row) => idOf(row, 'catalog_id'), refused: [], pending: [] },
+  {
+    field: 'event_sources',
+    noun: 'event source',
+    name: (row) => idOf(row, 'event_source_id'),
+    refused: [],
+    pending: [],
+  },
+];
+
 export function assessCompletion(
   result: Record<string, unknown> | undefined,
   request?: CompletedRequest,
@@ -63,19 +109,26 @@ export function assessCompletion(
   if (Array.isArray(result.errors)) {
     for (const warning of result.errors) partial.push(`warning ${describeError(warning)}`);
   }
-  // sync_creatives: success is per item.
-  if (Array.isArray(result.creatives)) {
-    for (const entry of result.creatives) {
-      const creative = asRecord(entry);
-      if (!creative) continue;
-      const id = String(creative.creative_id ?? '?');
-      if (creative.action === 'failed') partial.push(`creative ${id} failed`);
-      if (Array.isArray(creative.errors) && creative.errors.length > 0) {
-        partial.push(`creative ${id}: ${creative.errors.map(describeError).join('; ')}`);
+  // sync_* tasks: success is per item (one row per item sent).
+  for (const rows of PER_ITEM_ROWS) {
+    if (!Array.isArray(result[rows.field])) continue;
+    for (const entry of result[rows.field] as unknown[]) {
+      const row = asRecord(entry);
+      if (!row) continue;
+      const name = `${rows.noun} ${rows.name(row)}`;
+      if (row.action === 'failed') partial.push(`${name} failed`);
+      if (Array.isArray(row.errors) && row.errors.length > 0)
+        partial.push(`${name}: ${row.errors.map(describeError).join('; ')}`);
+      const status = typeof row.status === 'string' ? row.status : undefined;
+      if (status && rows.refused.includes(status) && row.action !== 'failed') partial.push(`${name} is ${status}`);
+      if (status && rows.pending.includes(status)) {
+        const setup = asRecord(row.setup);
+        const why = typeof setup?.message === 'string' ? `: ${setup.message}` : '';
+        pending.push(`${name} is ${status}${why}`);
       }
-      const assignmentErrors = asRecord(creative.assignment_errors);
+      const assignmentErrors = asRecord(row.assignment_errors);
       if (assignmentErrors && Object.keys(assignmentErrors).length > 0) {
-        partial.push(`creative ${id} has assignment errors for ${Object.keys(assignmentErrors).join(', ')}`);
+        partial.push(`${name} has assignment errors for ${Object.keys(assignmentErrors).join(', ')}`);
       }
     }
   }

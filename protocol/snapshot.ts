@@ -22,6 +22,14 @@ export interface TaskSnapshot {
   updatedAt?: string;
   /** The seller answered from its idempotency cache (3.x `replayed: true`). */
   replayed?: boolean;
+  /** What the seller's task record names as made by the task (`associated_objects`): protocol/task-records.ts. */
+  objects?: TaskObject[];
+}
+
+/** An object a seller's task record names (`{type: 'media_buy', id}`). */
+export interface TaskObject {
+  type: string;
+  id: string;
 }
 
 /** The answer broke the protocol: no status we can read, not an object, not JSON. Never retried as-is. */

@@ -29,6 +29,8 @@ async function main(): Promise<void> {
   const webhookFirstOperations = option('webhook-first', 10);
   const lostAnswerRate = option('lost-answer-rate', 0.5);
   const cancels = option('cancels', 6);
+  const outOfBandApprovals = option('approvals', 6);
+  const lostWithoutWebhooks = option('lost-without-webhooks', 6);
   const server = await startDevServer({ port: await freePort(), headless: true });
   try {
     const report = await runFaultScenario({
@@ -40,10 +42,12 @@ async function main(): Promise<void> {
       webhookFirstOperations,
       lostAnswerRate,
       cancels,
+      outOfBandApprovals,
+      lostWithoutWebhooks,
       log: (line) => console.log(`fault-test: ${line}`),
     });
     console.log(JSON.stringify(report, null, 2));
-    const expected = operations + webhookFirstOperations;
+    const expected = operations + webhookFirstOperations + outOfBandApprovals + lostWithoutWebhooks;
     const ok =
       report.notEnded.length === 0 &&
       report.ended.completed === expected &&
@@ -51,10 +55,13 @@ async function main(): Promise<void> {
       report.duplicateBuys === 0 &&
       (report.canceled.ended.canceled ?? 0) === cancels &&
       report.canceled.buys <= cancels &&
-      report.canceled.unaccountedBuys === 0;
+      report.canceled.unaccountedBuys === 0 &&
+      report.orphanBuys.length === 0 &&
+      report.buysKnownTwice.length === 0 &&
+      report.completedWithoutBuy.length === 0;
     console.log(
       ok
-        ? `fault-test: PASS — ${expected} operations completed, ${report.mediaBuys} media buys, ${cancels} canceled (${report.canceled.buys} buys, each canceled at the seller or on record), ${report.faultsInjected} faults, ${report.hangingRequests} unanswered requests, ${report.webhooksFirst.accepted} webhooks before answers, ${kills} worker kills, ${report.seconds} s`
+        ? `fault-test: PASS — ${expected} operations completed, ${report.mediaBuys} media buys, ${cancels} canceled (${report.canceled.buys} buys, each canceled at the seller or on record), ${report.faultsInjected} faults, ${report.hangingRequests} unanswered requests, ${report.webhooksFirst.accepted} webhooks before answers, ${report.approvals.admin + report.approvals.completeTask} approvals at the seller (${report.approvals.admin} in its admin flow), ${report.lostWithoutWebhooks} answers lost without webhooks; ${report.buysHeld} buys held, ${report.orphanBuys.length} orphans, ${report.buysKnownTwice.length} claimed twice; ${kills} worker kills, ${report.seconds} s`
         : 'fault-test: FAIL',
     );
     process.exitCode = ok ? 0 : 1;

@@ -53,9 +53,14 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/media-buy/changes',
   '../workflows/media-buy/delivery',
   '../workflows/campaign/machine',
+  '../workflows/campaign/rules',
+  '../workflows/campaign/moves',
+  '../workflows/campaign/allocation',
   '../workflows/campaign/proposals',
   '../workflows/campaign/proposal-rules',
   '../workflows/operation/cadence',
+  '../workflows/governance/machine',
+  '../workflows/discovery/machine',
   // The contract: message definitions (plain objects from defineSignal/defineQuery/defineUpdate), workflow type names,
   // update validators and pure helpers.
   '../contract/operation',
@@ -80,6 +85,9 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../protocol/progress',
   '../protocol/records',
   '../protocol/ids',
+  '../protocol/request-shaping',
+  '../protocol/resource-match',
+  '../protocol/task-records',
   // Search attribute keys (defineSearchAttributeKey: plain objects).
   '../config/search-attributes',
   // The log-correlation interceptor: module scope is only the factory; the worker calls it once per workflow, and

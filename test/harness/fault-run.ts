@@ -12,10 +12,20 @@
  *   through the real gateway before it answers, and loses the answer (the caller times out) for a share of them;
  * - `cancels`: extra operations at the same sellers, canceled while the others' calls are in flight; they must end
  *   canceled with at most one buy, canceled at the seller or on their record, and must not fail anyone else.
+ *
+ * The resource faults of issue #24 are opt-in too (the full form turns them on):
+ * - `outOfBandApprovals`: operations at a seller that keeps its own task records (`get_task` in its own words, no
+ *   webhooks) and holds every create in its own review; a person approves each at the seller, half in its admin flow
+ *   (the record only names the buy it made), half through its `complete_task` tool;
+ * - `lostWithoutWebhooks`: operations at a seller with no task read, no task listing and no webhooks, whose create
+ *   answers are lost after it acted for a share of them; only its media-buy listing can tell what it made.
+ * Every buy any seller holds is then counted from both sides: each operation knows at most one buy (its
+ * `resource.media_buy_id`), and each buy is known to exactly one operation (`orphanBuys` and `buysKnownTwice`).
  */
 import { randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ProtocolClient } from '@adcp/sdk/advanced';
 import { Client, Connection } from '@temporalio/client';
 import { idempotencyKeyFor } from '../../activities/idempotency';
 import { createGateway } from '../../api/app';
@@ -50,6 +60,10 @@ export interface FaultScenario {
   lostAnswerRate?: number;
   /** Extra operations, spread over both sellers, canceled while the others run. Default 0. */
   cancels?: number;
+  /** Operations at a seller keeping its own task records, each approved at the seller (admin flow or complete_task). */
+  outOfBandApprovals?: number;
+  /** Operations at a seller with no task read, listing or webhooks; `lostAnswerRate` of their answers are lost. */
+  lostWithoutWebhooks?: number;
   log?: (line: string) => void;
 }
 
@@ -73,6 +87,19 @@ export interface FaultReport {
   hangingRequests: number;
   /** Webhooks the webhook-first seller sent before answering, and how many the gateway accepted. */
   webhooksFirst: { sent: number; accepted: number };
+  /** Tasks approved at the records seller: in its admin flow, through its complete_task tool. */
+  approvals: { admin: number; completeTask: number };
+  /** Create answers the listing-only seller lost after it acted. */
+  lostWithoutWebhooks: number;
+  /**
+   * Both sides of "one buy per operation": buys a seller holds that no operation knows (by its recorded
+   * `resource.media_buy_id` or result), buys more than one operation claims, and operations that ended completed
+   * knowing no buy.
+   */
+  buysHeld: number;
+  orphanBuys: string[];
+  buysKnownTwice: string[];
+  completedWithoutBuy: string[];
   requests: number;
   kills: number;
   seconds: number;
@@ -99,6 +126,23 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           profile: { 'answer-after-webhook': { loseAnswers: lostAnswers, lostAs: 'hang' } },
         })
       : undefined;
+  const outOfBandApprovals = scenario.outOfBandApprovals ?? 0;
+  const lostWithoutWebhooks = scenario.lostWithoutWebhooks ?? 0;
+  const recordsSeller: ScriptedSeller | undefined =
+    outOfBandApprovals > 0 ? await startScriptedSeller({ profile: 'seller-task-records' }) : undefined;
+  const listingSeller: ScriptedSeller | undefined =
+    lostWithoutWebhooks > 0
+      ? await startScriptedSeller({
+          profile: { 'no-tasks-get': true, 'buy-listing': { echo: ['context'], defaultStatusFilter: true } },
+        })
+      : undefined;
+  const lostListingAnswers = Math.round(lostWithoutWebhooks * (scenario.lostAnswerRate ?? 0));
+  if (listingSeller) {
+    // Synchronous creates that send no webhook; the first answers are lost after the seller made the buy.
+    listingSeller.setDefaultScript('create_media_buy', [{ status: 'completed', webhook: false }]);
+    if (lostListingAnswers > 0)
+      listingSeller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: lostListingAnswers });
+  }
   seller.setDefaultScript('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
   const faults: Fault[] = [
     { kind: 'http-status' as const, status: 500 },
@@ -133,9 +177,30 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       webhooks: { scheme: 'rfc9421', jwks: webhookSeller.webhookJwks } as SellerConfig['webhooks'],
     });
   }
+  if (recordsSeller)
+    agents.push({
+      id: 'records',
+      name: 'records',
+      url: recordsSeller.url,
+      protocol: 'mcp',
+      token_env: 'RECORDS_SELLER_TOKEN',
+    });
+  if (listingSeller)
+    agents.push({
+      id: 'listing',
+      name: 'listing',
+      url: listingSeller.url,
+      protocol: 'mcp',
+      token_env: 'LISTING_SELLER_TOKEN',
+    });
   const agentsFile = writeAgentsFile(agents);
   const taskQueue = `faults-${randomUUID()}`;
-  const tokens = { CHAOS_SELLER_TOKEN: seller.authToken, WEBHOOK_FIRST_SELLER_TOKEN: webhookSeller?.authToken ?? '' };
+  const tokens = {
+    CHAOS_SELLER_TOKEN: seller.authToken,
+    WEBHOOK_FIRST_SELLER_TOKEN: webhookSeller?.authToken ?? '',
+    RECORDS_SELLER_TOKEN: recordsSeller?.authToken ?? '',
+    LISTING_SELLER_TOKEN: listingSeller?.authToken ?? '',
+  };
   const workerEnv = {
     ...tokens,
     ADCP_CALL_TIMEOUT_MS: String(callTimeoutMs),
@@ -171,9 +236,15 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const operationIds = await Promise.all([
       ...Array.from({ length: scenario.operations }, () => startOne('chaos')),
       ...Array.from({ length: webhookFirstOperations }, () => startOne('webhook-first')),
+      ...Array.from({ length: outOfBandApprovals }, () => startOne('records')),
+      ...Array.from({ length: lostWithoutWebhooks }, () => startOne('listing')),
     ]);
-    log(`${operationIds.length} operations started (${webhookFirstOperations} at the webhook-first seller)`);
+    log(
+      `${operationIds.length} operations started (${webhookFirstOperations} at the webhook-first seller, ` +
+        `${outOfBandApprovals} approved at the seller, ${lostWithoutWebhooks} without webhooks or task reads)`,
+    );
     const results = Promise.allSettled(operationIds.map((operationId) => orchestrator.result(operationId)));
+    const approving = recordsSeller ? approveAtSeller(recordsSeller, outOfBandApprovals) : undefined;
 
     // Operations canceled while the others' calls are in flight at the same sellers.
     const canceledIds = await Promise.all(
@@ -200,7 +271,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     );
     if (cancels > 0) log(`${cancels} operations started to be canceled`);
 
-    const allSellers = [seller, ...(webhookSeller ? [webhookSeller] : [])];
+    const allSellers = [seller, ...[webhookSeller, recordsSeller, listingSeller].filter((s) => s !== undefined)];
     const requestCount = () => allSellers.reduce((sum, s) => sum + s.calls.length, 0);
     for (let kill = 1; kill <= scenario.kills; kill += 1) {
       // Kill while calls are in flight: after the seller has seen a share of this round's requests.
@@ -214,11 +285,18 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     }
 
     const settled = await results;
+    const approvals = (await approving) ?? { admin: 0, completeTask: 0 };
     const ended: Record<string, number> = {};
     const notEnded: string[] = [];
     settled.forEach((outcome, index) => {
-      if (outcome.status === 'fulfilled') ended[outcome.value.status] = (ended[outcome.value.status] ?? 0) + 1;
-      else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
+      if (outcome.status === 'fulfilled') {
+        const why = outcome.value.failure ? ` (${outcome.value.failure.reason})` : '';
+        ended[`${outcome.value.status}${why}`] = (ended[`${outcome.value.status}${why}`] ?? 0) + 1;
+      } else notEnded.push(`${operationIds[index]}: ${String(outcome.reason)}`);
+    });
+    const states = new Map<string, OperationState>();
+    settled.forEach((outcome, index) => {
+      if (outcome.status === 'fulfilled') states.set(operationIds[index], outcome.value);
     });
     const canceledEnded: Record<string, number> = {};
     const canceledStates = new Map<string, OperationState>();
@@ -255,6 +333,26 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const mainCounts = [...byOwner.entries()].filter(([owner]) => !canceledSet.has(owner));
     const canceledBuys = canceledIds.reduce((sum, operationId) => sum + (byOwner.get(operationId) ?? 0), 0);
     const deliveries = webhookSeller?.webhookDeliveries ?? [];
+
+    // The other side: which operation knows each buy, from what the operation itself recorded.
+    for (const [operationId, state] of canceledStates) states.set(operationId, state);
+    const knownBy = new Map<string, string[]>();
+    const completedWithoutBuy: string[] = [];
+    for (const [operationId, state] of states) {
+      const mediaBuyId =
+        state.resource?.mediaBuyId ??
+        state.cancellation?.resource?.mediaBuyId ??
+        (typeof state.result?.media_buy_id === 'string' ? state.result.media_buy_id : undefined);
+      if (!mediaBuyId) {
+        if (state.status === 'completed') completedWithoutBuy.push(operationId);
+        continue;
+      }
+      knownBy.set(mediaBuyId, [...(knownBy.get(mediaBuyId) ?? []), operationId]);
+    }
+    const orphanBuys = buys.filter((buy) => !knownBy.has(buy.mediaBuyId)).map((buy) => buy.mediaBuyId);
+    const buysKnownTwice = [...knownBy.entries()]
+      .filter(([, operations]) => operations.length > 1)
+      .map(([mediaBuyId, operations]) => `${mediaBuyId}: ${operations.join(', ')}`);
     return {
       operations: operationIds.length,
       ended,
@@ -271,6 +369,13 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         accepted: deliveries.filter((delivery) => delivery.finalStatus !== undefined && delivery.finalStatus < 300)
           .length,
       },
+      approvals,
+      lostWithoutWebhooks:
+        listingSeller?.calls.filter((call) => call.tool === 'create_media_buy' && call.fault).length ?? 0,
+      buysHeld: buys.length,
+      orphanBuys,
+      buysKnownTwice,
+      completedWithoutBuy,
       requests: requestCount(),
       kills: scenario.kills,
       seconds: Math.round((Date.now() - started) / 100) / 10,
@@ -284,5 +389,42 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     await connection.close();
     await seller.close();
     await webhookSeller?.close();
+    await recordsSeller?.close();
+    await listingSeller?.close();
   }
+}
+
+/**
+ * A person at the seller approves every create the seller holds in its own review, as it reaches the review: in
+ * turns, in the seller's admin flow (the record then names only the buy it made) and through its complete_task tool
+ * (with the media_buy_id it assigns). Resolves when `count` tasks were approved.
+ */
+async function approveAtSeller(
+  seller: ScriptedSeller,
+  count: number,
+): Promise<{ admin: number; completeTask: number }> {
+  const approved = new Set<string>();
+  let admin = 0;
+  let completeTask = 0;
+  const deadline = Date.now() + 10 * 60_000;
+  while (approved.size < count && Date.now() < deadline) {
+    for (const task of seller.tasks()) {
+      if (approved.has(task.taskId) || task.tool !== 'create_media_buy' || task.recordStatus !== 'requires_approval')
+        continue;
+      approved.add(task.taskId);
+      if (approved.size % 2 === 1) {
+        seller.approveInAdmin(task.taskId);
+        admin += 1;
+      } else {
+        await ProtocolClient.callTool(seller.agent('mcp', 'records') as never, 'complete_task', {
+          task_id: task.taskId,
+          status: 'completed',
+          response_data: { media_buy_id: `mb_approved_${randomUUID().slice(0, 8)}` },
+        });
+        completeTask += 1;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return { admin, completeTask };
 }

@@ -198,7 +198,8 @@ test('over the native transport, Temporal out of reach answers a verified webhoo
     retryAfter: '5',
     body: { error: { code: 'TEMPORAL_UNAVAILABLE' } },
   });
-  // Without a deadline the core gives up on its own, with UNKNOWN "transport error": still "retry later".
+  // Without a deadline the core gives up on its own (UNAVAILABLE, or CANCELLED when the connection closes under the
+  // call): still "retry later".
   const failure = await nativeClient.workflow
     .getHandle(`adcp-create_media_buy-${randomUUID()}`)
     .describe()

@@ -23,6 +23,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createGateway } from '../../api/app';
 import { MediaBuyClient } from '../../client/media-buy-client';
+import { OperationParamsError } from '../../client/operation-errors';
 import { idempotencyKeyFor } from '../../activities/idempotency';
 import type { OperationState } from '../../contract/operation';
 import {
@@ -148,27 +149,6 @@ describe('the error-compliant example seller (adcpError answers)', () => {
 
   test.each([
     {
-      what: 'end_time before start_time',
-      params: () =>
-        buy([{ ...display, budget: 1_000 }], { end_time: new Date(start.getTime() - 86_400_000).toISOString() }),
-      error: {
-        code: 'INVALID_REQUEST',
-        message: 'end_time must be after start_time',
-        field: 'end_time',
-        suggestion: 'Set end_time to a date after start_time',
-      },
-    },
-    {
-      what: 'a negative budget',
-      params: () => buy([{ ...display, budget: -5 }]),
-      error: {
-        code: 'INVALID_REQUEST',
-        message: 'Budget must be non-negative',
-        field: 'packages[0].budget',
-        suggestion: 'Set budget to 0 or greater',
-      },
-    },
-    {
       what: 'an unknown product',
       params: () => buy([{ product_id: 'prod_does_not_exist', pricing_option_id: 'po_cpm', budget: 1_000 }]),
       error: {
@@ -208,6 +188,26 @@ describe('the error-compliant example seller (adcpError answers)', () => {
       expect(JSON.stringify(view)).toContain(error.suggestion);
     },
   );
+
+  // A flight that ends before it starts and a negative budget never reach a seller: the orchestrator refuses them as
+  // the seller would (field named), before any workflow starts.
+  test.each([
+    {
+      what: 'end_time before start_time',
+      params: () =>
+        buy([{ ...display, budget: 1_000 }], { end_time: new Date(start.getTime() - 86_400_000).toISOString() }),
+      field: 'params.end_time',
+    },
+    { what: 'a negative budget', params: () => buy([{ ...display, budget: -5 }]), field: 'params.packages.0.budget' },
+  ])('create_media_buy with $what is refused before the seller sees it, field named', async ({ params, field }) => {
+    const before = proxies[name]!.calls.length;
+    const refused = await stack!.orchestrator
+      .start({ sellerId: name, task: 'create_media_buy', params: params(), idempotencyKey: randomUUID() })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OperationParamsError);
+    expect((refused as OperationParamsError).field).toBe(field);
+    expect(proxies[name]!.calls.length).toBe(before);
+  });
 
   test('create_media_buy without the required start_time: the seller’s input schema refuses it, correctable, field named, not retried', async () => {
     const params = buy([{ ...display, budget: 1_000 }]);

@@ -44,7 +44,7 @@ function buyParams(account: string, endMs = Date.now() + 30 * DAY): Record<strin
 async function activeBuy(sellerId: string): Promise<{ id: string; mediaBuyId: string; packageId: string }> {
   const id = await gateway.mediaBuys.create(sellerId, buyParams(`acct_${sellerId}`));
   const pending = await gateway.mediaBuys.waitFor(id, (view) => view.status === 'pending_creatives');
-  const packageId = String(pending.packages[0].packageId);
+  const packageId = String(pending.packages[0].package_id);
   const attached = await gateway.http('POST', `/v1/media-buys/${id}/creatives`, {
     creatives: [{ creative_id: 'cr_first' }],
     assignments: { cr_first: [packageId] },
@@ -81,7 +81,7 @@ describe('a change the seller answered but did not make', () => {
     expect(answer.body.outcome).not.toBe('applied');
     expect(answer.body.error?.code).toMatch(/_NOT_APPLIED$/);
     const view = await gateway.mediaBuys.view(id);
-    expect((view.packages as View[]).find((pkg) => pkg.packageId === packageId)?.paused).not.toBe(true);
+    expect((view.packages as View[]).find((pkg) => pkg.package_id === packageId)?.paused).not.toBe(true);
   }, 90_000);
 });
 
@@ -96,9 +96,9 @@ test('a packages change the seller applied: the view shows its budget and creati
   expect(answer.status).toBe(200);
 
   const view = await gateway.mediaBuys.view(id);
-  const pkg = (view.packages as View[]).find((entry) => entry.packageId === packageId);
+  const pkg = (view.packages as View[]).find((entry) => entry.package_id === packageId);
   expect(pkg?.budget).toBe(12_345);
-  expect(pkg?.creativeIds).toEqual(['cr_second']);
+  expect(pkg?.creative_ids).toEqual(['cr_second']);
 }, 90_000);
 
 describe('delivery at the end of a flight', () => {

@@ -33,7 +33,7 @@ async function pendingBuy(): Promise<{ id: string; mediaBuyId: string; packageId
   });
   const view = await gateway.mediaBuys.waitFor(id, (candidate) => candidate.status === 'pending_creatives');
   expect(view.available_actions).toEqual(expect.arrayContaining(['update_budget', 'update_dates']));
-  return { id, mediaBuyId: String(view.media_buy_id), packageId: String(view.packages[0].packageId) };
+  return { id, mediaBuyId: String(view.media_buy_id), packageId: String(view.packages[0].package_id) };
 }
 
 test('kind budget is sent to a seller listing update_budget, and applied', async () => {

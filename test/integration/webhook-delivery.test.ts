@@ -300,7 +300,8 @@ test('an RFC 9421 signature created too long ago (or in the future) is refused w
   }
   const unchanged = await stateOf(stack.orchestrator, operationId);
   expect(unchanged).toMatchObject({ status: 'submitted', webhooksApplied: 0 });
-  expect(unchanged.result).toBeUndefined();
+  // The submitted answer carries only the context the seller echoes (the operation's ID): no buy came of the webhook.
+  expect(unchanged.result).toEqual({ context: { adcp_orchestrator: { operation_id: operationId } } });
   expect(steps(unchanged)).toEqual(['pending->submitted:call']);
   expect(await webhookSignals(stack.client, operationId)).toBe(0);
 

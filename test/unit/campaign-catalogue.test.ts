@@ -8,7 +8,7 @@ import {
   policySelection,
   validateCampaignChange,
   validateSelection,
-} from '../../workflows/campaign/machine';
+} from '../../workflows/campaign/rules';
 import type { CampaignBuy } from '../../contract/campaign';
 
 describe('capabilities', () => {

@@ -1,5 +1,5 @@
 /**
- * The campaign's pure rules for its creative library and its view of the buys (workflows/campaign/machine.ts): library
+ * The campaign's pure rules for its creative library and its view of the buys (workflows/campaign/rules.ts): library
  * validation and merging, format coverage, creative-to-package assignments, the linear spend plan, pacing, the sum
  * across sellers, and the digest of a buy's state.
  */
@@ -13,7 +13,7 @@ import {
   productKey,
   sumDelivery,
   validateCreatives,
-} from '../../workflows/campaign/machine';
+} from '../../workflows/campaign/rules';
 import type { MediaBuyState } from '../../contract/media-buy';
 
 const creative = (id: string, format: string): CampaignCreative => ({

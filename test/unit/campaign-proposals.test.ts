@@ -8,7 +8,7 @@ import {
   selectionTotal,
   validateSelectionWithProposals,
 } from '../../workflows/campaign/proposal-rules';
-import { indexCatalogue, validateSelection } from '../../workflows/campaign/machine';
+import { indexCatalogue, validateSelection } from '../../workflows/campaign/rules';
 
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 const HOUR = 3_600_000;

@@ -8,7 +8,7 @@ import {
   conditionsMachineApplicable,
   parseGovernanceCheck,
 } from '../../protocol/governance';
-import { raisesBudget, syncPlansParams } from '../../workflows/governance/workflow';
+import { raisesBudget, syncPlansParams } from '../../workflows/governance/machine';
 
 describe('parseGovernanceCheck', () => {
   test('reads a 3.1 answer: verdict, token, conditions and findings', () => {

@@ -108,6 +108,27 @@ describe('lifecycle', () => {
   });
 });
 
+describe('request shaping', () => {
+  it('a field the seller refused on a read is kept, shown once, and left out of every later read', () => {
+    const state = buyState('pending_creatives');
+    const machine = new MediaBuyMachine(state, { now: () => START });
+    const refused = { tool: 'get_media_buys', omitted: 'account', because: 'Omit account', at: 'x' };
+    machine.applyRead({
+      snapshot: mediaBuySnapshotFrom({ media_buy_id: 'mb_1', status: 'active' }),
+      shaping: [refused],
+    });
+    machine.applyRead({
+      snapshot: mediaBuySnapshotFrom({ media_buy_id: 'mb_1', status: 'active' }),
+      shaping: [refused],
+    });
+    expect(state.requestShaping).toEqual([refused]);
+    expect(state.status).toBe('active');
+    machine.requestRefresh();
+    const step = machine.next(START, { length: 10, continueAsNewSuggested: false });
+    expect(step).toMatchObject({ kind: 'read', request: { requestShaping: { get_media_buys: ['account'] } } });
+  });
+});
+
 describe('changes against the state-machine storyboard', () => {
   const updateSteps = storyboard.phases
     .flatMap((phase) => phase.steps)

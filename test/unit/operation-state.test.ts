@@ -198,8 +198,14 @@ describe('operation state machine: convergence rules', () => {
     expect(machine.decideAfterReconciliation(conflict, 'not_found', 0)).toEqual({ action: 'rekey' });
     expect(machine.decideAfterReconciliation(conflict, 'not_found', 1).action).toBe('fail');
     expect(machine.decideAfterReconciliation(conflict, 'unsupported', 0).action).toBe('fail');
-    expect(machine.decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('fail');
     expect(machine.decideAfterReconciliation(conflict, 'adopted', 0).action).toBe('adopted');
+    // A lost create no task route found: the seller may hold the buy, so its media buys are read, never "failed".
+    expect(machine.decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('find-resource');
+    expect(machine.decideAfterReconciliation(timeout, 'unsupported', 0).action).toBe('find-resource');
+    expect(machineFor('sync_creatives').decideAfterReconciliation(timeout, 'not_found', 0).action).toBe('fail');
+    // A refusal the seller answered says it did not act: nothing to look for.
+    const limited: AdcpError = { code: 'RATE_LIMITED', message: 'x', recovery: 'transient' };
+    expect(machine.decideAfterReconciliation(limited, 'unsupported', 0).action).toBe('fail');
   });
 
   it('a cancel accepted before the result ends canceled, keeping the buy the call in flight made', () => {
@@ -412,6 +418,8 @@ interface Watch {
   planned: Set<string>;
   answeredRounds: Set<number>;
   pollCount: number;
+  /** Reconcile requests (reconcileOperation) not answered yet. */
+  reconcileTickets?: number[];
 }
 
 function fail(watch: Watch, what: string): never {
@@ -482,7 +490,18 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
     } else if (roll < 0.9) {
       trail.push('history long');
       driven.history.long = true;
-    } else if (roll < 0.95) {
+    } else if (roll < 0.92) {
+      let valid = true;
+      try {
+        machine.validateReconcile({ requestedBy: 'ops@buyer' });
+      } catch {
+        valid = false;
+      }
+      if (valid) {
+        trail.push('reconcile requested');
+        (watch.reconcileTickets ??= []).push(machine.requestReconcile({ requestedBy: 'ops@buyer' }));
+      }
+    } else if (roll < 0.97) {
       // The seller's task watcher: a move with the read it made (the truth), a move it could not read, a hand-back.
       const kind = random();
       trail.push(kind < 0.6 ? 'watcher: moved' : kind < 0.8 ? 'watcher: moved, unread' : 'watcher: released');
@@ -523,6 +542,15 @@ function randomResult(
         ...(world.final === 'completed' ? { result: world.result } : {}),
       };
     if (roll < 0.4) return { status: 'completed', taskId: world.taskId, result: { note: 'no buy named' } };
+    // The seller's own records: its review, then an approval in its admin flow naming the buy it made.
+    if (roll < 0.45) return { status: 'submitted', rawStatus: 'requires_approval', taskId: world.taskId };
+    if (roll < 0.5 && typeof world.result.media_buy_id === 'string')
+      return {
+        status: 'completed',
+        rawStatus: 'approved',
+        taskId: world.taskId,
+        objects: [{ type: 'media_buy', id: world.result.media_buy_id }],
+      };
     return { status: pick([...PROGRESS, 'auth-required'] as const), taskId: world.taskId };
   };
   const error = () => pick(ERRORS);
@@ -539,6 +567,16 @@ function randomResult(
     case 'call': {
       randomFacts(random, driven, world, watch, trail);
       if (machine.wakes() && machine.woken() && random() < 0.8) return { kind: 'stopped' };
+      // A final webhook held during the call: the machine may ask for a read beside it, which answers now or never.
+      const beside = machine.besideCall();
+      if (beside) {
+        trail.push('read beside the call');
+        const roll = random();
+        if (roll < 0.5)
+          machine.resolveBesideCall({ kind: 'read', outcome: { snapshot: snapshot(), readMethod: 'tasks/get' } });
+        else if (roll < 0.7) machine.resolveBesideCall({ kind: 'failed', error: error() });
+        if (machine.wakes() && machine.woken()) return { kind: 'stopped' };
+      }
       if (random() < 0.25) return { kind: 'failed', error: error() };
       const answer = random() < 0.6 ? { status: 'submitted' as const, taskId: world.taskId } : snapshot();
       return { kind: 'answered', answer: { snapshot: answer, webhookRegistered: random() < 0.5 } };
@@ -581,6 +619,40 @@ function randomResult(
       if (roll < 0.3) return { kind: 'found', outcome: { supported: true, snapshot: snapshot(), note: 'found' } };
       if (roll < 0.6) return { kind: 'found', outcome: { supported: true, note: 'no task from that key' } };
       if (roll < 0.8) return { kind: 'found', outcome: { supported: false, note: 'no listing' } };
+      return { kind: 'failed', error: error() };
+    }
+    case 'readResource': {
+      if (temporalCancelNow()) return { kind: 'interrupted' };
+      const roll = random();
+      const mediaBuyId = String(world.result.media_buy_id ?? 'mb-none');
+      if (roll < 0.4)
+        return {
+          kind: 'resource',
+          outcome: {
+            found: true,
+            mediaBuyId,
+            row: { media_buy_id: mediaBuyId, status: 'active', created_at: 'x' },
+            ...(step.input.mediaBuyId ? {} : { matchedBy: pick(['context', 'po_number'] as const) }),
+            shaping: [],
+            note: 'found',
+          },
+        };
+      if (roll < 0.55) return { kind: 'resource', outcome: { found: false, absent: true, shaping: [], note: 'none' } };
+      if (roll < 0.65)
+        return {
+          kind: 'resource',
+          outcome: { found: false, candidates: ['mb-a', 'mb-b'], shaping: [], note: 'two fit' },
+        };
+      if (roll < 0.8)
+        return {
+          kind: 'resource',
+          outcome: {
+            found: false,
+            unreadable: { code: 'SERVICE_UNAVAILABLE', message: 'down', recovery: 'transient' },
+            shaping: [],
+            note: 'down',
+          },
+        };
       return { kind: 'failed', error: error() };
     }
     case 'cancelAtSeller':
@@ -650,8 +722,16 @@ function checkStep(driven: Driven, step: Step, watch: Watch, terminalBefore: boo
     if (step.how !== expected) fail(watch, `ended ${step.how} for ${state.status}`);
     if (watch.cancelAsked && !state.cancellation) fail(watch, 'a cancel left no record');
   }
+  if (step.kind === 'readResource' && !step.input.mediaBuyId && !step.input.sent)
+    fail(watch, 'a resource read with neither an id nor what the create sent');
   if (step.kind === 'continueAsNew' && (machine.terminal || watch.cancelAsked))
     fail(watch, 'continued as new after the end or a cancel');
+  if (step.kind === 'continueAsNew' || step.kind === 'end') {
+    // The workflow waits for its handlers before it ends or continues: every reconcile request has its answer.
+    for (const ticket of watch.reconcileTickets ?? [])
+      if (!machine.hasReconcileAnswer(ticket)) fail(watch, `reconcile request ${ticket} unanswered at ${step.kind}`);
+    watch.reconcileTickets = [];
+  }
 }
 
 /** The run continues as new: what arrives until then is carried, and a continued run carries the same again. */
@@ -688,6 +768,21 @@ function checkState(driven: Driven, watch: Watch): void {
   if (state.taskId?.startsWith('other-')) fail(watch, 'bound a misrouted task');
   if (state.result?.media_buy_id === 'mb_stolen') fail(watch, 'applied a misrouted result');
   if (state.pollCount < watch.pollCount) fail(watch, 'the poll count went down');
+  // The resource is the truth: a completed create that knows its buy says so in its result, and a read of that same
+  // buy is never a conflict.
+  const buy = state.resource?.mediaBuyId;
+  if (
+    state.status === 'completed' &&
+    state.task === 'create_media_buy' &&
+    state.resource?.confirmedBy &&
+    !state.cancellation
+  )
+    if (state.result?.media_buy_id !== buy)
+      fail(watch, `completed knowing buy ${buy}, result names ${String(state.result?.media_buy_id)}`);
+  if ((state.conflicts ?? []).some((conflict) => buy !== undefined && conflict.note.includes(`buy ${buy} is not`)))
+    fail(watch, 'a read of its own buy recorded as a conflict');
+  if (state.failure?.reason === 'call_failed' && state.resource?.state === 'unknown')
+    fail(watch, 'failed call_failed while saying the seller may hold the buy');
   watch.pollCount = state.pollCount;
 }
 

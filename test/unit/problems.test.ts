@@ -28,6 +28,17 @@ test.each([
   expect(problem.options.headers).toMatchObject({ 'Retry-After': '5' });
 });
 
+test.each([
+  ['UNAVAILABLE', 14, true],
+  ['DEADLINE_EXCEEDED', 4, true],
+  // The native transport ends a call CANCELLED when the connection closes under it.
+  ['CANCELLED', 1, true],
+  ['NOT_FOUND', 5, false],
+  ['FAILED_PRECONDITION', 9, false],
+])('a plain gRPC %s is Temporal unavailable: %s', (_name, code, unavailable) => {
+  expect(isTemporalUnavailable(grpcError(code, 'a call'))).toBe(unavailable);
+});
+
 test('anything unexpected is a 503 with Retry-After, never a 500', () => {
   for (const error of [new TypeError("Cannot read properties of undefined (reading 'toNumber')"), 'a string', null]) {
     const problem = toProblem(error);

@@ -19,7 +19,7 @@ import {
   cents,
 } from '../../contract/campaign';
 import type { MediaBuyState } from '../../contract/media-buy';
-import { type ProductIndex, type Verdict, productKey, sumBudgets, validateSelection } from './machine';
+import { type ProductIndex, type Verdict, productKey, sumBudgets, validateSelection } from './rules';
 
 const refuse = (code: string, message: string): Verdict => ({ ok: false, code, message });
 

@@ -21,48 +21,37 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { SA_SELLER, SA_STATUS, SA_TASK, SA_TENANT } from '../../config/search-attributes';
 import { finalizedProposalOf } from '../../protocol/catalogue';
 import { operationIdFor } from '../../protocol/ids';
-import type { CampaignAlertKind, CampaignBuy, CampaignInput } from '../../contract/campaign';
-import { MAX_REQUOTES, finalizeParams, proposalBuyParams, requoteCodeOf } from './proposal-rules';
+import type { CampaignBuy } from '../../contract/campaign';
 import {
   OPERATION_WORKFLOW_TYPE,
   type OperationInput,
   type OperationState,
   operationStateFromFailure,
 } from '../../contract/operation';
-import { type MediaBuyInput, type MediaBuyState, mediaBuyWorkflowId } from '../../contract/media-buy';
+import type { MediaBuyInput, MediaBuyState } from '../../contract/media-buy';
+import type { CampaignMachine } from './machine';
+import { finalizeParams, proposalBuyParams, requoteCodeOf } from './proposal-rules';
 
 export interface ProposalBuyContext {
-  input: CampaignInput;
+  machine: CampaignMachine;
   indexed: boolean;
-  /** Sellers whose buy by proposal is being followed here: the campaign's reads do not end them meanwhile. */
-  followed: Set<string>;
-  /** The currency of the accepted proposals' budget guidance, by seller (when the campaign names none). */
-  currencyOf(sellerId: string): string | undefined;
   /** Start the seller's media-buy child exactly as the campaign starts any buy. */
   startBuy(
     buy: CampaignBuy,
     buyInput: MediaBuyInput,
   ): Promise<ChildWorkflowHandle<(input: MediaBuyInput) => Promise<MediaBuyState>>>;
-  /** What the campaign does when a buy's workflow ends (statuses, alerts, the guard's release). */
-  ended(buy: CampaignBuy, state: MediaBuyState): void;
+  /** The workflow failed to follow a buy (its child failed): what the campaign does for any buy. */
   failed(buy: CampaignBuy, failure: unknown): void;
-  alert(kind: CampaignAlertKind, sellerId: string, note: string): void;
   publish(): void;
-  /** Whether the campaign was canceled: a follower then starts nothing more at its seller (no finalize, no buy). */
-  canceled(): boolean;
   /** The finalize calls in flight, by seller: a cancel cancels them (the operation's seller call with them). */
   finalizing: Map<string, CancellationScope>;
   /** Sellers whose buy is being started (not yet confirmed): a cancel waits for them, then cancels the buy. */
   starting: Set<string>;
 }
 
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
-}
-
 /** The buy's create_media_buy arguments for one committed proposal. */
 export function withProposalParams(
-  context: Pick<ProposalBuyContext, 'input' | 'currencyOf'>,
+  machine: CampaignMachine,
   buy: CampaignBuy,
   buyInput: MediaBuyInput,
   proposalId: string,
@@ -70,7 +59,7 @@ export function withProposalParams(
   return {
     ...buyInput,
     buyKey: buy.buyKey,
-    params: proposalBuyParams(context.input, proposalId, buy.proposal!.budget, context.currencyOf(buy.sellerId)),
+    params: proposalBuyParams(machine.input, proposalId, buy.proposal!.budget, machine.proposalCurrency(buy.sellerId)),
   };
 }
 
@@ -80,14 +69,13 @@ async function finalize(
   buy: CampaignBuy,
   sourceProposalId: string,
 ): Promise<{ proposalId: string; expiresAt?: string } | { error: string }> {
-  const proposal = buy.proposal!;
-  const { input } = context;
+  const { machine } = context;
+  const input = machine.input;
   const operationId = operationIdFor(
     'get_products',
-    `${input.campaignKey}.${buy.sellerId}.finalize-${proposal.finalized.length + 1}`,
+    `${input.campaignKey}.${buy.sellerId}.finalize-${buy.proposal!.finalized.length + 1}`,
   );
-  const record: (typeof proposal.finalized)[number] = { from: sourceProposalId, operationId, at: iso(Date.now()) };
-  proposal.finalized.push(record);
+  machine.finalizeStarted(buy.sellerId, sourceProposalId, operationId);
   context.publish();
   const operationInput: OperationInput = {
     sellerId: buy.sellerId,
@@ -120,40 +108,28 @@ async function finalize(
     if (!ended) throw failure;
     operation = ended;
   }
+  const answer = finalizeAnswerOf(buy.sellerId, sourceProposalId, operation);
+  machine.finalizeEnded(buy.sellerId, answer);
+  return answer;
+}
+
+/** What a finalize operation answered: the committed proposal, or why there is none. */
+function finalizeAnswerOf(
+  sellerId: string,
+  sourceProposalId: string,
+  operation: OperationState,
+): { proposalId: string; expiresAt?: string } | { error: string } {
   if (operation.status !== 'completed') {
     const error = operation.errors?.[0];
-    record.error = error
-      ? `${error.code}: ${error.message}`
-      : (operation.failure?.message ?? `get_products (finalize) ended ${operation.status}`);
-    return { error: record.error };
+    return {
+      error: error
+        ? `${error.code}: ${error.message}`
+        : (operation.failure?.message ?? `get_products (finalize) ended ${operation.status}`),
+    };
   }
-  const committed = finalizedProposalOf(buy.sellerId, operation.result, sourceProposalId);
-  if (!committed) {
-    record.error = `get_products (finalize) of ${sourceProposalId} answered no committed proposal`;
-    return { error: record.error };
-  }
-  record.to = committed.proposalId;
+  const committed = finalizedProposalOf(sellerId, operation.result, sourceProposalId);
+  if (!committed) return { error: `get_products (finalize) of ${sourceProposalId} answered no committed proposal` };
   return { proposalId: committed.proposalId, ...(committed.expiresAt ? { expiresAt: committed.expiresAt } : {}) };
-}
-
-/** Give up on this seller's buy: nothing was bought, so nothing is committed; a person takes it from here. */
-function giveUp(context: ProposalBuyContext, buy: CampaignBuy, status: string, message: string): void {
-  buy.finalStatus = status;
-  buy.finalMessage = message;
-  buy.committedBudget = 0;
-  delete buy.pendingBudget;
-  buy.proposal!.needsPerson = message;
-  context.alert('proposal_requote', buy.sellerId, message);
-  context.publish();
-}
-
-/** The campaign was canceled before this seller's buy existed: nothing was bought, so nothing is committed. */
-export function stopForCancel(context: Pick<ProposalBuyContext, 'publish'>, buy: CampaignBuy): void {
-  buy.finalStatus = 'canceled';
-  buy.finalMessage = `The campaign was canceled before the buy at ${buy.sellerId} was created; nothing was bought.`;
-  buy.committedBudget = 0;
-  delete buy.pendingBudget;
-  context.publish();
 }
 
 /** finalize() in a scope the campaign's cancel cancels (the child operation is canceled, its seller call with it). */
@@ -167,7 +143,7 @@ async function cancellableFinalize(
   try {
     return await scope.run(() => finalize(context, buy, sourceProposalId));
   } catch (failure) {
-    if (isCancellation(failure) && context.canceled()) return { error: 'canceled with the campaign' };
+    if (isCancellation(failure) && context.machine.cancelRequested) return { error: 'canceled with the campaign' };
     throw failure;
   } finally {
     context.finalizing.delete(buy.sellerId);
@@ -181,11 +157,12 @@ export async function followProposalBuy(
   /** The buy's media-buy input as for any buy of the campaign (its key, reporting URL, tenant), params replaced. */
   buyInputOf: (buy: CampaignBuy) => MediaBuyInput,
 ): Promise<void> {
-  context.followed.add(buy.sellerId);
+  const followed = context.machine.followedProposals;
+  followed.add(buy.sellerId);
   try {
     await follow(context, buy, buyInputOf);
   } finally {
-    context.followed.delete(buy.sellerId);
+    followed.delete(buy.sellerId);
   }
 }
 
@@ -194,50 +171,49 @@ async function follow(
   buy: CampaignBuy,
   buyInputOf: (buy: CampaignBuy) => MediaBuyInput,
 ): Promise<void> {
+  const { machine } = context;
+  const sellerId = buy.sellerId;
   const proposal = buy.proposal!;
   const baseKey = buy.buyKey;
+  const stop = () => {
+    machine.stopForCancel(sellerId);
+    context.publish();
+  };
   let proposalId = proposal.boughtProposalId ?? proposal.proposalId;
   let needsFinalize = proposal.status === 'draft' && proposal.boughtProposalId === undefined;
   for (let attempt = proposal.requotes.length; ; attempt += 1) {
     if (needsFinalize) {
       // After a requote the accepted proposal is finalized afresh: the seller's current firm terms and hold.
       const source = attempt > 0 ? proposal.proposalId : proposalId;
-      if (context.canceled()) return stopForCancel(context, buy);
+      if (machine.cancelRequested) return stop();
       const finalized = await cancellableFinalize(context, buy, source);
       // A cancel that arrived meanwhile wins over what the finalize answered: no buy is started after it.
-      if (context.canceled()) return stopForCancel(context, buy);
+      if (machine.cancelRequested) return stop();
       if ('error' in finalized) {
-        giveUp(context, buy, 'finalize_failed', `finalizing proposal ${source} failed: ${finalized.error}`);
+        machine.proposalGiveUp(sellerId, 'finalize_failed', `finalizing proposal ${source} failed: ${finalized.error}`);
+        context.publish();
         return;
       }
       proposalId = finalized.proposalId;
-      if (finalized.expiresAt) proposal.expiresAt = finalized.expiresAt;
     }
-    if (context.canceled()) return stopForCancel(context, buy);
-    proposal.boughtProposalId = proposalId;
-    if (attempt > 0) {
-      buy.buyKey = `${baseKey}.requote-${attempt}`;
-      buy.workflowId = mediaBuyWorkflowId(buy.buyKey);
-      // What the campaign read was the refused attempt's.
-      delete buy.status;
-      delete buy.mediaBuyId;
-    }
+    if (machine.cancelRequested) return stop();
+    machine.proposalBuyStarting(sellerId, proposalId, attempt, baseKey);
     context.publish();
     let ended: MediaBuyState;
     try {
-      context.starting.add(buy.sellerId);
+      context.starting.add(sellerId);
       let child: Awaited<ReturnType<ProposalBuyContext['startBuy']>>;
       try {
-        child = await context.startBuy(buy, withProposalParams(context, buy, buyInputOf(buy), proposalId));
+        child = await context.startBuy(buy, withProposalParams(machine, buy, buyInputOf(buy), proposalId));
       } finally {
-        context.starting.delete(buy.sellerId);
+        context.starting.delete(sellerId);
       }
-      buy.startedAt = iso(Date.now());
+      machine.buyStarted(sellerId);
       ended = await child.result();
     } catch (failure) {
       // Started before (a reset campaign): the buy exists under its key; it is not bought again.
       if (failure instanceof WorkflowExecutionAlreadyStartedError) {
-        buy.startedAt = iso(Date.now());
+        machine.buyStarted(sellerId);
         return;
       }
       context.failed(buy, failure);
@@ -245,22 +221,15 @@ async function follow(
     }
     const code = requoteCodeOf(ended);
     if (code === undefined) {
-      context.followed.delete(buy.sellerId);
-      context.ended(buy, ended);
+      machine.followedProposals.delete(sellerId);
+      machine.buyEnded(sellerId, ended);
+      context.publish();
       return;
     }
-    const message = ended.failure?.message ?? code;
-    proposal.requotes.push({ proposalId, code, message, buyWorkflowId: buy.workflowId, at: iso(Date.now()) });
-    if (proposal.requotes.length > MAX_REQUOTES) {
-      giveUp(
-        context,
-        buy,
-        'requote_required',
-        `${buy.sellerId} refused proposal ${proposalId} again (${code}); a person must choose new terms.`,
-      );
+    if (machine.proposalRequoted(sellerId, proposalId, code, ended.failure?.message ?? code) === 'give_up') {
+      context.publish();
       return;
     }
-    context.alert('proposal_requote', buy.sellerId, `${code} for proposal ${proposalId}: quoting again`);
     needsFinalize = true;
   }
 }

@@ -9,7 +9,7 @@
  * Rules by topic: ./lifecycle.ts (the moves), ./changes.ts (which change a status accepts, what it sends),
  * ./delivery.ts (reports, pulls, gaps, sealing, reconciliation).
  */
-import { type AdcpError, operationIdFor } from '../../protocol';
+import { type AdcpError, type RequestShaping, type ShapingRecord, operationIdFor, withShaping } from '../../protocol';
 import {
   type DeliveryPull,
   type MediaBuySnapshot,
@@ -77,15 +77,18 @@ type Failure = { error: { code: string; message: string } };
 /** A child operation's end: its final state, or why it could not run at all. */
 export type OperationOutcome = { operation: OperationState } | Failure;
 /** A get_media_buys read of the buy. */
-export type ReadOutcome = { snapshot?: MediaBuySnapshot; note?: string } | Failure;
+export type ReadOutcome = { snapshot?: MediaBuySnapshot; note?: string; shaping?: ShapingRecord[] } | Failure;
 /** A get_media_buy_delivery pull. */
-export type PullOutcome = { pull?: DeliveryPull; unsupportedGranularity?: boolean; note?: string } | Failure;
+export type PullOutcome =
+  { pull?: DeliveryPull; unsupportedGranularity?: boolean; note?: string; shaping?: ShapingRecord[] } | Failure;
 
 /** The arguments of the buy's reads and pulls (the media-buy activities' inputs). */
 export interface ReadRequest {
   sellerId: string;
   mediaBuyId: string;
   account?: unknown;
+  /** Fields this seller refused on reads, left out from then on (request shaping). */
+  requestShaping?: RequestShaping;
 }
 export interface PullRequest extends ReadRequest {
   startDate?: string;
@@ -683,11 +686,26 @@ export class MediaBuyMachine {
 
   private readRequest(): ReadRequest | undefined {
     if (!this.state.mediaBuyId) return undefined;
+    const shaping = this.state.requestShaping;
     return {
       sellerId: this.state.sellerId,
       mediaBuyId: this.state.mediaBuyId,
       ...(this.account !== undefined ? { account: this.account } : {}),
+      ...(shaping?.length ? { requestShaping: withShaping(undefined, shaping) } : {}),
     };
+  }
+
+  /** A read or pull left out a field the seller refused: kept, so every later read leaves it out too. */
+  private learnShaping(outcome: { shaping?: ShapingRecord[] }): void {
+    for (const record of outcome.shaping ?? []) {
+      const known = (this.state.requestShaping ??= []);
+      if (known.some((entry) => entry.tool === record.tool && entry.omitted === record.omitted)) continue;
+      known.push(record);
+      this.anomaly(
+        'read',
+        `${record.tool} at ${this.state.sellerId} is sent without ${record.omitted}: ${record.because}`,
+      );
+    }
   }
 
   /** Queues the windowed pulls for `keys` (at most MAX_PULL_DAYS each); false when there is nothing to pull. */
@@ -999,6 +1017,7 @@ export class MediaBuyMachine {
     this.verifying.delete(sequence);
     let why: string;
     let read: ChangeEvidence = { evidence: 'unknown' };
+    if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       why = `get_media_buys failed (${outcome.error.code}: ${outcome.error.message})`;
     } else if (!outcome.snapshot) {
@@ -1261,6 +1280,7 @@ export class MediaBuyMachine {
 
   /** A read of the buy (get_media_buys) came back. */
   applyRead(outcome: ReadOutcome): void {
+    if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       this.anomaly(
         'read',
@@ -1278,6 +1298,7 @@ export class MediaBuyMachine {
   /** A windowed pull for missing periods came back: it fills what it can; a failure counts as an empty pull. */
   applyWindowPull(step: Extract<MediaBuyStep, { kind: 'pull' }>, outcome: PullOutcome): void {
     const empty: DeliveryPull = { mediaBuyId: step.request.mediaBuyId, totals: {}, byPackage: {}, windows: [] };
+    if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       this.anomaly('pull', `get_media_buy_delivery failed (${outcome.error.code}: ${outcome.error.message})`);
       this.delivery.applyPull(empty, step.periods);
@@ -1291,6 +1312,7 @@ export class MediaBuyMachine {
   /** The lifetime pull at the settle: the reconciliation with the seller's numbers. */
   applyLifetimePull(outcome: PullOutcome): void {
     this.state.reporting.pulls += 1;
+    if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       this.anomaly(
         'pull',

@@ -15,7 +15,7 @@
  * seller, which notification goes out and when the run continues as new. A new kind of step (a read of the resource
  * after a lost answer, say) is a new member of `Step`, a case in `resolve()` and an executor in the workflow.
  */
-import { type AdcpError, taskSpec } from '../../protocol';
+import { type AdcpError, sentCreateFrom, taskSpec, withShaping } from '../../protocol';
 import type {
   AwaitTaskMoveOnCadenceInput,
   AwaitTaskMoveOutcome,
@@ -26,6 +26,8 @@ import type {
   FindLostTaskInput,
   FindLostTaskOutcome,
   PlanCallInput,
+  ReadResourceInput,
+  ReadResourceOutcome,
   ReadTaskInput,
   ReadTaskOutcome,
   SendCallInput,
@@ -37,6 +39,8 @@ import type {
   CarriedState,
   CredentialsRefresh,
   OperationInput,
+  OperationReconcileAnswer,
+  OperationReconcileRequest,
   OperationResource,
   OperationState,
   OperationStatus,
@@ -53,7 +57,7 @@ import {
   providedInputProblem,
 } from '../../contract/validators';
 import { WORKING_WINDOW_MS, type WaitPlan, planWait } from './cadence';
-import { Observations, isQuietRepeat, iso } from './observations';
+import { Observations, isQuietRepeat, isTerminalStatus, iso, makesResource } from './observations';
 import { buyerNotification } from './publication';
 import { TaskWatch, type WatchFacts, type WatchStep } from './watching';
 
@@ -85,6 +89,12 @@ export type PollPurpose =
   | 'confirm-provisional'
   | 'last-before-deadline';
 
+/**
+ * Why the resource (the seller's media buys) is read: to confirm the buy a completed task record names, to find the
+ * buy a lost call may have made (no task route found it), or because the buyer asked (`reconcileOperation`).
+ */
+export type ResourcePurpose = 'confirm-provisional' | 'find-lost' | 'requested';
+
 /** What a wait waits for; each has its own deadline and its own wake rule (`wakes()`). */
 export type WaitFor = 'seller' | 'input' | 'credentials';
 
@@ -114,6 +124,8 @@ export type Step = { shielded?: true } &
     /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
     | { kind: 'wait'; for: WaitFor; untilMs: number }
     | { kind: 'reconcile'; input: FindLostTaskInput & { timeouts: CallTimeouts } }
+    /** A read of the resource itself (get_media_buys): by id, or the listing matched by what the create sent. */
+    | { kind: 'readResource'; purpose: ResourcePurpose; input: ReadResourceInput }
     | { kind: 'cancelAtSeller'; input: CancelAtSellerInput }
     | { kind: 'notify'; notification: BuyerNotification; summary: string }
     /** Continue as new with `carried()` (after the workflow's handlers have finished). */
@@ -137,6 +149,7 @@ export type StepResult =
   | { kind: 'woke' }
   | { kind: 'timedOut' }
   | { kind: 'found'; outcome: FindLostTaskOutcome }
+  | { kind: 'resource'; outcome: ReadResourceOutcome }
   | { kind: 'toldSeller'; outcome: CancelAtSellerOutcome }
   | { kind: 'notified' }
   | { kind: 'watchAnswered'; outcome: RegisterWithWatcherOutcome }
@@ -216,6 +229,16 @@ export class OperationMachine {
   /** The pending answer is being sent (its call, and what a failure of that call leads to). */
   private sendingAnswer = false;
   private cancelSettled = false;
+  /** A lost create's buy is looked for among the seller's media buys (no task route found it). */
+  private resourceSearch: { keyStep: string; error: AdcpError; nextReadAtMs: number } | undefined;
+  /** Reconcile requests (`reconcileOperation`) waiting for a read of the resource, and the answers given. */
+  private readonly reconcileRequests: { ticket: number; request: OperationReconcileRequest }[] = [];
+  private readonly reconcileAnswers = new Map<number, OperationReconcileAnswer>();
+  private nextTicket = 0;
+  private continuing = false;
+  /** The read that confirms held final webhooks beside the call in flight: the task it reads, and what came of it. */
+  private beside: { taskId: string; result?: StepResult } | undefined;
+  private readonly besideTried = new Set<string>();
   /** The operation's side of its seller's task watcher. */
   private readonly watch: TaskWatch;
 
@@ -273,6 +296,7 @@ export class OperationMachine {
     this.keyGeneration = carried?.keyGeneration ?? 0;
     this.plans = new Map(Object.entries(carried?.plans ?? {}));
     this.notified = new Set(carried?.notified ?? []);
+    if (carried?.resourceSearch) this.resourceSearch = { ...carried.resourceSearch, nextReadAtMs: startedAtMs };
     this.sellerWait = carried?.sellerWait
       ? { ...carried.sellerWait, workingSinceMs: Date.parse(carried.sellerWait.workingSince) }
       : { status: this.state.status, polls: 0, workingSinceMs: startedAtMs };
@@ -370,6 +394,105 @@ export class OperationMachine {
     return { accepted: true, round: this.state.inputRounds };
   }
 
+  validateReconcile(request: unknown): void {
+    if (this.terminal)
+      throw new Error(
+        `Operation already ended ${this.state.status}; POST /v1/sellers/${this.state.sellerId}/reconcile lists the seller's buys and the operations that know them.`,
+      );
+    if (!makesResource(this.state.task))
+      throw new Error(`Reconcile reads the media buy a create made; this operation is ${this.state.task}.`);
+    const asked = request as Partial<OperationReconcileRequest> | undefined;
+    if (!asked || typeof asked.requestedBy !== 'string' || actorProblem(asked.requestedBy) !== undefined)
+      throw new Error('requestedBy must say who asked for the reconciliation.');
+  }
+
+  /** A reconcile request: answered (`reconcileAnswer`) once a read of the resource, or the operation's end, tells. */
+  requestReconcile(request: OperationReconcileRequest): number {
+    const ticket = this.nextTicket++;
+    if (this.continuing) {
+      this.reconcileAnswers.set(ticket, {
+        found: false,
+        status: this.state.status,
+        note: 'the operation is continuing as new: ask again in a moment',
+      });
+      return ticket;
+    }
+    this.reconcileRequests.push({ ticket, request });
+    this.record.record(`reconcile requested by ${request.requestedBy}`);
+    return ticket;
+  }
+
+  reconcileAnswer(ticket: number): OperationReconcileAnswer | undefined {
+    const answer = this.reconcileAnswers.get(ticket);
+    if (answer) this.reconcileAnswers.delete(ticket);
+    return answer;
+  }
+
+  hasReconcileAnswer(ticket: number): boolean {
+    return this.reconcileAnswers.has(ticket);
+  }
+
+  /**
+   * A read to run beside the call in flight: a final webhook arrived before the call's answer and names a task (the
+   * call's answer may be lost). The read confirms the webhook, so the operation ends on it without waiting for the
+   * call's attempts; one such read at a time, once per task.
+   */
+  besideCall(): Extract<Step, { kind: 'poll' }> | undefined {
+    if (this.current?.kind !== 'call' || !this.mutating || this.beside || this.state.taskId || this.terminal)
+      return undefined;
+    const held = this.record.held.find(
+      (delivery) =>
+        delivery.snapshot.taskId !== undefined &&
+        isTerminalStatus(delivery.snapshot.status) &&
+        !this.besideTried.has(delivery.snapshot.taskId),
+    );
+    const taskId = held?.snapshot.taskId;
+    if (!held || !taskId) return undefined;
+    this.besideTried.add(taskId);
+    this.beside = { taskId };
+    const mediaBuyId = held.snapshot.result?.media_buy_id;
+    return {
+      kind: 'poll',
+      purpose: 'confirm-held',
+      input: { ...this.readInput(taskId), ...(typeof mediaBuyId === 'string' ? { mediaBuyId } : {}) },
+    };
+  }
+
+  /** What came of the read beside the call (applied by `woken()`). */
+  resolveBesideCall(result: StepResult): void {
+    if (this.beside && this.beside.result === undefined) this.beside.result = result;
+  }
+
+  private applyBeside(): void {
+    const beside = this.beside;
+    if (!beside?.result) return;
+    this.beside = undefined;
+    const result = beside.result;
+    const state = this.state;
+    if (result.kind !== 'read') {
+      if (result.kind === 'failed')
+        this.record.note(
+          'poll',
+          `the read of task ${beside.taskId} beside the call failed (${result.error.code}); the webhooks stay held`,
+        );
+      return;
+    }
+    const outcome = result.outcome;
+    state.pollCount += 1;
+    if (state.readMethod !== outcome.readMethod) state.readMethod = outcome.readMethod;
+    this.learnFromRead(outcome);
+    const sawTask =
+      outcome.snapshot !== undefined &&
+      outcome.resource === undefined &&
+      (outcome.snapshot.taskId === undefined || outcome.snapshot.taskId === beside.taskId);
+    if ((!sawTask && !outcome.resource) || state.taskId || this.terminal) {
+      this.record.note('poll', `no read beside the call could confirm task ${beside.taskId}; the webhooks stay held`);
+      return;
+    }
+    this.record.adopt(beside.taskId, 'named by a final webhook and confirmed by a read beside the call');
+    if (outcome.resource) this.record.applyResource(outcome.resource, 'poll');
+  }
+
   validateCredentialsRefresh(request: unknown): void {
     if (this.state.status !== 'auth-required') throw new Error(`Operation is ${this.state.status}, not auth-required.`);
     const problem = credentialsRefreshProblem(request);
@@ -427,8 +550,10 @@ export class OperationMachine {
     const step = this.current;
     if (!step) return false;
     const arrived = this.inbox.length > 0;
-    if (step.kind === 'call') return arrived || (this.pendingAdoption !== undefined && !this.state.taskId);
-    const asked = this.cancelRequest !== undefined || this.pollRequested || this.watch.hasNews;
+    if (step.kind === 'call')
+      return arrived || (this.pendingAdoption !== undefined && !this.state.taskId) || this.beside?.result !== undefined;
+    const asked = this.cancelRequest !== undefined || this.pollRequested || this.reconcileRequests.length > 0 ||
+      this.watch.hasNews;
     if (step.kind === 'wait' && step.for === 'input') return arrived || asked || this.pendingInput !== undefined;
     if (step.kind === 'wait' && step.for === 'credentials') return arrived || asked || this.credentialsRefreshed;
     if (step.kind === 'wait' || step.kind === 'pollOnCadence')
@@ -447,6 +572,7 @@ export class OperationMachine {
     const step = this.current;
     if (step?.kind === 'call' && this.calling) {
       this.drainInbox();
+      this.applyBeside();
       if (this.terminal && !this.state.provisional) this.calling.stop = 'settled';
       else if (this.pendingAdoption && !this.state.taskId) this.calling.stop = 'adoption';
       return this.calling.stop !== undefined;
@@ -495,6 +621,7 @@ export class OperationMachine {
       const step = this.cancelStep(this.cancelRequest);
       if (step) return step;
     }
+    this.answerReconcileRequests(undefined);
     const leave = this.watchStep(true);
     if (leave) return leave;
     const event = this.endEvent();
@@ -558,7 +685,10 @@ export class OperationMachine {
         continue;
       }
       if (state.provisional) {
-        // A completion that needs a read to be believed (a create without its media_buy_id).
+        // A completion that needs a read to be believed (a create without its media_buy_id): the buy its record
+        // names is read from the seller, else the task is read again.
+        const named = state.resource?.mediaBuyId;
+        if (named) return this.resourceStep('confirm-provisional', { mediaBuyId: named });
         if (state.taskId) return this.pollStep('confirm-provisional', state.taskId);
         this.record.settleProvisional('the seller named no task to read');
         if (state.provisional && !this.terminal) {
@@ -578,6 +708,20 @@ export class OperationMachine {
         if (state.taskId) return this.pollStep('requested', state.taskId);
         continue;
       }
+      if (this.reconcileRequests.length > 0) {
+        const step = this.requestedResourceStep();
+        if (step) return step;
+        continue;
+      }
+      if (this.resourceSearch && !state.taskId) {
+        const search = this.resourceSearch;
+        if (this.now() >= this.deadlineMs) {
+          this.failOutcomeUnknown();
+          return undefined;
+        }
+        if (this.now() >= search.nextReadAtMs) return this.resourceStep('find-lost', this.lostCreate(search.keyStep));
+        return { kind: 'wait', for: 'seller', untilMs: Math.min(search.nextReadAtMs, this.deadlineMs) };
+      }
       this.trackSellerWait();
       if (this.now() >= this.deadlineMs) {
         // One last poll before giving up.
@@ -585,7 +729,11 @@ export class OperationMachine {
         this.timeOut();
         return undefined;
       }
-      if (this.context.historyIsLong()) return { kind: 'continueAsNew' };
+      if (this.context.historyIsLong()) {
+        // The run waits for its handlers before it continues: a reconcile request arriving now is answered at once.
+        this.continuing = true;
+        return { kind: 'continueAsNew' };
+      }
       if (state.status === 'input-required' && state.inputRequest) return this.answerOrWait();
       if (state.status === 'auth-required' && state.authRequired) {
         if (!this.credentialsRefreshed)
@@ -739,7 +887,12 @@ export class OperationMachine {
       until: windowed ? 'working-window' : quick ? 'quick-polls' : 'deadline',
       input: {
         ...this.readInput(state.taskId),
-        since: { status: state.status, progress: state.progress ?? null },
+        // The seller's own word too: its records may move (pending, then requires_approval) within one status.
+        since: {
+          status: state.status,
+          progress: state.progress ?? null,
+          sellerStatus: state.sellerStatus ?? null,
+        },
         cadence: {
           firstPollAfterMs: plan.firstPollAfterMs,
           initialIntervalMs: plan.initialIntervalMs,
@@ -940,6 +1093,8 @@ export class OperationMachine {
         return this.waitTimedOut(step.for);
       case 'reconcile':
         return this.afterReconcile(result);
+      case 'readResource':
+        return this.afterResource(step.purpose, result);
       case 'cancelAtSeller':
         return this.afterCancelAtSeller(result);
       case 'registerWithWatcher':
@@ -962,6 +1117,8 @@ export class OperationMachine {
   private afterCall(result: StepResult): void {
     const calling = this.calling;
     this.calling = undefined;
+    // A confirming read still running when the call ended is stopped by the workflow; the call's end decides now.
+    this.beside = undefined;
     const state = this.state;
     if (!calling) throw new Error('invariant: a call result with no call in flight');
     if (result.kind === 'answered') {
@@ -1040,8 +1197,14 @@ export class OperationMachine {
         this.record.note('poll', `reads at ${state.sellerId} now use ${outcome.readMethod} (was ${state.readMethod})`);
       state.readMethod = outcome.readMethod;
     }
+    this.learnFromRead(outcome);
+    // A read of the buy itself (the seller has no task read) is the resource, never a task observation.
+    if (outcome.resource && makesResource(state.task)) {
+      this.record.applyResource(outcome.resource, 'poll');
+      return true;
+    }
     if (outcome.snapshot) {
-      this.record.applyRead(outcome.snapshot, 'poll');
+      this.record.applyRead(outcome.snapshot, 'poll', outcome.schemaWarnings);
       return true;
     }
     if (outcome.unreadable)
@@ -1129,7 +1292,25 @@ export class OperationMachine {
     }
   }
 
-  /** Reconciliation looked for the failed call's task: adopt it, use a new key (once), or fail. */
+  /** What a read taught about the seller: whose words its task records use, which fields it refuses. */
+  private learnFromRead(outcome: {
+    taskRecordAdapter?: ReadTaskOutcome['taskRecordAdapter'];
+    shaping?: ReadTaskOutcome['shaping'];
+  }): void {
+    const state = this.state;
+    if (outcome.taskRecordAdapter && outcome.taskRecordAdapter !== state.taskRecordAdapter)
+      state.taskRecordAdapter = outcome.taskRecordAdapter;
+    if (outcome.shaping?.length) {
+      state.requestShaping = withShaping(state.requestShaping, outcome.shaping);
+      for (const shaped of outcome.shaping)
+        this.record.note(
+          'poll',
+          `${shaped.tool} at ${state.sellerId} is sent without ${shaped.omitted}: ${shaped.because}`,
+        );
+    }
+  }
+
+  /** Reconciliation looked for the failed call's task: adopt it, use a new key (once), look for the buy, or fail. */
   private afterReconcile(result: StepResult): void {
     const reconciling = this.reconciling;
     this.reconciling = undefined;
@@ -1156,6 +1337,10 @@ export class OperationMachine {
       if (found === 'adopted') this.record.applyRead(outcome.snapshot!, 'reconciliation');
     } else this.unexpected('reconcile', result);
     const next = this.record.decideAfterReconciliation(error, found, this.keyGeneration);
+    if (next.action === 'find-resource') {
+      this.resourceSearch = { keyStep, error, nextReadAtMs: this.now() };
+      return;
+    }
     if (next.action === 'fail') {
       this.record.fail(next.reason, next.message, error);
     } else if (next.action === 'rekey' && this.cancelRequest) {
@@ -1168,6 +1353,87 @@ export class OperationMachine {
       this.keyGeneration += 1;
       this.followUp = { kind: 'call', step, params };
     }
+  }
+
+  /** A read of the resource: the buy found or confirmed, or what the operation says while it cannot know. */
+  private afterResource(purpose: ResourcePurpose, result: StepResult): void {
+    const state = this.state;
+    let outcome: ReadResourceOutcome | undefined;
+    if (result.kind === 'resource') outcome = result.outcome;
+    else if (result.kind !== 'failed') this.unexpected('readResource', result);
+    const why = outcome
+      ? outcome.unreadable
+        ? `${outcome.unreadable.code}: ${outcome.unreadable.message}`
+        : outcome.note
+      : `${(result as { error: AdcpError }).error.code}: ${(result as { error: AdcpError }).error.message}`;
+    if (outcome) {
+      this.learnFromRead(outcome);
+      if (outcome.schemaWarnings?.length)
+        state.schemaWarnings = [...(state.schemaWarnings ?? []), ...outcome.schemaWarnings].slice(-10);
+    }
+    const found = outcome?.found && outcome.mediaBuyId && outcome.row ? outcome : undefined;
+    if (found) {
+      this.record.applyResource(
+        { mediaBuyId: found.mediaBuyId!, row: found.row!, ...(found.matchedBy ? { matchedBy: found.matchedBy } : {}) },
+        'reconciliation',
+      );
+      if (purpose !== 'confirm-provisional')
+        this.record.recordReconciliation({
+          trigger: purpose === 'requested' ? 'reconcile requested' : 'the call was lost and no task route found it',
+          outcome: 'adopted',
+          note: found.note,
+        });
+      this.resourceSearch = undefined;
+    } else if (purpose === 'confirm-provisional') {
+      if (outcome?.absent && state.provisional && !this.terminal)
+        this.record.settleProvisional(`the seller has no media buy ${state.resource?.mediaBuyId ?? '?'}: ${why}`);
+      else if (state.provisional && !this.terminal) {
+        this.record.note('poll', `the buy the record names could not be read now (${why}); reading again later`);
+        this.followUp = { kind: 'provisionalWait' };
+      }
+    } else if (this.resourceSearch && !this.terminal) {
+      const search = this.resourceSearch;
+      this.record.recordReconciliation({
+        trigger: purpose === 'requested' ? 'reconcile requested' : 'the call was lost and no task route found it',
+        outcome: 'not_found',
+        note: why,
+      });
+      if (outcome?.absent) {
+        this.resourceSearch = undefined;
+        state.resource = { state: 'absent' };
+        this.record.fail(
+          'call_failed',
+          `The ${state.task} answer from ${state.sellerId} was lost (${search.error.message}) and the seller's media buys, read to the end, hold none from this operation: nothing was bought. Start the operation again (a new idempotency key) to buy.`,
+          search.error,
+        );
+      } else {
+        const everyMs = this.submittedPlan().maxIntervalMs;
+        search.nextReadAtMs = this.now() + everyMs;
+        this.record.lookForResource(
+          `The seller may hold this buy; the orchestrator could not ${outcome?.candidates?.length ? 'tell which of its media buys is this one' : 'read its media buys'} (${why}). It reads them again every ${Math.max(1, Math.round(everyMs / 60_000))} min until ${state.deadline}; POST /v1/operations/${state.operationId}/reconcile reads them now.`,
+          outcome?.candidates ?? [],
+        );
+      }
+    }
+    if (purpose === 'requested')
+      this.answerReconcileRequests({
+        found: found !== undefined,
+        ...(found?.mediaBuyId ? { media_buy_id: found.mediaBuyId } : {}),
+        ...(found?.matchedBy ? { matched_by: found.matchedBy } : {}),
+        ...(outcome?.candidates?.length ? { candidates: outcome.candidates } : {}),
+        note: found ? found.note : why,
+      });
+  }
+
+  private failOutcomeUnknown(): void {
+    const state = this.state;
+    const error = this.resourceSearch?.error;
+    this.resourceSearch = undefined;
+    this.record.fail(
+      'outcome_unknown',
+      `The ${state.task} answer from ${state.sellerId} was lost and no read of its media buys could tell by the deadline (${state.deadline}) whether the call made a buy. The seller may hold it: POST /v1/sellers/${state.sellerId}/reconcile lists its buys and the operations that know them; starting a new operation could buy twice.`,
+      error,
+    );
   }
 
   private afterCancelAtSeller(result: StepResult): void {
@@ -1220,6 +1486,8 @@ export class OperationMachine {
       ...this.tenant(),
       ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
       ...(state.readMethod ? { readMethod: state.readMethod } : {}),
+      ...(state.taskRecordAdapter ? { taskRecordAdapter: state.taskRecordAdapter } : {}),
+      ...(state.requestShaping ? { requestShaping: state.requestShaping } : {}),
       timeouts: this.timeouts(),
     };
   }
@@ -1227,6 +1495,58 @@ export class OperationMachine {
   private carriedWatch(): Pick<CarriedState, 'watch'> {
     const watch = this.watch.carry();
     return watch ? { watch } : {};
+  }
+
+  /** What the create sent, from its plan (protocol/resource-match.ts), for a listing of the seller's buys. */
+  private lostCreate(keyStep: string): Pick<ReadResourceInput, 'sent' | 'mediaBuyId'> {
+    const plan = this.plans.get(keyStep);
+    if (!plan) return {};
+    return { sent: sentCreateFrom(plan.args, this.state.operationId, this.state.startedAt) };
+  }
+
+  private resourceStep(purpose: ResourcePurpose, what: Pick<ReadResourceInput, 'sent' | 'mediaBuyId'>): Step {
+    const state = this.state;
+    return {
+      kind: 'readResource',
+      ...this.shield(),
+      purpose,
+      input: {
+        operationId: state.operationId,
+        sellerId: state.sellerId,
+        ...this.tenant(),
+        ...what,
+        ...accountOf(this.input.params),
+        ...(state.requestShaping ? { requestShaping: state.requestShaping } : {}),
+        timeouts: this.timeouts(),
+      },
+    };
+  }
+
+  /** A reconcile request: the buy by id when the operation knows it, else the listing matched by what was sent. */
+  private requestedResourceStep(): Step | undefined {
+    const mediaBuyId = this.state.resource?.mediaBuyId;
+    if (mediaBuyId) return this.resourceStep('requested', { mediaBuyId });
+    const keyStep = this.resourceSearch?.keyStep ?? [...this.plans.keys()].at(-1);
+    const what = keyStep ? this.lostCreate(keyStep) : {};
+    if (what.sent) return this.resourceStep('requested', what);
+    this.answerReconcileRequests({
+      found: false,
+      note: 'the create has not been sent yet: there is no buy to look for',
+    });
+    return undefined;
+  }
+
+  private answerReconcileRequests(answer: Omit<OperationReconcileAnswer, 'status'> | undefined): void {
+    if (this.reconcileRequests.length === 0) return;
+    const state = this.state;
+    const given: Omit<OperationReconcileAnswer, 'status'> = answer ?? {
+      found: state.resource?.mediaBuyId !== undefined,
+      ...(state.resource?.mediaBuyId ? { media_buy_id: state.resource.mediaBuyId } : {}),
+      ...(state.resource?.matchedBy ? { matched_by: state.resource.matchedBy } : {}),
+      note: `the operation ended ${state.status}`,
+    };
+    for (const { ticket } of this.reconcileRequests.splice(0))
+      this.reconcileAnswers.set(ticket, { ...given, status: state.status });
   }
 
   /** Everything a continued run needs to go on where this one stops. */
@@ -1243,6 +1563,9 @@ export class OperationMachine {
       ...(this.pendingAdoption ? { pendingAdoption: this.pendingAdoption } : {}),
       ...(this.pollRequested ? { pollRequested: true } : {}),
       ...(this.notified.size > 0 ? { notified: [...this.notified] } : {}),
+      ...(this.resourceSearch
+        ? { resourceSearch: { keyStep: this.resourceSearch.keyStep, error: this.resourceSearch.error } }
+        : {}),
       sellerWait: {
         status: this.sellerWait.status,
         polls: this.sellerWait.polls,

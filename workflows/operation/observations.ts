@@ -21,10 +21,12 @@
  */
 import {
   type AdcpError,
+  type MatchedBy,
   type TaskSnapshot,
   type TaskStatus,
   assessCompletion,
   isTerminal,
+  mediaBuyIdOf,
   normaliseStatus,
 } from '../../protocol';
 import type {
@@ -43,6 +45,7 @@ const MAX_ANOMALIES_KEPT = 20;
 const MAX_CONFLICTS_KEPT = 10;
 const MAX_REFUSED_KEPT = 10;
 const MAX_HELD = 50;
+const MAX_SCHEMA_WARNINGS_KEPT = 10;
 
 /** Codes that say the seller will not replay this key's answer: find out what happened before using a new key. */
 export const IDEMPOTENCY_REFUSAL_CODES: ReadonlySet<string> = new Set(['IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_EXPIRED']);
@@ -74,6 +77,19 @@ const EXPECTED_EDGES: Readonly<Record<OperationStatus, readonly OperationStatus[
 /** The result field without which a completed task has not delivered what the buyer asked for. */
 const REQUIRED_RESULT_FIELD: Readonly<Record<string, string>> = { create_media_buy: 'media_buy_id' };
 
+/** Tasks whose result is a resource the seller holds, and which a read of that resource can confirm or find. */
+export function makesResource(task: string): boolean {
+  return REQUIRED_RESULT_FIELD[task] === 'media_buy_id';
+}
+
+/** A media buy the seller holds, as a resource read showed it. */
+export interface ResourceSeen {
+  mediaBuyId: string;
+  row: Record<string, unknown>;
+  /** How a listing matched it to what the create sent; absent for a read by id. */
+  matchedBy?: MatchedBy;
+}
+
 export interface ObservationOptions {
   task: string;
   /** The request's params: a completed result is judged against them (sync_creatives answers per creative sent). */
@@ -102,7 +118,11 @@ export type CallFailureDecision =
 
 /** What the workflow should do after reconciliation of a failed call. */
 export type ReconcileDecision =
-  { action: 'adopted' } | { action: 'rekey' } | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
+  | { action: 'adopted' }
+  | { action: 'rekey' }
+  /** No task route found the call's task: the resource itself (the seller's media buys) is looked for. */
+  | { action: 'find-resource' }
+  | { action: 'fail'; reason: OrchestratorFailureReason; message: string };
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -253,8 +273,8 @@ export class Observations {
   }
 
   /** A read of the task (poll, reconciliation, confirmation read). */
-  applyRead(snapshot: TaskSnapshot, source: 'poll' | 'reconciliation' = 'poll'): Verdict {
-    const verdict = this.observe(snapshot, source);
+  applyRead(snapshot: TaskSnapshot, source: 'poll' | 'reconciliation' = 'poll', schemaWarnings?: string[]): Verdict {
+    const verdict = this.observe(snapshot, source, schemaWarnings);
     if (this.state.taskId) this.settleHeld();
     return verdict;
   }
@@ -420,8 +440,14 @@ export class Observations {
       }
     }
     if (snapshot.contextId) state.contextId = snapshot.contextId;
+    // The seller's own word is kept verbatim (its task records speak their own vocabulary).
+    if (snapshot.rawStatus) state.sellerStatus = snapshot.rawStatus;
+    else if (snapshot.status !== 'unknown') delete state.sellerStatus;
+    if (schemaWarnings?.length)
+      state.schemaWarnings = [...(state.schemaWarnings ?? []), ...schemaWarnings].slice(-MAX_SCHEMA_WARNINGS_KEPT);
 
-    // A create that completes without its buy is confirmed by a read before it is taken as done.
+    // A create that completes without its buy is confirmed by a read before it is taken as done: a read of the buy
+    // its record names, when it names one, else a read of the task.
     const required = REQUIRED_RESULT_FIELD[state.task];
     if (
       snapshot.status === 'completed' &&
@@ -430,15 +456,21 @@ export class Observations {
       state.provisional === undefined &&
       source !== 'reconciliation'
     ) {
+      const named = mediaBuyIdOf(snapshot.objects);
+      if (named) state.resource = { ...state.resource, mediaBuyId: named, matchedBy: 'media_buy_id' };
       state.provisional = {
         source,
         status: snapshot.status,
         ...(state.taskId ? { taskId: state.taskId } : {}),
         at: iso(this.now()),
-        reason: `${state.task} completed without ${required}`,
+        reason: `${state.task} completed without ${required}${named ? ` (its record names media buy ${named})` : ''}`,
       };
+      if (snapshot.result) state.result = snapshot.result;
       if (snapshot.message) state.message = snapshot.message;
-      this.note(source, `${state.task} said completed without ${required}: waiting for a read to confirm it`);
+      this.note(
+        source,
+        `${state.task} said completed without ${required}: waiting for a read of ${named ? `media buy ${named}` : 'the task'} to confirm it`,
+      );
       this.touch();
       return 'needs-confirmation';
     }
@@ -497,6 +529,65 @@ export class Observations {
     if (!provisional || this.terminal) return;
     this.note('orchestrator', `${provisional.reason}; settled without confirmation: ${why}`);
     this.observe({ ...(snapshot ?? {}), status: 'completed' }, 'reconciliation');
+  }
+
+  /**
+   * A media buy the seller holds, read from the seller itself (get_media_buys): the resource, not a task observation,
+   * so it is never compared with a settled task result by its shape. The same buy confirms what the operation knows;
+   * another buy, where the operation knows one, is a conflict. A create that has not ended is done once its buy exists:
+   * the buy's row (over what the task said) is its result.
+   */
+  applyResource(buy: ResourceSeen, source: TransitionSource): Verdict {
+    const state = this.state;
+    const known = state.resource?.mediaBuyId;
+    if (known !== undefined && known !== buy.mediaBuyId) {
+      const note = `the seller's media buy ${buy.mediaBuyId} is not this operation's media buy ${known}`;
+      if (!this.terminal) {
+        this.note(source, note);
+        return 'refused';
+      }
+      this.addConflict(source, { status: 'completed' }, note);
+      return 'conflict';
+    }
+    const status = text(buy.row.status) ?? text(buy.row.media_buy_status);
+    const { state: _lookedFor, candidates: _candidates, ...kept } = state.resource ?? {};
+    state.resource = {
+      ...kept,
+      mediaBuyId: buy.mediaBuyId,
+      matchedBy: kept.matchedBy ?? buy.matchedBy ?? 'media_buy_id',
+      confirmedBy: 'get_media_buys',
+      confirmedAt: iso(this.now()),
+      ...(status ? { status } : {}),
+    };
+    if (this.terminal || !makesResource(state.task)) {
+      this.touch();
+      return 'duplicate';
+    }
+    return this.observe(
+      {
+        status: 'completed',
+        ...(state.taskId ? { taskId: state.taskId } : {}),
+        result: { ...(state.result ?? {}), ...buy.row, media_buy_id: buy.mediaBuyId },
+      },
+      source === 'poll' ? 'reconciliation' : source,
+    );
+  }
+
+  /**
+   * The seller may hold what the call made and nothing can tell yet (its media buys cannot be read, or several fit):
+   * the operation says so, as `unknown`, with the route that reads them now.
+   */
+  lookForResource(message: string, candidates: string[] = []): void {
+    if (this.terminal) return;
+    const state = this.state;
+    state.resource = {
+      ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
+      state: 'unknown',
+      ...(candidates.length > 0 ? { candidates } : {}),
+    };
+    state.message = message;
+    this.setStatus('unknown', 'orchestrator', 'the seller may hold what the call made');
+    this.touch();
   }
 
   private afterStatus(snapshot: TaskSnapshot, previous: OperationStatus): void {
@@ -598,6 +689,10 @@ export class Observations {
     const refused = IDEMPOTENCY_REFUSAL_CODES.has(error.code);
     // The seller refused the old key and has no task from it: nothing happened there, so a new key duplicates nothing.
     if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
+    // No task route, and the answer was lost on the way (not a refusal the seller answered, such as RATE_LIMITED):
+    // the seller may have made the buy, so it is looked for among the seller's media buys.
+    const lostInTransport = error.code === 'TIMEOUT' || error.code.startsWith('TRANSPORT_');
+    if (!refused && lostInTransport && makesResource(this.state.task)) return { action: 'find-resource' };
     if (refused) {
       return {
         action: 'fail',

@@ -35,6 +35,7 @@ import {
   credentialsRefreshedUpdate,
   pollNowSignal,
   provideInputUpdate,
+  reconcileOperationUpdate,
   statusQuery,
   webhookReceivedSignal,
 } from '../../contract/operation';
@@ -82,6 +83,16 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   setHandler(credentialsRefreshedUpdate, (request) => machine.refreshCredentials(request), {
     validator: (request) => machine.validateCredentialsRefresh(request),
   });
+  // Answered once a read of the seller's media buys (or the operation's end) tells.
+  setHandler(
+    reconcileOperationUpdate,
+    async (request) => {
+      const ticket = machine.requestReconcile(request);
+      await condition(() => machine.hasReconcileAnswer(ticket));
+      return machine.reconcileAnswer(ticket)!;
+    },
+    { validator: (request) => machine.validateReconcile(request) },
+  );
   setHandler(cancelOperationUpdate, (request) => machine.requestCancel(request), {
     validator: (request) => machine.validateCancel(request),
   });
@@ -179,6 +190,11 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           kind: 'found',
           outcome,
         }));
+      case 'readResource':
+        return settle(readActivities(step.input.timeouts).readResource(step.input), (outcome) => ({
+          kind: 'resource',
+          outcome,
+        }));
       case 'cancelAtSeller':
         return settle(readActivities(step.input.timeouts).cancelAtSeller(step.input), (outcome) => ({
           kind: 'toldSeller',
@@ -227,6 +243,8 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       () => (settled = true),
       () => (settled = true),
     );
+    // Reads the machine asks for beside the call (to confirm a final webhook that came before the answer).
+    const besides: { scope: CancellationScope; done: Promise<void> }[] = [];
     try {
       while (!settled) {
         await condition(() => settled || machine.wakes());
@@ -237,10 +255,16 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           scope?.cancel();
           break;
         }
+        const read = machine.besideCall();
+        if (read) besides.push(readBeside(read));
       }
     } catch (failure) {
       if (!isCancellation(failure)) throw failure;
       machine.cancelledThroughTemporal();
+    }
+    for (const beside of besides) {
+      beside.scope.cancel();
+      await beside.done;
     }
     try {
       return { kind: 'answered', answer: await answer };
@@ -248,6 +272,19 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
       if (isCancellation(failure)) return { kind: 'stopped' };
       return { kind: 'failed', error: errorFromFailure(failure) };
     }
+  }
+
+  function readBeside(step: StepOf<'poll'>): { scope: CancellationScope; done: Promise<void> } {
+    const scope = new CancellationScope();
+    const done = scope
+      .run(() =>
+        settle(readActivities(step.input.timeouts).readTask(step.input), (outcome) => ({ kind: 'read', outcome })),
+      )
+      .then(
+        (result) => machine.resolveBesideCall(result),
+        () => machine.resolveBesideCall({ kind: 'stopped' }),
+      );
+    return { scope, done };
   }
 
   /**
