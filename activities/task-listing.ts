@@ -24,6 +24,8 @@ import {
   type RegisterWithWatcherOutcome,
   type TaskWatchNotice,
   type TaskWatcherInput,
+  type UnwatchRequest,
+  type WatchRegistration,
   TASK_WATCHER_WORKFLOW_TYPE,
   type UnregisterFromWatcherInput,
   WATCH_INTERVAL_MS,
@@ -36,8 +38,9 @@ import {
 import { sellerAccess } from './seller-access';
 import { type StoredCapabilitiesLookup, StoredCapabilitiesCache, withStoredWireVersion } from './stored-capabilities';
 import { deadlineSignal } from './linked-signal';
+import { SignalBatcher } from './signal-batcher';
 import { raceSignal } from './mcp-connection';
-import { SellerDescriptionCache, readTaskWithStrategy } from './read-strategy';
+import { SellerDescriptionCache } from './read-strategy';
 import {
   type CallContext,
   type SellerClient,
@@ -92,8 +95,8 @@ export interface TaskListingDependencies {
   /** Signals operations and watchers. */
   client: Client;
   /**
-   * The task queue watchers run on and their IDs name; default: the queue of the activity that registers (a local
-   * activity of the operation, so the operation's own queue).
+   * The task queue watchers run on and their IDs name; default: the queue of the activity that registers (an
+   * activity of the operation, on the operation's own queue).
    */
   taskQueue?: string;
   seller?: SellerClient;
@@ -108,8 +111,10 @@ export interface TaskListingDependencies {
 }
 
 const PAGE_SIZE = 100;
-/** Reads of moved tasks made at once by one delivery. */
+/** Signals to operations sent at once by one delivery. */
 const DELIVERY_CONCURRENCY = 4;
+/** Registrations (and leavings) gathered into one signal to their watcher: up to 200, or what came within 200 ms. */
+const SIGNAL_BATCHING = { delayMs: 200, maxBatch: 200 };
 
 /** The list tool a seller offers, by what it says it offers; undefined: none. */
 export function listToolOf(description: SellerDescription | undefined): 'list_tasks' | 'tasks/list' | undefined {
@@ -257,6 +262,28 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
     return listToolOf(await bounded((signal) => descriptions.get(seller, { ...base, signal })));
   }
 
+  /** The watchers this worker registered with: how to start each one (signalWithStart). */
+  const watchers = new Map<string, { taskQueue: string; input: TaskWatcherInput }>();
+  const registrations = new SignalBatcher<WatchRegistration>(async (watcherId, batch) => {
+    const watcher = watchers.get(watcherId);
+    if (!watcher) throw new Error(`no watcher ${watcherId} known to this worker`);
+    await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
+      workflowId: watcherId,
+      taskQueue: watcher.taskQueue,
+      args: [watcher.input],
+      signal: watchTaskSignal,
+      signalArgs: [batch],
+      staticSummary: `Watches the tasks of operations parked at ${watcher.input.sellerId} (shard ${watcher.input.shard + 1} of ${watcher.input.shards})`,
+    });
+  }, SIGNAL_BATCHING);
+  const unregistrations = new SignalBatcher<UnwatchRequest>(async (watcherId, batch) => {
+    try {
+      await deps.client.workflow.getHandle(watcherId).signal(unwatchTaskSignal, batch);
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
+  }, SIGNAL_BATCHING);
+
   return {
     /**
      * One listing of a group: what changed since `since` (when given), then the tasks named by id. A seller without
@@ -294,19 +321,14 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
     },
 
     /**
-     * Tells each operation what the watcher saw: a moved task is read first (the read an operation's own poll makes,
-     * so it learns the same), then signalled. An operation that ended is `gone`; one Temporal could not reach now is
-     * `failed` (the watcher tries again later).
+     * Tells each operation what the watcher saw. A move carries what the listing showed, not a read: the operation
+     * reads the task itself, with its own read (its read method, task-record adapter, request shaping, schema check),
+     * so the watcher changes when it learns, never what. An operation that ended is `gone`; one Temporal could not
+     * reach now is `failed` (the watcher tries again later).
      */
     async deliverTaskNotices(input: DeliverTaskNoticesInput): Promise<DeliverTaskNoticesOutcome> {
       const context = Context.current();
       const outcome: DeliverTaskNoticesOutcome = { delivered: [], gone: [], failed: [] };
-      let base: Omit<CallContext, 'signal'> | undefined;
-      try {
-        base = contextBase(input.sellerId, input.tenant);
-      } catch {
-        base = undefined; // no credentials: the operations read themselves
-      }
       let next = 0;
       let done = 0;
       const worker = async () => {
@@ -314,44 +336,23 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
           const index = next++;
           if (index >= input.notices.length) return;
           const pending = input.notices[index];
-          let notice: TaskWatchNotice;
-          if (pending.notice.kind === 'moved') {
-            const moved = pending.notice;
-            let snapshot;
-            if (base) {
-              const read = await bounded((signal) =>
-                readTaskWithStrategy(
-                  seller,
-                  { ...base!, signal },
-                  {
-                    task: pending.task,
-                    taskId: pending.taskId,
-                    ...(moved.contextId !== undefined ? { contextId: moved.contextId } : {}),
-                    ...(input.account !== undefined ? { account: input.account } : {}),
-                  },
-                  descriptions,
-                ),
-              ).catch(() => undefined);
-              snapshot = read?.snapshot;
-            }
-            notice = {
-              kind: 'moved',
-              eventKey: moved.eventKey,
-              taskId: pending.taskId,
-              listed: moved.listed,
-              ...(snapshot ? { snapshot: { ...snapshot, taskId: snapshot.taskId ?? pending.taskId } } : {}),
-              observedAt: moved.observedAt,
-              watcherId: input.watcherId,
-            };
-          } else {
-            notice = {
-              kind: 'released',
-              taskId: pending.taskId,
-              reason: pending.notice.reason,
-              observedAt: pending.notice.observedAt,
-              watcherId: input.watcherId,
-            };
-          }
+          const notice: TaskWatchNotice =
+            pending.notice.kind === 'moved'
+              ? {
+                  kind: 'moved',
+                  eventKey: pending.notice.eventKey,
+                  taskId: pending.taskId,
+                  listed: pending.notice.listed,
+                  observedAt: pending.notice.observedAt,
+                  watcherId: input.watcherId,
+                }
+              : {
+                  kind: 'released',
+                  taskId: pending.taskId,
+                  reason: pending.notice.reason,
+                  observedAt: pending.notice.observedAt,
+                  watcherId: input.watcherId,
+                };
           try {
             await deps.client.workflow.getHandle(pending.operationId).signal(taskMovedSignal, notice);
             outcome.delivered.push(pending.operationId);
@@ -368,8 +369,10 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
     },
 
     /**
-     * The operation side: joins the seller's watcher (signalWithStart) when the seller can list its tasks and the
-     * watcher is on. Run as a local activity by a parked operation; the answer says why not, when not.
+     * The operation side: joins the seller's watcher when the seller can list its tasks and the watcher is on. An
+     * ordinary activity of the operation: the registrations of many operations go out as one signalWithStart
+     * (./signal-batcher.ts), so a watcher many operations join at once is not a queue of signals that each hold an
+     * operation's workflow task. The answer says why not, when not.
      */
     async registerWithTaskWatcher(input: RegisterWithWatcherInput): Promise<RegisterWithWatcherOutcome> {
       if (!settings.enabled) return { watching: false, reason: 'the task watcher is off (ADCP_TASK_WATCHER=off)' };
@@ -380,30 +383,17 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
         const shard = taskWatcherShard(input.registration.taskId, settings.shards);
         const taskQueue = deps.taskQueue ?? Context.current().info.taskQueue;
         const watcherId = taskWatcherWorkflowId(taskQueue, input.sellerId, shard);
-        const watcherInput: TaskWatcherInput = { sellerId: input.sellerId, shard, shards: settings.shards };
-        await deps.client.workflow.signalWithStart(TASK_WATCHER_WORKFLOW_TYPE, {
-          workflowId: watcherId,
-          taskQueue,
-          args: [watcherInput],
-          signal: watchTaskSignal,
-          signalArgs: [input.registration],
-          staticSummary: `Watches the tasks of operations parked at ${input.sellerId} (shard ${shard + 1} of ${settings.shards})`,
-        });
+        watchers.set(watcherId, { taskQueue, input: { sellerId: input.sellerId, shard, shards: settings.shards } });
+        await registrations.add(watcherId, input.registration);
         return { watching: true, watcherId, safetyPollMs: settings.safetyPollMs };
       } catch (error) {
         return { watching: false, reason: `the task watcher could not take it: ${(error as Error).message}` };
       }
     },
 
-    /** The operation stopped waiting: the watcher forgets it. A watcher that already ended is no error. */
+    /** The operation stopped waiting: the watcher forgets it (batched like registrations). An ended watcher is no error. */
     async unregisterFromTaskWatcher(input: UnregisterFromWatcherInput): Promise<void> {
-      try {
-        await deps.client.workflow
-          .getHandle(input.watcherId)
-          .signal(unwatchTaskSignal, { operationId: input.operationId, reason: input.reason });
-      } catch (error) {
-        if (!(error instanceof WorkflowNotFoundError)) throw error;
-      }
+      await unregistrations.add(input.watcherId, { operationId: input.operationId, reason: input.reason });
     },
   };
 }

@@ -246,6 +246,14 @@ async function main(): Promise<void> {
       execArgv: ['--expose-gc', '--require', writeMemoryProbe(dir), ...WORKER_NODE_FLAGS],
     });
     cleanups.push(() => worker.stop(20_000));
+    let stopping = false;
+    cleanups.push(async () => {
+      stopping = true;
+    });
+    // A worker that dies mid-soak says why (its output's tail), rather than leaving a closed IPC channel to explain.
+    worker.child.once('exit', (code, signal) => {
+      if (!stopping) log(`the worker exited (${code ?? signal}); its last output:\n${worker.output().slice(-3_000)}`);
+    });
 
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());

@@ -42,7 +42,7 @@ export interface TaskObservation {
   updatedAt?: string;
 }
 
-/** An operation asking to be watched (signalWithStart by the operation's registration activity). */
+/** An operation asking to be watched (signalWithStart by the operation's registration activity, batched). */
 export interface WatchRegistration {
   operationId: string;
   taskId: string;
@@ -69,8 +69,7 @@ export interface UnwatchRequest {
 
 /**
  * The watcher's notice to an operation. `moved`: the task's status (or progress) differs from what the operation
- * registered with; `snapshot` is a read of the task made right after the listing (absent when that read failed:
- * the operation then reads itself). `released`: the watcher stopped watching the operation (the seller cannot
+ * registered with, as the listing showed it (the operation reads the task itself before it believes it). `released`: the watcher stopped watching the operation (the seller cannot
  * list its tasks, does not list this one, the shard is full): the operation polls on its own again.
  */
 export type TaskWatchNotice =
@@ -81,7 +80,6 @@ export type TaskWatchNotice =
       taskId: string;
       /** What the listing showed. */
       listed: TaskObservation;
-      snapshot?: TaskSnapshot;
       /** When the watcher saw it (ISO 8601). */
       observedAt: string;
       watcherId: string;
@@ -90,10 +88,13 @@ export type TaskWatchNotice =
 
 /** Watcher → operation. */
 export const taskMovedSignal = defineSignal<[TaskWatchNotice]>('taskMoved');
-/** Operation → watcher: start watching (or update what the operation knows). */
-export const watchTaskSignal = defineSignal<[WatchRegistration]>('watchTask');
-/** Operation → watcher: stop watching. */
-export const unwatchTaskSignal = defineSignal<[UnwatchRequest]>('unwatchTask');
+/**
+ * Operation → watcher: start watching (or update what the operation knows). The worker gathers the registrations of
+ * many operations into one signal (activities/signal-batcher.ts), so it carries one or a batch.
+ */
+export const watchTaskSignal = defineSignal<[WatchRegistration | WatchRegistration[]]>('watchTask');
+/** Operation → watcher: stop watching (one, or a batch gathered by the worker). */
+export const unwatchTaskSignal = defineSignal<[UnwatchRequest | UnwatchRequest[]]>('unwatchTask');
 
 /** How a listing group reads the seller: what changed since a time, or the registered tasks by id. */
 export type ListingMode = 'changes' | 'ids';
@@ -252,7 +253,7 @@ export interface DeliverTaskNoticesOutcome {
   failed: string[];
 }
 
-/** The operation side's registration (a local activity of the operation): whether the watcher takes it. */
+/** The operation side's registration (an activity of the operation): whether the watcher takes it. */
 export interface RegisterWithWatcherInput {
   registration: WatchRegistration;
   sellerId: string;
@@ -279,7 +280,6 @@ export interface CarriedTaskWatch {
   safetyPollMs?: number;
   told?: { taskId: string; status: TaskStatus };
   declined?: { taskId: string; reason: string };
-  quickPolled?: { taskId: string; status: TaskStatus };
   inbox?: TaskWatchNotice[];
   seen?: string[];
 }

@@ -502,9 +502,9 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
         (watch.reconcileTickets ??= []).push(machine.requestReconcile({ requestedBy: 'ops@buyer' }));
       }
     } else if (roll < 0.97) {
-      // The seller's task watcher: a move with the read it made (the truth), a move it could not read, a hand-back.
+      // The seller's task watcher: a move as its listing showed it (the operation reads it itself), or a hand-back.
       const kind = random();
-      trail.push(kind < 0.6 ? 'watcher: moved' : kind < 0.8 ? 'watcher: moved, unread' : 'watcher: released');
+      trail.push(kind < 0.8 ? 'watcher: moved' : 'watcher: released');
       const listed = truth();
       const base = { taskId: world.taskId, observedAt: new Date(0).toISOString(), watcherId: WATCHER };
       machine.receiveTaskNotice(
@@ -514,7 +514,6 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
               kind: 'moved',
               eventKey: `watch:${listed.status}:${index}:${Math.floor(random() * 4)}`,
               listed: { status: listed.status },
-              ...(kind < 0.6 ? { snapshot: listed } : {}),
             }
           : { ...base, kind: 'released', reason: 'the seller stopped listing it' },
       );

@@ -7,8 +7,8 @@
 import type { TaskWatchNotice } from '../../contract/task-watcher';
 import type { TaskSnapshot } from '../../protocol';
 import type { OperationMachine } from '../../workflows/operation/machine';
-import { quickPollsBudgetMs } from '../../workflows/operation/watching';
-import { planWait } from '../../workflows/operation/cadence';
+import { quickPollCount } from '../../workflows/operation/watching';
+import { planWait, pollOffsets } from '../../workflows/operation/cadence';
 import {
   BUY,
   DAY,
@@ -30,31 +30,33 @@ const WATCHING = {
 };
 
 let keys = 0;
-function movedNotice(listed: TaskSnapshot, withRead = true, taskId = 't1'): TaskWatchNotice {
+function movedNotice(listed: TaskSnapshot, taskId = 't1'): TaskWatchNotice {
   keys += 1;
   return {
     kind: 'moved',
     eventKey: `watch:${taskId}:${listed.status}:${keys}`,
     taskId,
     listed: { status: listed.status },
-    ...(withRead ? { snapshot: listed } : {}),
     observedAt: new Date(0).toISOString(),
     watcherId: WATCHER,
   };
 }
 
-/** A create at a seller that can list its tasks, answered `submitted`, registered and past its quick polls. */
+/** A create at a seller that can list its tasks, answered `submitted`, registered and waiting (past its quick polls). */
 function parkedAndWatched(input = operationInput()) {
   const driven = drive(input);
   const { machine, clock } = driven;
   callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
   const registration = expectStep(machine, 'registerWithWatcher');
   machine.resolve(WATCHING);
-  const quick = expectStep(machine, 'pollOnCadence');
-  clock.now += quick.budgetMs;
-  machine.resolve({ kind: 'budgetRanOut', polls: 5 });
-  const safety = expectStep(machine, 'pollOnCadence');
-  return { ...driven, registration, quick, safety };
+  const wait = expectStep(machine, 'pollOnCadence');
+  clock.now += 120_000;
+  return { ...driven, registration, wait };
+}
+
+/** The operation's own read of its task (a `poll` step's answer). */
+function read(snapshot: TaskSnapshot) {
+  return { kind: 'read' as const, outcome: { snapshot, readMethod: 'tasks/get' as const } };
 }
 
 /** Stops the running wait the way the workflow does when `wakes()` says so. */
@@ -65,8 +67,8 @@ function wake(machine: OperationMachine): void {
 }
 
 describe('operation and task watcher', () => {
-  it('a parked operation registers as it starts to wait, makes its quick polls, then keeps only the safety poll', () => {
-    const { registration, quick, safety, clock } = parkedAndWatched();
+  it('a parked operation registers as it starts to wait, then makes its quick polls and only the safety poll', () => {
+    const { registration, wait, clock } = parkedAndWatched();
     expect(registration.input).toEqual({
       sellerId: 'seller',
       registration: {
@@ -79,34 +81,36 @@ describe('operation and task watcher', () => {
         registeredAt: new Date(1_000).toISOString(),
       },
     });
-    // The quick polls end where the cadence would reach the watcher's round (2, 6, 14, 30, 62 s), plus a margin.
-    expect(quick).toMatchObject({ until: 'quick-polls', budgetMs: 67_000, plan: { firstPollAfterMs: 2_000 } });
-    expect(safety).toMatchObject({
+    // One activity to the deadline: the quick polls (2, 6, 14, 30, 62 s), then one every safety interval.
+    expect(wait).toMatchObject({
       until: 'deadline',
-      plan: { firstPollAfterMs: SAFETY, initialIntervalMs: SAFETY, maxIntervalMs: SAFETY },
+      input: {
+        cadence: {
+          firstPollAfterMs: 2_000,
+          initialIntervalMs: 4_000,
+          maxIntervalMs: 60_000,
+          settle: { afterPolls: 5, intervalMs: SAFETY },
+        },
+      },
     });
-    expect(safety.budgetMs).toBe(1_000 + DAY - clock.now);
+    expect(wait.budgetMs).toBe(1_000 + DAY - (clock.now - 120_000));
+    expect(pollOffsets(wait.plan, 62_000)).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
   });
 
-  it("a move the watcher read is applied as the operation's own poll would apply it; it ends without leaving", () => {
+  it('a move makes the operation read the task itself, with its own read; it ends without leaving the watcher', () => {
     const { machine } = parkedAndWatched();
     const pollsBefore = machine.state.pollCount;
-    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1', result: BUY }));
+    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }));
     wake(machine);
+    // What the listing showed is not applied: the operation's own read (read method, adapter, shaping) decides.
+    expect(machine.state.status).toBe('submitted');
+    expect(expectStep(machine, 'poll')).toMatchObject({ purpose: 'requested', input: { taskId: 't1' } });
+    machine.resolve(read({ status: 'completed', taskId: 't1', result: BUY }));
     // No unregistration: the watcher forgot the finished task itself.
     expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
     expect(machine.state).toMatchObject({ status: 'completed', resource: { mediaBuyId: 'mb_1' } });
     expect(machine.state.transitions.at(-1)).toMatchObject({ from: 'submitted', to: 'completed', source: 'poll' });
-    // The operation made no poll of its own for it.
-    expect(machine.state.pollCount).toBe(pollsBefore);
-  });
-
-  it('a move the watcher could not read makes the operation read the task itself', () => {
-    const { machine } = parkedAndWatched();
-    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }, false));
-    wake(machine);
-    expect(expectStep(machine, 'poll')).toMatchObject({ purpose: 'requested', input: { taskId: 't1' } });
-    expect(machine.state.status).toBe('submitted');
+    expect(machine.state.pollCount).toBe(pollsBefore + 1);
   });
 
   it('a redelivered notice is applied once; a notice about another task or from another watcher changes nothing', () => {
@@ -114,10 +118,13 @@ describe('operation and task watcher', () => {
     const working = movedNotice({ status: 'working', taskId: 't1' });
     machine.receiveTaskNotice(working);
     machine.receiveTaskNotice(working);
-    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't-other', result: BUY }, true, 't-other'));
+    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't-other', result: BUY }, 't-other'));
     machine.receiveTaskNotice({ kind: 'released', taskId: 't1', reason: 'x', observedAt: '', watcherId: 'other' });
     machine.receiveTaskNotice({ nonsense: true });
     wake(machine);
+    // One read for the one move.
+    expectStep(machine, 'poll');
+    machine.resolve(read({ status: 'working', taskId: 't1' }));
     // The watcher already knows `working` (its own listing said so): no new registration, the working window polls.
     expect(machine.next()).toMatchObject({
       kind: 'pollOnCadence',
@@ -139,6 +146,8 @@ describe('operation and task watcher', () => {
     machine.receiveTaskNotice(movedNotice({ status: 'canceled', taskId: 't1' }));
     expect(machine.wakes()).toBe(true);
     machine.resolve({ kind: 'woke' });
+    expectStep(machine, 'poll');
+    machine.resolve(read({ status: 'canceled', taskId: 't1' }));
     expect(machine.next()).toMatchObject({ kind: 'end' });
     expect(machine.state.status).toBe('canceled');
   });
@@ -227,9 +236,9 @@ describe('operation and task watcher', () => {
     expect(carried.watch).toMatchObject({ watcherId: WATCHER, told: { taskId: 't1', status: 'submitted' } });
     driven.history.long = false;
     const next = driven.continued();
-    // Still watched and past its quick polls: only the safety poll.
-    expect(expectStep(next.machine, 'pollOnCadence').plan.maxIntervalMs).toBe(SAFETY);
-    next.machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }, false));
+    // Still watched: its quick polls, then only the safety poll.
+    expect(expectStep(next.machine, 'pollOnCadence').plan.settle).toEqual({ afterPolls: 5, intervalMs: SAFETY });
+    next.machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }));
     wake(next.machine);
     expect(expectStep(next.machine, 'poll')).toMatchObject({ purpose: 'requested' });
     next.machine.resolve({
@@ -240,12 +249,8 @@ describe('operation and task watcher', () => {
     expect(expectStep(next.machine, 'registerWithWatcher').input.registration.known.status).toBe('submitted');
   });
 
-  it('quick polls last until the cadence reaches the watcher round, for both plans of a submitted wait', () => {
-    expect(quickPollsBudgetMs(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }))).toBe(
-      67_000,
-    );
-    expect(quickPollsBudgetMs(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: true }))).toBe(
-      67_000,
-    );
+  it('the quick polls are those before the cadence reaches the watcher round, for both plans of a submitted wait', () => {
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }))).toBe(5);
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: true }))).toBe(5);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * The task watcher's activities with a fake SellerClient and a recording Temporal client: which list tool and
  * filters a listing uses, with whose credentials, that other shards' rows stay out, that a seller without a task list
- * (or ignoring `updated_after`) says so; that a moved task is read before its operation is signalled, and an ended
- * operation is `gone`; that registration joins the watcher of the task's shard only where the seller lists tasks.
+ * (or ignoring `updated_after`) says so; that a moved task's operation is signalled (it reads the task itself), and an
+ * ended operation is `gone`; that registration joins the watcher of the task's shard only where the seller lists
+ * tasks, with the registrations that arrive together in one signal.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
@@ -182,7 +183,7 @@ describe('deliverTaskNotices', () => {
     notBeforeMs: 0,
   });
 
-  test('reads each moved task with the tenant credential, then signals its operation with the read', async () => {
+  test('signals each operation whose task moved with what the listing showed, and reads nothing itself', async () => {
     const { seller, reads } = fakeSeller([]);
     const { client, signals } = fakeClient({ gone: ['op-ended'] });
     const activities = createTaskListingActivities({ sellers, client, seller, env, taskQueue: 'operations' });
@@ -193,10 +194,8 @@ describe('deliverTaskNotices', () => {
       notices: [moved('op-1', 't1'), moved('op-ended', 't2')],
     });
     expect(outcome).toEqual({ delivered: ['op-1'], gone: ['op-ended'], failed: [] });
-    expect(reads.map((read) => [read.taskId, read.token])).toEqual([
-      ['t1', 'acme-token'],
-      ['t2', 'acme-token'],
-    ]);
+    // The operation reads the task itself, with its own read.
+    expect(reads).toEqual([]);
     expect(signals).toEqual([
       {
         workflowId: 'op-1',
@@ -207,7 +206,6 @@ describe('deliverTaskNotices', () => {
             eventKey: 'watch:t1:completed',
             taskId: 't1',
             listed: { status: 'completed', updatedAt: at(5) },
-            snapshot: { status: 'completed', taskId: 't1', result: { media_buy_id: 'mb-t1' } },
             observedAt: at(6),
             watcherId: 'task-watcher:operations:lister:0',
           },
@@ -252,8 +250,61 @@ describe('registerWithTaskWatcher', () => {
         taskQueue: 'operations',
         args: [{ sellerId: 'lister', shard, shards: 8 }],
         signal: expect.objectContaining({ name: 'watchTask' }),
-        signalArgs: [registration],
+        signalArgs: [[registration]],
       },
+    ]);
+  });
+
+  test('registrations that arrive together go to their watcher as one signal; each is answered', async () => {
+    const { seller } = fakeSeller([]);
+    const { client, starts } = fakeClient();
+    const activities = createTaskListingActivities({
+      sellers,
+      client,
+      seller,
+      env,
+      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000 },
+    });
+    const many = Array.from({ length: 5 }, (_, index) => ({
+      ...registration,
+      operationId: `op-${index}`,
+      taskId: `task-${index}`,
+    }));
+    const outcomes = await Promise.all(
+      many.map((one) => run(activities.registerWithTaskWatcher, { sellerId: 'lister', registration: one })),
+    );
+    expect(outcomes.every((outcome) => outcome.watching)).toBe(true);
+    expect(starts).toHaveLength(1);
+    expect(starts[0]).toMatchObject({ workflowId: 'task-watcher:operations:lister:0', signalArgs: [many] });
+  });
+
+  test('a failed signal declines every registration of its batch (the operations poll on their own)', async () => {
+    const { seller } = fakeSeller([]);
+    const client = {
+      workflow: {
+        signalWithStart: async () => {
+          throw new Error('Temporal is unavailable');
+        },
+      },
+    } as unknown as Client;
+    const activities = createTaskListingActivities({
+      sellers,
+      client,
+      seller,
+      env,
+      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000 },
+    });
+    const outcomes = await Promise.all(
+      ['a', 'b'].map((id) =>
+        run(activities.registerWithTaskWatcher, {
+          sellerId: 'lister',
+          registration: { ...registration, operationId: `op-${id}` },
+        }),
+      ),
+    );
+    expect(outcomes).toEqual([
+      { watching: false, reason: expect.stringContaining('Temporal is unavailable') },
+      { watching: false, reason: expect.stringContaining('Temporal is unavailable') },
     ]);
   });
 

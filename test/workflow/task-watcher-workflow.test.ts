@@ -50,7 +50,7 @@ interface Harness {
   workflowId: string;
   /** A worker with the stand-ins; `cache: false` keeps no workflow cached (a restarted process has none). */
   start(options?: { cache?: boolean }): Promise<Worker>;
-  register(registration: WatchRegistration, input?: Partial<TaskWatcherInput>): Promise<void>;
+  register(registration: WatchRegistration | WatchRegistration[], input?: Partial<TaskWatcherInput>): Promise<void>;
 }
 
 function harness(): Harness {
@@ -102,7 +102,7 @@ function harness(): Harness {
       });
     },
     async register(registration, input = {}) {
-      await env.client.workflow.signalWithStart<typeof adcpTaskWatcher, [WatchRegistration]>(
+      await env.client.workflow.signalWithStart<typeof adcpTaskWatcher, [WatchRegistration | WatchRegistration[]]>(
         TASK_WATCHER_WORKFLOW_TYPE,
         {
           workflowId: state.workflowId,
@@ -129,8 +129,11 @@ test('tells only the operation whose task moved, once, and only within its own t
     h.seller.set('acme', undefined, 'task_1', 'submitted');
     h.seller.set('globex', undefined, 'task_1', 'submitted'); // the same task id at another tenant
     h.seller.set('acme', undefined, 'task_2', 'submitted');
-    await h.register(h.seller.registration('op-acme-1', 'task_1', { tenant: 'acme' }));
-    await h.register(h.seller.registration('op-globex-1', 'task_1', { tenant: 'globex' }));
+    // Two registrations in one signal (as the worker gathers them), one on its own.
+    await h.register([
+      h.seller.registration('op-acme-1', 'task_1', { tenant: 'acme' }),
+      h.seller.registration('op-globex-1', 'task_1', { tenant: 'globex' }),
+    ]);
     await h.register(h.seller.registration('op-acme-2', 'task_2', { tenant: 'acme' }));
     await env.sleep(5_000);
     const handle = env.client.workflow.getHandle(h.workflowId);

@@ -39,10 +39,11 @@ export const planning = proxyLocalActivities<OperationActivities>({
 });
 
 /**
- * Joining and leaving the seller's task watcher (local activities: a signalWithStart, and the seller's tool list when
- * it is not cached). Registration never throws (a refusal is an answer); a failed one leaves the operation polling.
+ * Joining and leaving the seller's task watcher: ordinary activities, so a registration waiting on its watcher (the
+ * worker gathers many into one signalWithStart) holds an activity slot, never the operation's workflow task.
+ * Registration never throws (a refusal is an answer); a failed one leaves the operation polling on its own.
  */
-export const watcherActivities = proxyLocalActivities<TaskListingActivities>({
+export const watcherActivities = proxyActivities<TaskListingActivities>({
   startToCloseTimeout: '90s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 2 },
 });

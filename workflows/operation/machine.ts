@@ -56,7 +56,7 @@ import {
   credentialsRefreshProblem,
   providedInputProblem,
 } from '../../contract/validators';
-import { WORKING_WINDOW_MS, type WaitPlan, planWait } from './cadence';
+import { type WaitPlan, planWait } from './cadence';
 import { Observations, isQuietRepeat, isTerminalStatus, iso, makesResource } from './observations';
 import { buyerNotification } from './publication';
 import { TaskWatch, type WatchFacts, type WatchStep } from './watching';
@@ -117,8 +117,7 @@ export type Step = { shielded?: true } &
         kind: 'pollOnCadence';
         plan: WaitPlan;
         budgetMs: number;
-        /** `quick-polls`: the first polls of a wait that then joins the seller's task watcher (./watching.ts). */
-        until: 'deadline' | 'working-window' | 'quick-polls';
+        until: 'deadline' | 'working-window';
         input: AwaitTaskMoveOnCadenceInput;
       }
     /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
@@ -132,7 +131,7 @@ export type Step = { shielded?: true } &
     | { kind: 'continueAsNew' }
     /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
     | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
-    /** Join or leave the seller's task watcher (local activities). */
+    /** Join or leave the seller's task watcher (activities). */
     | WatchStep
   );
 
@@ -552,8 +551,8 @@ export class OperationMachine {
     const arrived = this.inbox.length > 0;
     if (step.kind === 'call')
       return arrived || (this.pendingAdoption !== undefined && !this.state.taskId) || this.beside?.result !== undefined;
-    const asked = this.cancelRequest !== undefined || this.pollRequested || this.reconcileRequests.length > 0 ||
-      this.watch.hasNews;
+    const asked =
+      this.cancelRequest !== undefined || this.pollRequested || this.reconcileRequests.length > 0 || this.watch.hasNews;
     if (step.kind === 'wait' && step.for === 'input') return arrived || asked || this.pendingInput !== undefined;
     if (step.kind === 'wait' && step.for === 'credentials') return arrived || asked || this.credentialsRefreshed;
     if (step.kind === 'wait' || step.kind === 'pollOnCadence')
@@ -809,20 +808,17 @@ export class OperationMachine {
       return this.pollStep('unknown-status', state.taskId);
     }
     wait.polls += 1;
-    const parked = this.watch.parkedWait(
-      planWait({
-        status: state.status,
-        workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
-        webhookRegistered: state.webhookRegistered,
-      }),
-      this.watchFacts(),
-    );
-    return this.pollsOnCadence(parked.plan, parked.quickPollsMs);
+    const plan = planWait({
+      status: state.status,
+      workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
+      webhookRegistered: state.webhookRegistered,
+    });
+    return this.pollsOnCadence(this.watch.parkedWait(plan, this.watchFacts()));
   }
 
   /**
-   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a local activity canceled halfway would be
-   * resolved differently on replay, and either one takes a moment.
+   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a registration canceled halfway would leave
+   * the operation not knowing whether the watcher holds it, and either one takes a moment.
    */
   private watchStep(ended: boolean): Step | undefined {
     const step = this.watch.step(this.watchFacts(), ended);
@@ -846,18 +842,16 @@ export class OperationMachine {
       webhookRegistered: state.webhookRegistered,
       webhooksApplied: state.webhooksApplied,
       provisional: state.provisional !== undefined,
-      workingPastWindow: state.status === 'working' && this.now() - this.sellerWait.workingSinceMs >= WORKING_WINDOW_MS,
       now: this.now(),
     };
   }
 
-  /** The watcher's news, applied as the operation's own poll would apply it. */
+  /** The watcher's news: a move is read by the operation's own poll; a hand-back means polling on its own again. */
   private applyWatchNews(): void {
     if (!this.watch.hasNews) return;
     for (const effect of this.watch.takeNews(this.state.taskId)) {
       if (this.terminal) return;
-      if (effect.kind === 'read') this.record.applyRead(effect.snapshot, 'poll');
-      else if (effect.kind === 'readYourself') this.pollRequested = true;
+      if (effect.kind === 'readYourself') this.pollRequested = true;
       else if (effect.kind === 'released')
         this.record.note('poll', `the seller's task watcher handed the task back (${effect.reason}); polling it again`);
     }
@@ -872,19 +866,18 @@ export class OperationMachine {
    * activity. Without a task ID there is nothing to poll: only a webhook, an adoption, a poll request or a cancel can
    * move the operation then.
    */
-  private pollsOnCadence(plan: WaitPlan, quickPollsMs?: number): Step | undefined {
+  private pollsOnCadence(plan: WaitPlan): Step | undefined {
     const state = this.state;
     const untilDeadline = this.deadlineMs - this.now();
     if (untilDeadline <= 0) return undefined;
     if (!state.taskId) return { kind: 'wait', for: 'seller', untilMs: this.deadlineMs };
     const windowed = plan.windowMs !== undefined && plan.windowMs < untilDeadline;
-    const quick = !windowed && quickPollsMs !== undefined && quickPollsMs < untilDeadline;
     this.pollsWaitingOn = state.status;
     return {
       kind: 'pollOnCadence',
       plan,
-      budgetMs: windowed ? plan.windowMs! : quick ? quickPollsMs : untilDeadline,
-      until: windowed ? 'working-window' : quick ? 'quick-polls' : 'deadline',
+      budgetMs: windowed ? plan.windowMs! : untilDeadline,
+      until: windowed ? 'working-window' : 'deadline',
       input: {
         ...this.readInput(state.taskId),
         // The seller's own word too: its records may move (pending, then requires_approval) within one status.
@@ -897,6 +890,7 @@ export class OperationMachine {
           firstPollAfterMs: plan.firstPollAfterMs,
           initialIntervalMs: plan.initialIntervalMs,
           maxIntervalMs: plan.maxIntervalMs,
+          ...(plan.settle ? { settle: plan.settle } : {}),
         },
       },
     };
@@ -1258,7 +1252,6 @@ export class OperationMachine {
         return;
       case 'budgetRanOut':
         state.pollCount += result.polls;
-        if (step.until === 'quick-polls') this.watch.quickPollsDone(state.taskId, state.status);
         // At the end of the working window the next wait is at the slower cadence. Otherwise the next poll would
         // have come after the deadline: wait for it (still interruptible), then the last poll is taken.
         if (step.until === 'deadline' && this.deadlineMs > this.now())

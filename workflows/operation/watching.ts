@@ -8,12 +8,11 @@
  * without webhooks it can rely on (none registered, or none arrived yet), registers with the watcher as it starts to
  * wait (and again when it learned of a move the watcher did not tell it). Watched, it still makes the quick polls of
  * its wait on its own (most tasks finish within seconds: the first polls of a `submitted` wait, a `working` task's
- * window), then keeps only its deadline and a long safety poll. A seller that cannot list its tasks (or a watcher that is off or
- * full) declines: the operation polls on its own cadence, which backs off as before. A notice of a move carries a
- * read of the task made by the watcher right after its listing; the operation applies it as it applies its own poll
- * (a notice without that read makes the operation read itself), so batching changes when it learns, never what.
+ * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot list its tasks (or a watcher that is off or
+ * full) declines: the operation polls on its own cadence, which backs off as before. A notice of a move makes the
+ * operation read the task itself, with the read its own poll makes, so batching changes when it learns, never what.
  */
-import { TERMINAL_STATUSES, type TaskSnapshot, type TaskStatus } from '../../protocol';
+import { TERMINAL_STATUSES, type TaskStatus } from '../../protocol';
 import type { OperationStatus } from '../../contract/operation';
 import {
   type CarriedTaskWatch,
@@ -30,8 +29,6 @@ import type { WaitPlan } from './cadence';
 const WATCHABLE: ReadonlySet<OperationStatus> = new Set(['submitted', 'working', 'input-required']);
 /** Notices' event keys remembered against redelivery. */
 const MAX_SEEN_NOTICES = 100;
-/** After the last quick poll, before the quick part of a wait is over (the poll itself, a slow answer). */
-const QUICK_POLLS_MARGIN_MS = 5_000;
 
 export type WatchStep =
   | { kind: 'registerWithWatcher'; input: RegisterWithWatcherInput }
@@ -53,35 +50,23 @@ export interface WatchFacts {
   webhookRegistered: boolean;
   webhooksApplied: number;
   provisional: boolean;
-  /** `working` for longer than its quick window (./cadence.ts): its polls are at the submitted cadence now. */
-  workingPastWindow: boolean;
   now: number;
-}
-
-/** How a parked wait polls: the plan, how far its budget runs, and whether it is the quick part before the watcher. */
-export interface ParkedWait {
-  plan: WaitPlan;
-  /** The quick polls of a wait that joins the watcher when they are over: their budget, from the start of the wait. */
-  quickPollsMs?: number;
 }
 
 /** What a notice changes in the operation. */
 export type NoticeEffect =
-  | { kind: 'read'; snapshot: TaskSnapshot }
-  /** The watcher saw a move but could not read the task: the operation reads it itself. */
-  | { kind: 'readYourself' }
-  | { kind: 'released'; reason: string }
-  | { kind: 'none' };
+  /** The watcher saw a move: the operation reads the task itself (its own read, so it learns what a poll learns). */
+  { kind: 'readYourself' } | { kind: 'released'; reason: string } | { kind: 'none' };
 
-/** How long the quick polls of a plan run before its interval reaches the watcher's round. */
-export function quickPollsBudgetMs(plan: WaitPlan): number {
-  let at = plan.firstPollAfterMs;
+/** The quick polls of a plan: those made before its interval reaches the watcher's round. */
+export function quickPollCount(plan: WaitPlan): number {
+  let polls = 1;
   let interval = plan.initialIntervalMs;
   while (interval < WATCH_INTERVAL_MS && interval < plan.maxIntervalMs) {
-    at += interval;
+    polls += 1;
     interval *= 2;
   }
-  return at + QUICK_POLLS_MARGIN_MS;
+  return polls;
 }
 
 function isNotice(value: unknown): value is TaskWatchNotice {
@@ -99,8 +84,6 @@ export class TaskWatch {
   private told: { taskId: string; status: TaskStatus } | undefined;
   /** The task the watcher declined or released (the operation polls it on its own from then on). */
   private declined: { taskId: string; reason: string } | undefined;
-  /** The task and status whose wait made its quick polls already. */
-  private quickPolled: { taskId: string; status: OperationStatus } | undefined;
   private readonly inbox: TaskWatchNotice[];
   private readonly seen: Set<string>;
   private pending: WatchStep | undefined;
@@ -110,7 +93,6 @@ export class TaskWatch {
     this.safetyPollMs = carried?.safetyPollMs ?? SAFETY_POLL_MS;
     this.told = carried?.told;
     this.declined = carried?.declined;
-    this.quickPolled = carried?.quickPolled;
     this.inbox = [...(carried?.inbox ?? [])];
     this.seen = new Set(carried?.seen ?? []);
   }
@@ -153,7 +135,7 @@ export class TaskWatch {
       // The watcher now knows the task as listed: no registration needed for that status.
       if (this.watcherId === notice.watcherId) this.told = { taskId: notice.taskId, status: notice.listed.status };
       if (TERMINAL_STATUSES.has(notice.listed.status)) this.watcherId = undefined; // the watcher forgot a finished task
-      effects.push(notice.snapshot ? { kind: 'read', snapshot: notice.snapshot } : { kind: 'readYourself' });
+      effects.push({ kind: 'readYourself' });
     }
     return effects;
   }
@@ -177,13 +159,6 @@ export class TaskWatch {
       (!facts.webhookRegistered || facts.webhooksApplied === 0) &&
       this.declined?.taskId !== facts.taskId
     );
-  }
-
-  /** Whether the wait's own quick polls are over, so news at the watcher's round is no later than its own polls. */
-  private quickPollsOver(facts: WatchFacts): boolean {
-    if (facts.status === 'working') return facts.workingPastWindow;
-    if (facts.status !== 'submitted') return true;
-    return this.quickPolled?.taskId === facts.taskId && this.quickPolled?.status === facts.status;
   }
 
   private tells(facts: WatchFacts): boolean {
@@ -267,29 +242,24 @@ export class TaskWatch {
   }
 
   /**
-   * How a parked wait polls. Watched: its own quick polls first (the working window, or the first polls of a
-   * `submitted` wait), then only the safety poll up to the deadline. Not watched: its own cadence (`plan`).
+   * How a parked wait polls. Watched: a working task keeps its window of quick polls; a submitted wait makes its
+   * quick polls, then only the safety poll up to the deadline, in the same activity (no second wait to schedule);
+   * past its quick window, only the safety poll. Not watched: its own cadence (`plan`).
    */
-  parkedWait(plan: WaitPlan, facts: WatchFacts): ParkedWait {
-    if (!this.tells(facts)) return { plan };
-    if (!this.quickPollsOver(facts))
-      return plan.windowMs === undefined ? { plan, quickPollsMs: quickPollsBudgetMs(plan) } : { plan };
+  parkedWait(plan: WaitPlan, facts: WatchFacts): WaitPlan {
+    if (!this.tells(facts) || plan.windowMs !== undefined) return plan;
     const safety = this.safetyPollMs;
-    return { plan: { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety } };
-  }
-
-  /** The quick polls of the wait on `status` are over without a move. */
-  quickPollsDone(taskId: string | undefined, status: OperationStatus): void {
-    if (taskId !== undefined) this.quickPolled = { taskId, status };
+    if (facts.status === 'submitted')
+      return { ...plan, settle: { afterPolls: quickPollCount(plan), intervalMs: safety } };
+    return { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety };
   }
 
   carry(): CarriedTaskWatch | undefined {
-    if (!this.watcherId && !this.declined && !this.quickPolled && this.inbox.length === 0) return undefined;
+    if (!this.watcherId && !this.declined && this.inbox.length === 0) return undefined;
     return {
       ...(this.watcherId ? { watcherId: this.watcherId, safetyPollMs: this.safetyPollMs } : {}),
       ...(this.told ? { told: this.told } : {}),
       ...(this.declined ? { declined: this.declined } : {}),
-      ...(this.quickPolled ? { quickPolled: this.quickPolled as { taskId: string; status: TaskStatus } } : {}),
       ...(this.inbox.length > 0 ? { inbox: [...this.inbox] } : {}),
       ...(this.seen.size > 0 ? { seen: [...this.seen] } : {}),
     };

@@ -43,7 +43,7 @@ const listing = proxyActivities<TaskListingActivities>({
   },
 });
 
-// Delivery reads each moved task once and signals its operation; a failed delivery is retried by the machine.
+// Delivery signals each operation whose task moved; a failed delivery is retried by the machine.
 const delivery = proxyActivities<TaskListingActivities>({
   startToCloseTimeout: '10m',
   heartbeatTimeout: '2m',
@@ -86,8 +86,12 @@ export async function adcpTaskWatcher(input: TaskWatcherInput): Promise<TaskWatc
     watcherId,
     input.carried,
   );
-  setHandler(watchTaskSignal, (registration) => machine.register(registration, Date.now()));
-  setHandler(unwatchTaskSignal, (request) => machine.unregister(request?.operationId));
+  setHandler(watchTaskSignal, (registrations) => {
+    for (const registration of [registrations].flat()) machine.register(registration, Date.now());
+  });
+  setHandler(unwatchTaskSignal, (requests) => {
+    for (const request of [requests].flat()) machine.unregister(request?.operationId);
+  });
   setHandler(taskWatcherQuery, () => machine.view(Date.now()));
 
   for (;;) {
