@@ -21,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type OperationState, statusQuery } from '../contract/operation';
 import {
+  SAFETY_POLL_MS,
   TASK_WATCHER_WORKFLOW_TYPE,
   type TaskWatcherView,
   WATCH_INTERVAL_MS,
@@ -291,7 +292,11 @@ export async function parkedOperations(
     await endOperations(stack);
     await polls.worker.process.stop(20_000);
 
-    const goalRatio = ratio(watcher.perOperationHourMs, polls.perOperationHourMs);
+    // A watched operation still reads its task itself once per safety interval; a window of a few minutes rarely
+    // holds one, so their cost is added at the per-poll cost the per-operation mode measured (it polls once a cadence).
+    const safetyPollsMs = (polls.perOperationHourMs * WATCH_INTERVAL_MS) / SAFETY_POLL_MS;
+    const watchedMs = watcher.perOperationHourMs + safetyPollsMs;
+    const goalRatio = ratio(watchedMs, polls.perOperationHourMs);
     const watcherDelay = distribution(watcher.delays.filter(Number.isFinite));
     const pollsDelay = distribution(polls.delays.filter(Number.isFinite));
     const delayGoalMs = WATCH_INTERVAL_MS + DELAY_MARGIN_MS;
@@ -308,13 +313,20 @@ export async function parkedOperations(
       baseline: `the same operations on a worker with ADCP_TASK_WATCHER=off: each polls on its own at the submitted cadence (${WATCH_INTERVAL_MS / 1000} s)`,
       measurements: [
         {
-          metric: 'B6 engine CPU per parked operation-hour (worker + Temporal, idle subtracted)',
+          metric: 'B6 engine CPU per parked operation-hour (worker + Temporal, idle subtracted, safety polls added)',
           unit: 'ms',
-          measured: watcher.perOperationHourMs,
+          measured: watchedMs,
           baseline: polls.perOperationHourMs,
           ratio: goalRatio,
           goal: `<= ${(1 / GOAL_RATIO).toFixed(2)}x`,
           met: goalRatio <= 1 / GOAL_RATIO,
+        },
+        {
+          metric: 'engine CPU per parked operation-hour in the window (idle subtracted, no safety poll fell in it)',
+          unit: 'ms',
+          measured: watcher.perOperationHourMs,
+          baseline: polls.perOperationHourMs,
+          ratio: ratio(watcher.perOperationHourMs, polls.perOperationHourMs),
         },
         {
           metric: 'engine CPU per parked operation-hour, idle not subtracted',
@@ -343,7 +355,7 @@ export async function parkedOperations(
       notes: [
         describe(watcher),
         describe(polls),
-        `per parked operation-hour = (window CPU - idle CPU for as long) / (operations x window hours); ${(polls.perOperationHourMs / watcher.perOperationHourMs).toFixed(1)}x less with the watcher (goal at least ${GOAL_RATIO}x)`,
+        `per parked operation-hour = (window CPU - idle CPU for as long) / (operations x window hours); watched: plus ${safetyPollsMs.toFixed(1)} ms for ${3_600_000 / SAFETY_POLL_MS} safety polls an hour at the per-poll cost of the other mode; ${(polls.perOperationHourMs / watchedMs).toFixed(1)}x less with the watcher (goal at least ${GOAL_RATIO}x)`,
         `paths: ${SELLER_ID} (lists its tasks): task watcher, ${watcher.watchers.length} watcher(s) holding ${watchedCount} of ${watcher.operations} operations at the end of the window, ${listingCalls} list call(s) since they started; ${NOLIST_SELLER_ID} (no task list): per-operation polls, ${unlistedWatchers.length} watcher(s), ${unlistedPolled}/${options.unlisted} operations polled on their own (${unlistedPolls} get_task_status calls)`,
         `delays (change -> the operation's own transition time): watcher median ${(watcherDelay.median / 1000).toFixed(1)} s, max ${(watcherDelay.max / 1000).toFixed(1)} s (${JSON.stringify(watcher.completedBy)}); per-operation polls median ${(pollsDelay.median / 1000).toFixed(1)} s, max ${(pollsDelay.max / 1000).toFixed(1)} s (${JSON.stringify(polls.completedBy)}); goal cadence ${WATCH_INTERVAL_MS / 1000} s + ${DELAY_MARGIN_MS / 1000} s`,
       ],

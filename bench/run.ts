@@ -65,7 +65,7 @@ const BENCHMARKS: Record<string, (stack: BenchStack, log: (line: string) => void
       stack,
       {
         operations: Number(process.env.BENCH_PARKED_OPERATIONS ?? 1_000),
-        startsPerSecond: 25,
+        startsPerSecond: Number(process.env.BENCH_PARKED_START_RATE ?? 25),
         settleSeconds: 90,
         windowSeconds: Number(process.env.BENCH_PARKED_WINDOW_SECONDS ?? 180),
         idleSeconds: 60,
@@ -134,6 +134,7 @@ Environment:
   BENCH_KILL_IN_FLIGHT=N  kill: calls in flight when the worker is killed (default 30)
   BENCH_PARKED_OPERATIONS=N        parked: operations parked per mode (default 1000)
   BENCH_PARKED_WINDOW_SECONDS=N    parked: the CPU window (default 180)
+  BENCH_PARKED_START_RATE=N        parked: operation starts per second (default 25; lower it on a loaded machine)
 
 All of them take about 30 minutes on 2 shared cores; each benchmark is stopped after 15 minutes (parked: 30).
 `;

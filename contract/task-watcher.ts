@@ -7,7 +7,7 @@
  * watchers and operations.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { AdcpError, TaskSnapshot, TaskStatus } from '../protocol';
+import type { AdcpError, TaskStatus } from '../protocol';
 
 export const TASK_WATCHER_WORKFLOW_TYPE = 'adcpTaskWatcher';
 

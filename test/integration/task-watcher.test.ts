@@ -1,8 +1,8 @@
 /**
  * Parked operations at a seller that lists its tasks: they join the seller's task watcher (workflows/task-watcher/),
  * and once past their quick polls make no poll of their own; when the seller completes their tasks, the watcher's
- * listing finds the moves, reads each moved task once and signals its operation, which completes with what the read
- * said. Real dev server, the scripted seller over MCP (which offers `tasks/list`).
+ * listing finds the moves and signals each moved task's operation, which reads its task once (its own read) and
+ * completes with what it said. Real dev server, the scripted seller over MCP (which offers `tasks/list`).
  */
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -62,15 +62,13 @@ test('parked operations are told by the watcher when their tasks complete, and m
     return view && view.watching === PARKED ? view : undefined;
   }, 60_000);
 
-  // Past their quick polls, each operation waits on one long safety poll: the second polling activity of its wait.
-  await eventually(
-    async () => {
-      const counts = await Promise.all(operations.map((id) => scheduled(id, 'awaitTaskMoveOnCadence')));
-      return counts.every((count) => count >= 2) ? counts : undefined;
-    },
-    120_000,
-    1_000,
+  // Each operation makes its quick polls (2, 6, 14, 30, 62 s) in its one polling activity, then only the safety poll.
+  const taskIds = await Promise.all(
+    operations.map(async (id) => (await stack.orchestrator.status(id)).state?.taskId as string),
   );
+  const readsOf = (taskId: string) =>
+    seller.callsTo('tasks/get').filter((call) => JSON.stringify(call.args).includes(taskId)).length;
+  await eventually(async () => (taskIds.every((taskId) => readsOf(taskId) >= 5) ? true : undefined), 180_000, 1_000);
   const parked = await Promise.all(
     operations.map(async (operationId) => (await stack.orchestrator.status(operationId)).state as OperationState),
   );
@@ -87,17 +85,17 @@ test('parked operations are told by the watcher when their tasks complete, and m
 
   for (const [index, state] of ended.entries()) {
     expect(state).toMatchObject({ status: 'completed', result: { media_buy_id: expect.any(String) } });
-    // The operation made no poll of its own after it parked: the watcher's read is what it applied.
-    expect(state.pollCount).toBe(parked[index].pollCount);
+    // After it parked, one read of its own: the one the watcher's notice asked for.
+    expect(state.pollCount).toBe(parked[index].pollCount + 1);
     const completed = state.transitions.find((transition) => transition.to === 'completed')!;
     expect(completed.source).toBe('poll');
     expect(Date.parse(completed.at) - changedAt.get(state.operationId)!).toBeLessThanOrEqual(LATEST_MS);
   }
-  // One read per moved task (the watcher's, before it signals) and a few listings, however many operations wait.
+  // One read per moved task (its operation's, after the notice) and a few listings, however many operations wait.
   expect(seller.callsTo('tasks/get').length - readsBefore).toBe(PARKED);
   expect(seller.callsTo('tasks/list').length - listingsBefore).toBeLessThanOrEqual(3);
-  // Each operation still had exactly its two polling activities (quick polls, safety poll): no per-operation cadence.
-  for (const operationId of operations) expect(await scheduled(operationId, 'awaitTaskMoveOnCadence')).toBe(2);
+  // Each operation had exactly one polling activity (quick polls, then the safety interval): no per-operation cadence.
+  for (const operationId of operations) expect(await scheduled(operationId, 'awaitTaskMoveOnCadence')).toBe(1);
   const view: TaskWatcherView = await watcher.query(taskWatcherQuery);
   expect(view.watching).toBe(0);
   expect(view.counters.moves).toBeGreaterThanOrEqual(PARKED);
