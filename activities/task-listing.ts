@@ -95,8 +95,8 @@ export interface TaskListingDependencies {
   /** Signals operations and watchers. */
   client: Client;
   /**
-   * The task queue watchers run on and their IDs name; default: the queue of the activity that registers (an
-   * activity of the operation, on the operation's own queue).
+   * The task queue watchers run on and their IDs name; default: the queue of the activity that registers (a local
+   * activity of the operation, so the operation's own queue).
    */
   taskQueue?: string;
   seller?: SellerClient;
@@ -369,10 +369,11 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
     },
 
     /**
-     * The operation side: joins the seller's watcher when the seller can list its tasks and the watcher is on. An
-     * ordinary activity of the operation: the registrations of many operations go out as one signalWithStart
-     * (./signal-batcher.ts), so a watcher many operations join at once is not a queue of signals that each hold an
-     * operation's workflow task. The answer says why not, when not.
+     * The operation side: joins the seller's watcher when the seller can list its tasks and the watcher is on. A
+     * local activity of the operation that waits only for the signal carrying its registration: the registrations of
+     * many operations go out as one signalWithStart (./signal-batcher.ts), one in flight per watcher, so a watcher
+     * many operations join at once is not a queue of signals each holding an operation's workflow task. The answer
+     * says why not, when not.
      */
     async registerWithTaskWatcher(input: RegisterWithWatcherInput): Promise<RegisterWithWatcherOutcome> {
       if (!settings.enabled) return { watching: false, reason: 'the task watcher is off (ADCP_TASK_WATCHER=off)' };

@@ -253,7 +253,7 @@ export interface DeliverTaskNoticesOutcome {
   failed: string[];
 }
 
-/** The operation side's registration (an activity of the operation): whether the watcher takes it. */
+/** The operation side's registration (a local activity of the operation): whether the watcher takes it. */
 export interface RegisterWithWatcherInput {
   registration: WatchRegistration;
   sellerId: string;

@@ -39,12 +39,14 @@ export const planning = proxyLocalActivities<OperationActivities>({
 });
 
 /**
- * Joining and leaving the seller's task watcher: ordinary activities, so a registration waiting on its watcher (the
- * worker gathers many into one signalWithStart) holds an activity slot, never the operation's workflow task.
+ * Joining and leaving the seller's task watcher: local activities (markers in the operation's history, no activity
+ * tasks). Each waits only for the one signal that carries its registration: the worker gathers the registrations of
+ * many operations into one signalWithStart per watcher (activities/signal-batcher.ts), so a watcher that thousands
+ * join at once takes a few signals a second, and no registration queues behind the others' signals.
  * Registration never throws (a refusal is an answer); a failed one leaves the operation polling on its own.
  */
-export const watcherActivities = proxyActivities<TaskListingActivities>({
-  startToCloseTimeout: '90s',
+export const watcherActivities = proxyLocalActivities<TaskListingActivities>({
+  startToCloseTimeout: '60s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 2 },
 });
 

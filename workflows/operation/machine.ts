@@ -131,7 +131,7 @@ export type Step = { shielded?: true } &
     | { kind: 'continueAsNew' }
     /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
     | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
-    /** Join or leave the seller's task watcher (activities). */
+    /** Join or leave the seller's task watcher (local activities). */
     | WatchStep
   );
 
@@ -817,8 +817,8 @@ export class OperationMachine {
   }
 
   /**
-   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a registration canceled halfway would leave
-   * the operation not knowing whether the watcher holds it, and either one takes a moment.
+   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a local activity canceled halfway would be
+   * resolved differently on replay, and either one takes a moment.
    */
   private watchStep(ended: boolean): Step | undefined {
     const step = this.watch.step(this.watchFacts(), ended);
