@@ -216,6 +216,16 @@ describe('operation and task watcher', () => {
     expect(machine.next().kind).toBe('pollOnCadence');
   });
 
+  it('a webhook it did not register for still makes it leave: it then waits as it would without a watcher', () => {
+    const { machine } = parkedAndWatched();
+    machine.receiveWebhook(webhook({ status: 'working', taskId: 't1' }));
+    wake(machine);
+    expect(expectStep(machine, 'unregisterFromWatcher').input.watcherId).toBe(WATCHER);
+    machine.resolve({ kind: 'watchLeft' });
+    // Its own working window, not a registration with what the webhook said (the listing may not show it yet).
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+  });
+
   it('a working task keeps its quick window of polls while watched, then only the safety poll', () => {
     const { machine, clock } = drive();
     callWith(machine, answered({ status: 'working', taskId: 't1' }));

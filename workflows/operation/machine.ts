@@ -839,7 +839,6 @@ export class OperationMachine {
       ...this.tenant(),
       ...accountOf(this.input.params),
       deadline: state.deadline,
-      webhookRegistered: state.webhookRegistered,
       webhooksApplied: state.webhooksApplied,
       provisional: state.provisional !== undefined,
       now: this.now(),

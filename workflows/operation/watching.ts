@@ -4,13 +4,15 @@
  * machine (./machine.ts) asks this module at three points (the parked wait, the step before it, the end) and hands
  * it the watcher's notices; everything else about the operation stays the machine's.
  *
- * The rule: an operation waiting on its seller (`submitted`, `working`, `input-required`) with a task to name, and
- * without webhooks it can rely on (none registered, or none arrived yet), registers with the watcher as it starts to
- * wait (and again when it learned of a move the watcher did not tell it). Watched, it still makes the quick polls of
+ * The rule: an operation waiting on its seller (`submitted`, `working`, `input-required`) with a task to name, to
+ * which no webhook has come yet, registers with the watcher as it starts to wait (and again when it learned of a
+ * move the watcher did not tell it). Once a webhook arrives it leaves the watcher and waits exactly as it would
+ * without one: what webhooks told it may be ahead of the seller's listing. Watched, it still makes the quick polls of
  * its wait on its own (most tasks finish within seconds: the first polls of a `submitted` wait, a `working` task's
- * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot list its tasks (or a watcher that is off or
- * full) declines: the operation polls on its own cadence, which backs off as before. A notice of a move makes the
- * operation read the task itself, with the read its own poll makes, so batching changes when it learns, never what.
+ * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot
+ * list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
+ * off as before. A notice of a move makes the operation read the task itself, with the read its own poll makes, so
+ * batching changes when it learns, never what.
  */
 import { TERMINAL_STATUSES, type TaskStatus } from '../../protocol';
 import type { OperationStatus } from '../../contract/operation';
@@ -46,8 +48,7 @@ export interface WatchFacts {
   tenant?: string;
   account?: unknown;
   deadline: string;
-  /** The call registered a webhook with the seller. */
-  webhookRegistered: boolean;
+  /** Webhooks applied so far: one is enough for the operation to wait as it would without a watcher. */
   webhooksApplied: number;
   provisional: boolean;
   now: number;
@@ -156,7 +157,7 @@ export class TaskWatch {
       facts.taskId !== undefined &&
       WATCHABLE.has(facts.status) &&
       !facts.provisional &&
-      (!facts.webhookRegistered || facts.webhooksApplied === 0) &&
+      facts.webhooksApplied === 0 &&
       this.declined?.taskId !== facts.taskId
     );
   }
