@@ -25,6 +25,7 @@ export function policyView(policy: BudgetAllocationPolicy) {
     under_delivery_threshold: policy.underDeliveryThreshold,
     delivering_threshold: policy.deliveringThreshold,
     under_delivery_grace_hours: policy.underDeliveryGraceMs / HOUR_MS,
+    reporting_period_hours: policy.reportingPeriodMs === undefined ? null : policy.reportingPeriodMs / HOUR_MS,
   };
 }
 

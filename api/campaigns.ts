@@ -19,7 +19,7 @@
  */
 import express from 'express';
 import type { z } from 'zod';
-import type { CampaignClient, CampaignView } from '../client/campaign-client';
+import { type CampaignClient, type CampaignView, CampaignRequestError } from '../client/campaign-client';
 import type {
   BudgetAllocationPolicyInput,
   BuyDelivery,
@@ -27,6 +27,7 @@ import type {
   CampaignBuyProposal,
   CampaignCreative,
 } from '../contract/campaign';
+import { validateAllocationPolicy } from '../workflows/campaign/allocation';
 import { callerOf } from './app';
 import { budgetAllocationView, policyView } from './budget-allocation-view';
 import {
@@ -69,10 +70,32 @@ function policyFrom(body: z.infer<typeof budgetAllocationSchema>): BudgetAllocat
     underDeliveryThreshold: body.under_delivery_threshold,
     deliveringThreshold: body.delivering_threshold,
     underDeliveryGraceMs: hours(body.under_delivery_grace_hours),
+    reportingPeriodMs: hours(body.reporting_period_hours),
   };
   return Object.fromEntries(
     Object.entries(fields).filter(([, value]) => value !== undefined),
   ) as BudgetAllocationPolicyInput;
+}
+
+/** A policy field as the wire names it: `sellers.s1.maxShare` is `agents.s1.max_share`, `freezeBeforeEndMs` hours. */
+function wireField(field: string): string {
+  const snake = (name: string) =>
+    name.replace(/Ms\b/, 'Hours').replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+  const [head, ...rest] = field.split('.');
+  if (head === 'sellers') return ['agents', ...rest.map((part, index) => (index === 0 ? part : snake(part)))].join('.');
+  return [snake(head!), ...rest].join('.');
+}
+
+/** The policy the campaign would refuse is refused here, before any Temporal call, naming the wire field. */
+function checkedPolicy(body: z.infer<typeof budgetAllocationSchema>, at: string): BudgetAllocationPolicyInput {
+  const policy = policyFrom(body);
+  const verdict = validateAllocationPolicy(policy);
+  if (verdict.ok) return policy;
+  const errors = verdict.errors.map((error) => `${at}.${wireField(error.field)} ${error.message}`);
+  throw new CampaignRequestError(
+    `${at}.${wireField(verdict.errors[0]!.field)}`,
+    `The allocation policy is invalid: ${errors.join('; ')}.`,
+  );
 }
 
 export function campaignView(view: CampaignView): Record<string, unknown> {
@@ -283,7 +306,9 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
         ...(body.buy_params ? { buyParams: body.buy_params } : {}),
         requestedBy: body.requested_by,
         ...(body.creatives ? { creatives: body.creatives as CampaignCreative[] } : {}),
-        ...(body.budget_allocation ? { budgetAllocation: policyFrom(body.budget_allocation) } : {}),
+        ...(body.budget_allocation
+          ? { budgetAllocation: checkedPolicy(body.budget_allocation, 'budget_allocation') }
+          : {}),
         ...(body.monitoring
           ? {
               monitoring: {
@@ -370,7 +395,7 @@ export function createCampaignRouter(options: CampaignRouterOptions): express.Ro
     const answer = await campaigns.setBudgetAllocation(
       String(req.params.id),
       {
-        policy: policyFrom(body.policy),
+        policy: checkedPolicy(body.policy, 'policy'),
         requestedBy: body.requested_by,
         ...(body.reason ? { reason: body.reason } : {}),
       },

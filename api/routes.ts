@@ -442,7 +442,7 @@ export const ROUTES: RouteSpec[] = [
     listener: 'api',
     body: schemas.budgetAllocationChangeSchema,
     answers: { 200: { description: 'The policy now in force', schema: view('Budget allocation answer') } },
-    refusals: { 409: 'The policy does not hold together, or the campaign ended' },
+    refusals: { 409: 'The campaign ended: its policy no longer changes' },
   },
   {
     method: 'post',

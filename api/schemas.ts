@@ -231,6 +231,7 @@ export const budgetAllocationSchema = z
     under_delivery_threshold: z.number().optional(),
     delivering_threshold: z.number().optional(),
     under_delivery_grace_hours: z.number().optional(),
+    reporting_period_hours: z.number().optional(),
   })
   .strict();
 

@@ -469,8 +469,13 @@ export interface BudgetAllocationPolicy {
   underDeliveryThreshold: number;
   /** A buy at or above this (on every signal that counts) delivers and may take more money. */
   deliveringThreshold: number;
-  /** No delivery judgement before a buy has run this long. */
+  /** No delivery judgement before a buy has run this long (the minimum observation window). */
   underDeliveryGraceMs: number;
+  /**
+   * The reporting period the allocation counts in (moves per seller, the spend floor's margin, a seller down too
+   * long). Absent: the coarsest reporting_frequency of the open buys, daily when none says.
+   */
+  reportingPeriodMs?: number;
 }
 
 /** The policy as a buyer writes it: every field optional (the defaults are allocation.ts's DEFAULT_ALLOCATION_POLICY). */

@@ -32,6 +32,8 @@ const RECORDING_TESTS = [
   { file: 'test/integration/media-buy-api.test.ts', env: 'RECORD_MEDIA_BUY_HISTORIES' },
   { file: 'test/integration/campaign.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
   { file: 'test/integration/campaign-creatives.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
+  { file: 'test/integration/campaign-moves-api.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
+  { file: 'test/integration/campaign-moves-restarts.test.ts', env: 'RECORD_CAMPAIGN_HISTORIES' },
 ] as const;
 
 async function recordOperations(operationsOnly: boolean): Promise<void> {

@@ -115,6 +115,19 @@ export const V1_POLICY: RoutePolicy[] = [
     roles: ['approver'],
     resource: 'campaign',
   },
+  // The budget allocation policy is the buyer's, like the selection; a plan of moves is spend approved by a person.
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/budget-allocation$`, 'i'),
+    roles: ['buyer'],
+    resource: 'campaign',
+  },
+  {
+    method: 'POST',
+    pattern: new RegExp(`^/v1/campaigns/${ID}/budget-moves/decision$`, 'i'),
+    roles: ['approver'],
+    resource: 'campaign',
+  },
 ];
 
 export interface AccessControlOptions {

@@ -101,11 +101,8 @@ export interface DemoLifeSeller {
 /**
  * The seller that lives a media buy's whole life in demo time (`npm run demo:media-buy`): the project's media-buy
  * fixture seller (a real @adcp/sdk server; test/fixtures/media-buy-seller) with delivery by the second instead of by
- * the hour, so a flight of seconds starts, delivers and completes by the wall clock. Every `reportEveryMs` it posts
- * each running buy's reporting webhook to the URL the buyer registered: the hourly period the flight is in, with
- * the numbers delivered so far (restated on each fire), signed the way the buyer asked (HMAC-SHA256 or Bearer with the
- * `reporting_webhook.authentication` credential, else RFC 9421 with its own key), and a `final` report after the end.
- * It accepts the demo seller's token, so `DEMO_SELLER_TOKEN` serves both.
+ * the hour, so a flight of seconds starts, delivers and completes by the wall clock, reporting as `reportInDemoTime`
+ * says. It accepts the demo seller's token, so `DEMO_SELLER_TOKEN` serves both.
  */
 export async function startDemoLifeSeller(
   options: { port?: number; reportEveryMs?: number; log?: (line: string) => void } = {},
@@ -116,6 +113,29 @@ export async function startDemoLifeSeller(
   // Loaded here, so the processes that only need the token (npm start) do not load a seller.
   const { startMediaBuySeller } = await import('../../test/fixtures/media-buy-seller');
   const seller = await startMediaBuySeller({ port, authToken: DEMO_SELLER_TOKEN, deliveryUnitMs: 1_000 });
+  const reports = reportInDemoTime(seller, options);
+  return {
+    mcpUrl,
+    seller,
+    alreadyRunning: false,
+    stop: async () => {
+      await reports.stop();
+      await seller.close();
+    },
+  };
+}
+
+/**
+ * Reporting webhooks in demo time, for a media-buy fixture seller whose delivery runs by the second
+ * (`deliveryUnitMs`): every `reportEveryMs` it posts each running buy's reporting webhook to the URL the buyer
+ * registered: the hourly period the flight is in, with the numbers delivered so far (restated on each fire), signed
+ * the way the buyer asked (HMAC-SHA256 or Bearer with the `reporting_webhook.authentication` credential, else RFC 9421
+ * with its own key), and a `final` report after the end.
+ */
+export function reportInDemoTime(
+  seller: MediaBuySeller,
+  options: { reportEveryMs?: number; log?: (line: string) => void } = {},
+): { stop(): Promise<void> } {
   const log = options.log ?? (() => undefined);
   const reported = new Map<string, { sequence: number; final: boolean; coveredThroughMs?: number }>();
 
@@ -182,13 +202,9 @@ export async function startDemoLifeSeller(
     running = running.then(fire, fire);
   }, options.reportEveryMs ?? 3_000);
   return {
-    mcpUrl,
-    seller,
-    alreadyRunning: false,
     stop: async () => {
       clearInterval(timer);
       await running.catch(() => undefined);
-      await seller.close();
     },
   };
 }

@@ -113,6 +113,9 @@ describe('allocation policy', () => {
       'must be above underDeliveryThreshold',
     ],
     [{ maxshare: 0.5 }, 'maxshare', 'is not a field of the allocation policy'],
+    [{ reportingPeriodMs: 500 }, 'reportingPeriodMs', 'at least a second'],
+    [{ reportingPeriodMs: 1500.5 }, 'reportingPeriodMs', 'whole milliseconds'],
+    [{ reportingPeriodMs: 32 * DAY }, 'reportingPeriodMs', 'at most 31 days'],
   ])('refuses %j, naming %s and why', (input, field, why) => {
     const verdict = validateAllocationPolicy(input);
     expect(verdict.ok).toBe(false);

@@ -118,6 +118,13 @@ const NUMBER_FIELDS: Record<string, { type: string; checks: Check[] }> = {
     type: 'must be a number of milliseconds (the grace after a buy starts)',
     checks: durationChecks(366 * DAY_MS),
   },
+  reportingPeriodMs: {
+    type: 'must be a number of milliseconds (the reporting period moves are counted in)',
+    checks: [
+      ...durationChecks(31 * DAY_MS),
+      [(value) => value >= 1_000, 'is at least a second: a seller reports no faster than that'],
+    ],
+  },
 };
 
 const POLICY_FIELDS = new Set(['mode', 'sellers', 'signals', ...Object.keys(NUMBER_FIELDS)]);

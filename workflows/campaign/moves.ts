@@ -253,10 +253,11 @@ export class BudgetMoves {
   // ---- the decision ---------------------------------------------------------------------------------------------
 
   /**
-   * The reporting period the allocation counts in: the coarsest reporting frequency among the open buys (a seller's
-   * report shows the effect of a move only one period later), daily when no buy says.
+   * The reporting period the allocation counts in: the policy's, else the coarsest reporting frequency among the open
+   * buys (a seller's report shows the effect of a move only one period later), daily when no buy says.
    */
   reportingPeriodMs(): number {
+    if (this.book.policy.reportingPeriodMs !== undefined) return this.book.policy.reportingPeriodMs;
     const periods = Object.values(this.state.buys)
       .filter((buy) => !buy.finalStatus)
       .map((buy) => PERIOD_MS[buy.reportingFrequency ?? ''])
