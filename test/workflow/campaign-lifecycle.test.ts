@@ -170,7 +170,10 @@ test('a rejected buy releases its budget, and a buy the seller rejected raises a
     return current.buys.e.finalStatus === 'rejected' ? current : undefined;
   });
   expect(state.committedBudget).toBe(4_000);
-  expect(state.alerts).toEqual([expect.objectContaining({ kind: 'buy_rejected', sellerId: 'e' })]);
+  // Pacing alerts depend on how much time the server skipped while the test waited (more on a loaded machine): only
+  // the rejection's own alert is this test's subject.
+  const notPacing = state.alerts.filter((alert) => alert.kind !== 'under_delivery');
+  expect(notPacing).toEqual([expect.objectContaining({ kind: 'buy_rejected', sellerId: 'e' })]);
   await answered(handle.executeUpdate(changeCampaignUpdate, { args: [{ kind: 'cancel', requestedBy: 'ops' }] }));
   expect(harness.ledger.bySeller('d')!.changes.map((change) => change.kind)).toEqual(['cancel']);
   // The canceled buy's own workflow ends too (a stand-in left waiting would let the server skip to its run timeout).
