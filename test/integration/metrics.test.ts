@@ -63,6 +63,16 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
       client: new Client({ connection, dataConverter: dataConverter() }),
       taskQueue,
     });
+    // The worker reads the seller's capabilities when it starts; that answer counts as a success for the breaker, so
+    // it must land before the two failures, or on a loaded machine it may land between them and reset the count.
+    await eventually(async () => {
+      const body = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+      return /temporal_activity_execution_latency_seconds_count\{[^}]*activity_type="fetchSellerCapabilities"/.test(
+        body,
+      )
+        ? true
+        : undefined;
+    }, 30_000);
     // Two failed attempts (one request each) open the circuit (threshold 2); after 1 s a trial call closes it.
     seller.fault('get_products', { kind: 'http-status', status: 503 }, { times: 2 });
     const { operationId } = await orchestrator.start({
