@@ -42,7 +42,6 @@ import { withReportingCredentials } from './reporting-credentials';
 import { createGuardedCall, logCircuitTransition } from './seller-call';
 import { type SellerClient, createSdkSellerClient } from './seller-client';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from './stored-capabilities';
-import { createTaskListingActivities } from './task-listing';
 import { createTaskReader } from './task-reader';
 import { callTimeouts } from './timeouts';
 
@@ -146,7 +145,6 @@ export function createActivities(deps: ActivityDependencies) {
         env,
         ...(deps.storedCapabilities ? { storedCapabilities: deps.storedCapabilities } : {}),
       })),
-    ...(client && createTaskListingActivities({ ...deps, client, seller: sdkSeller, env })),
   };
 }
 

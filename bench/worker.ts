@@ -13,7 +13,9 @@
 import { closeMCPConnections } from '@adcp/sdk';
 import { DefaultLogger, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import { createMediaBuyActivities } from '../activities/media-buy';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
+import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
 import { loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
@@ -50,7 +52,11 @@ async function main(): Promise<void> {
       circuitBreaker: runtime.circuitBreaker,
     };
     // The same wiring as workers/worker.ts createOperationWorker, which takes no extra worker options.
-    activities = createActivities({ ...dependencies, client: client! });
+    activities = {
+      ...createActivities(dependencies),
+      ...createReconciliationActivities({ sellers: sellerRegistry, client: client! }),
+      ...createMediaBuyActivities({ sellers: sellerRegistry }),
+    };
   }
   const worker = await Worker.create({
     connection,

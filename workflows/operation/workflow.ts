@@ -47,7 +47,6 @@ import {
   webhookReceivedSignal,
 } from '../../contract/operation';
 import { NOTIFICATION_WORKFLOW_TYPE } from '../../contract/notification';
-import { taskMovedSignal } from '../../contract/task-watcher';
 import {
   budgetRanOut,
   cadencedPollingActivities,
@@ -56,7 +55,6 @@ import {
   planning,
   pollsBeforeBudgetRanOut,
   readActivities,
-  watcherActivities,
 } from './activity-options';
 import { OperationMachine, type Step, type StepResult } from './machine';
 import { recordTransition } from './metrics';
@@ -89,7 +87,6 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   });
   setHandler(adoptTaskSignal, (adoption) => machine.requestAdoption(adoption));
   setHandler(pollNowSignal, () => machine.requestPoll());
-  setHandler(taskMovedSignal, (notice) => machine.receiveTaskNotice(notice));
   // Temporal answers a repeated update ID with the first result, so a retried answer is sent once.
   setHandler(provideInputUpdate, (provided) => machine.provideInput(provided, currentUpdateInfo()?.id), {
     validator: (provided) => machine.validateInput(provided),
@@ -221,13 +218,6 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           kind: 'toldSeller',
           outcome,
         }));
-      case 'registerWithWatcher':
-        return settle(watcherActivities.registerWithTaskWatcher(step.input), (outcome) => ({
-          kind: 'watchAnswered',
-          outcome,
-        }));
-      case 'unregisterFromWatcher':
-        return settle(watcherActivities.unregisterFromTaskWatcher(step.input), () => ({ kind: 'watchLeft' }));
       case 'notify':
         await notify(step);
         return { kind: 'notified' };
