@@ -8,7 +8,7 @@
  * judges no row: the workflow deduplicates, tracks sequence numbers, fills gaps, and refuses a report of another
  * seller or a row about another buy (workflows/media-buy/machine.ts). 2xx means Temporal has it.
  */
-import express, { type NextFunction, type Request, type Response } from 'express';
+import express, { type Request, type Response } from 'express';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { isTemporalUnavailable } from '../client/temporal-errors';
 import {
@@ -28,7 +28,7 @@ import {
 } from '../contract/media-buy';
 import { JsonBodyError, parseJsonStrict } from './body';
 import type { WebhookAuthenticator, WebhookRequest, WebhookVerification } from './webhook-verification';
-import { TEMPORAL_DEADLINE_MS, WEBHOOK_BODY_LIMIT, answer, notAccepted, unavailable } from './webhooks';
+import { TEMPORAL_DEADLINE_MS, acceptJsonWebhook, answer, notAccepted, unavailable } from './webhooks';
 import { publishWebhookVerificationFailure } from '../observability/webhook-events';
 
 export interface ReportingWebhookRouterOptions {
@@ -248,20 +248,7 @@ export function createReportingWebhookRouter(options: ReportingWebhookRouterOpti
     answer(res, 404, 'MEDIA_BUY_NOT_FOUND', 'No such media buy.');
   };
 
-  const rawBody = express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT });
-  const accept = (sellerInPath: boolean) => {
-    const handle = receive(sellerInPath);
-    return (req: Request, res: Response, next: NextFunction): void => {
-      if (!req.is('application/json')) {
-        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Reports must be sent as application/json.');
-        return;
-      }
-      rawBody(req, res, (error?: unknown) => {
-        if (error) next(error);
-        else handle(req, res).catch(next);
-      });
-    };
-  };
+  const accept = (sellerInPath: boolean) => acceptJsonWebhook(receive(sellerInPath), 'Reports');
   // Reporting URLs name the seller (the media-buy workflow registers them so); the form without it serves buys
   // created before, until none of them is open.
   router.post('/webhooks/adcp-reporting/:sellerId/:mediaBuyWorkflowId', accept(true));

@@ -210,28 +210,37 @@ export function createWebhookRouter(options: WebhookRouterOptions): express.Rout
     answer(res, 404, 'OPERATION_NOT_FOUND', 'No such operation.');
   };
 
-  const isJson = (req: Request): boolean =>
-    // What sellers send (the SDK's emitter) is exactly this; anything else goes through express's full media-type test.
-    (req.headers['content-type'] === 'application/json' && hasBody(req)) || Boolean(req.is('application/json'));
-  const rawBody = express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT });
-  // One route handler rather than three (media type, body, receive): the same steps in the same order, without two
-  // more trips through express's router per webhook. Errors go where they went: the body parser's and receive's
-  // to express's error handling.
-  const accept = (sellerInPath: boolean) => {
-    const handle = receive(sellerInPath);
-    return (req: Request, res: Response, next: NextFunction): void => {
-      if (!isJson(req)) {
-        answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', 'Webhooks must be sent as application/json.');
-        return;
-      }
-      rawBody(req, res, (error?: unknown) => {
-        if (error) next(error);
-        else handle(req, res).catch(next);
-      });
-    };
-  };
+  const accept = (sellerInPath: boolean) => acceptJsonWebhook(receive(sellerInPath), 'Webhooks');
   // Push URLs name the seller (activities/index.ts); the seller-less form serves URLs handed out before.
   router.post('/webhooks/adcp/:sellerId/:operationId', accept(true));
   router.post('/webhooks/adcp/:operationId', accept(false));
   return router;
+}
+
+const isJson = (req: Request): boolean =>
+  // What sellers send (the SDK's emitter) is exactly this; anything else goes through express's full media-type test.
+  (req.headers['content-type'] === 'application/json' && hasBody(req)) || Boolean(req.is('application/json'));
+const rawBody = express.raw({ type: () => true, limit: WEBHOOK_BODY_LIMIT });
+
+/**
+ * A webhook route (task and reporting webhooks): a JSON media type, then the raw body (kept for the signature), then
+ * `handle`.
+ * One route handler rather than three (media type, body, receive): the same steps in the same order, without two
+ * more trips through express's router per webhook. Errors go where they went: the body parser's and receive's
+ * to express's error handling.
+ */
+export function acceptJsonWebhook(
+  handle: (req: Request, res: Response) => Promise<void>,
+  what: string,
+): (req: Request, res: Response, next: NextFunction) => void {
+  return (req, res, next) => {
+    if (!isJson(req)) {
+      answer(res, 415, 'UNSUPPORTED_MEDIA_TYPE', `${what} must be sent as application/json.`);
+      return;
+    }
+    rawBody(req, res, (error?: unknown) => {
+      if (error) next(error);
+      else handle(req, res).catch(next);
+    });
+  };
 }
