@@ -42,6 +42,7 @@ import { withReportingCredentials } from './reporting-credentials';
 import { createGuardedCall, logCircuitTransition } from './seller-call';
 import { type SellerClient, createSdkSellerClient } from './seller-client';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from './stored-capabilities';
+import { createTaskListingActivities } from './task-listing';
 import { createTaskReader } from './task-reader';
 import { callTimeouts } from './timeouts';
 
@@ -145,6 +146,7 @@ export function createActivities(deps: ActivityDependencies) {
         env,
         ...(deps.storedCapabilities ? { storedCapabilities: deps.storedCapabilities } : {}),
       })),
+    ...(client && createTaskListingActivities({ ...deps, client, seller: sdkSeller, env })),
   };
 }
 

@@ -76,6 +76,8 @@ export interface TaskListRequest extends CallContext {
   account?: unknown;
   cursor?: string;
   maxResults?: number;
+  /** `{ field, direction }` (AdCP's sort); the seller's default order when absent. */
+  sort?: Record<string, unknown>;
 }
 
 export interface SellerTaskSummary {
@@ -425,9 +427,10 @@ export function createSdkSellerClient(): SellerClient {
     },
 
     async listTasks(request) {
-      const { filters, cursor, maxResults, tool, account } = request;
+      const { filters, cursor, maxResults, tool, account, sort } = request;
       const args = {
         filters,
+        ...(sort ? { sort } : {}),
         pagination: { max_results: maxResults ?? 100, ...(cursor ? { cursor } : {}) },
         ...(account !== undefined ? { account } : {}),
       };

@@ -1,18 +1,21 @@
 /**
- * The soak (issue 15): many create_media_buy operations parked in `submitted` and polling at their cadence on ONE
- * worker, as `npm run worker` runs it (scripts/worker.cjs: the compiled worker, plain node, MALLOC_ARENA_MAX=2), for
- * a fixed time; then every operation is ended and the worker is checked for leaks.
+ * The soak: many create_media_buy operations parked in `submitted` on ONE worker, as `npm run worker` runs it
+ * (scripts/worker.cjs: the compiled worker, plain node, MALLOC_ARENA_MAX=2), for a fixed time; then the seller
+ * completes every task at a steady rate and every operation must complete (none lost) within its cadence plus 15 s
+ * (none late); what is left is ended and the worker is checked for leaks.
  *
- *   npm run bench:soak                                   10,000 operations at 20 starts/s, held 5 minutes after the last start
- *   npm run bench:soak -- --operations=2000 --rate=25 --hold-minutes=2
+ *   npm run bench:soak                                   10,000 operations at 20 starts/s, held 5 minutes
+ *   npm run bench:soak -- --operations=100000            100,000 (watcher shards: one per 5,000 operations)
+ *   npm run bench:soak -- --operations=2000 --rate=25 --hold-minutes=2 --complete-rate=50
+ *   npm run bench:soak -- --watcher=off                  per-operation polls, as before the task watcher
  *
  * Starts its own Temporal dev server (temporary SQLite file), the scripted seller (in this process) and the worker, on
  * loopback and free ports, and stops them again. Every 5 s it samples the worker's and the dev server's RSS and CPU
- * (from /proc); every minute it writes one row: operations started and parked, polls the seller answered, the worker's
- * RSS (peak of the minute and now), its main and workflow-thread heaps (after a GC, through the bench memory probe),
- * workflow-task schedule-to-start latency (from the worker's own Prometheus histogram, mean and p95 of the minute),
- * and the dev server's CPU and RSS. At the end: terminate every operation, then RSS and heaps after a GC, the
- * operations still open on the queue, and the worker's in-use task slots (which must be none).
+ * (from /proc); every minute it writes one row: operations started, made their call and completed, polls and list
+ * calls the seller answered, the operations the task watchers hold, the worker's RSS (peak of the minute and now),
+ * its main and workflow-thread heaps (after a GC, through the bench memory probe), workflow-task and activity
+ * schedule-to-start latency (from the worker's own Prometheus histograms), the dev server's CPU and RSS, and how late
+ * the operations that completed that minute were (their close time minus the seller's change, minus the cadence).
  *
  * Prints the per-minute table (Markdown) and writes everything to tmp/soak-results.json.
  * Latency figures move with the machine's load (other processes on 2 shared cores); RSS much less.
@@ -25,6 +28,8 @@ import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { OrchestratorClient } from '../client/orchestrator-client';
+import { TASK_WATCHER_WORKFLOW_TYPE, WATCH_INTERVAL_MS, taskWatcherQuery } from '../contract/task-watcher';
+import { MAX_ENTRIES } from '../workflows/task-watcher/machine';
 import { dataConverter } from '../client/payload-codec';
 import { idempotencyKeyFor } from '../activities/idempotency';
 import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
@@ -34,17 +39,24 @@ import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { mapConcurrent, sleep } from './async';
 import { type MemoryReading, readMemory, workflowThreadHeap, writeMemoryProbe } from './memory-probe';
 import { ROOT, childEnv, startNodeScript, waitUntil } from './processes';
-import { formatBytes, median } from './stats';
+import { formatBytes, median, quantile } from './stats';
 
 const optionsSchema = z.object({
   operations: z.coerce.number().int().min(1).max(100_000).default(10_000),
   rate: z.coerce.number().positive().max(500).default(20),
   holdMinutes: z.coerce.number().min(0).max(120).default(5),
   sampleSeconds: z.coerce.number().int().min(1).max(60).default(5),
+  /** Seller completions per second after the hold (0: none, every operation is ended as before). */
+  completeRate: z.coerce.number().min(0).max(1_000).default(20),
+  watcher: z.enum(['on', 'off']).default('on'),
+  /** Task watchers per seller (ADCP_TASK_WATCHER_SHARDS); default one per 5,000 operations. */
+  shards: z.coerce.number().int().min(1).max(1024).optional(),
 });
 type SoakOptions = z.infer<typeof optionsSchema>;
 
-const USAGE = `usage: npm run bench:soak -- [--operations=10000] [--rate=20] [--hold-minutes=5] [--sample-seconds=5]`;
+const USAGE = `usage: npm run bench:soak -- [--operations=10000] [--rate=20] [--hold-minutes=5] [--sample-seconds=5] [--complete-rate=20] [--watcher=on|off] [--shards=N]`;
+/** Lateness allowed past the cadence: a completed task reaches its operation within cadence + this. */
+const LATE_AFTER_MS = 15_000;
 
 function parseOptions(argv: string[]): SoakOptions {
   const raw: Record<string, string> = {};
@@ -142,7 +154,17 @@ interface Row {
   minute: number;
   started: number;
   called: number;
+  /** Operations completed so far (closed Completed). */
+  completed: number;
   polls: number;
+  /** tasks/list calls the seller answered this minute. */
+  listings: number;
+  /** Operations the task watchers hold (sum of their views). */
+  watched: number;
+  /** Of the operations that closed this minute: close time - seller change - cadence, max and p95 (ms). */
+  latenessMaxMs: number;
+  latenessP95Ms: number;
+  closed: number;
   workerRssPeak: number;
   workerRss: number;
   mainHeap: number;
@@ -201,6 +223,9 @@ async function main(): Promise<void> {
       }),
     );
     const taskQueue = `soak-${randomUUID().slice(0, 8)}`;
+    const shards = options.shards ?? Math.max(1, Math.ceil(options.operations / 5_000));
+    if (options.operations / shards > MAX_ENTRIES * 0.9)
+      throw new Error(`--shards=${shards} leaves over ${MAX_ENTRIES * 0.9} operations per watcher; use more.`);
     const metricsAddress = `127.0.0.1:${await freePort()}`;
     const worker = startNodeScript('worker (soak)', 'scripts/worker.cjs', {
       tsx: false,
@@ -215,10 +240,20 @@ async function main(): Promise<void> {
         MALLOC_ARENA_MAX: '2',
         // A worker of its own: fail rather than measure the tsx fallback.
         ADCP_WORKER_RUNTIME: 'compiled',
+        ADCP_TASK_WATCHER: options.watcher,
+        ADCP_TASK_WATCHER_SHARDS: String(shards),
       }),
       execArgv: ['--expose-gc', '--require', writeMemoryProbe(dir), ...WORKER_NODE_FLAGS],
     });
     cleanups.push(() => worker.stop(20_000));
+    let stopping = false;
+    cleanups.push(async () => {
+      stopping = true;
+    });
+    // A worker that dies mid-soak says why (its output's tail), rather than leaving a closed IPC channel to explain.
+    worker.child.once('exit', (code, signal) => {
+      if (!stopping) log(`the worker exited (${code ?? signal}); its last output:\n${worker.output().slice(-3_000)}`);
+    });
 
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
@@ -280,6 +315,42 @@ async function main(): Promise<void> {
     const rows: Row[] = [];
     let lastMetrics = await scrape();
     let lastPolls = 0;
+    let lastListings = 0;
+    /** Operation -> when the seller completed its task / when its workflow closed Completed (ms). */
+    const changedAt = new Map<string, number>();
+    const closedAt = new Map<string, number>();
+    const taskOf = new Map<string, string>();
+    let closedQueriedTo = 0;
+    /** The operations that closed Completed since the last call (visibility, by close time). */
+    const collectClosed = async (): Promise<string[]> => {
+      if (changedAt.size === 0) return [];
+      const from = new Date(Math.max(closedQueriedTo - 10_000, 0)).toISOString();
+      const newly: string[] = [];
+      let latest = closedQueriedTo;
+      const query = `WorkflowType = 'adcpOperation' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Completed' AND CloseTime >= '${from}'`;
+      for await (const execution of client.workflow.list({ query })) {
+        if (closedAt.has(execution.workflowId) || !execution.closeTime) continue;
+        const at = execution.closeTime.getTime();
+        closedAt.set(execution.workflowId, at);
+        newly.push(execution.workflowId);
+        latest = Math.max(latest, at);
+      }
+      closedQueriedTo = latest;
+      return newly;
+    };
+    const watchedNow = async (): Promise<number> => {
+      let watching = 0;
+      const query = `WorkflowType = '${TASK_WATCHER_WORKFLOW_TYPE}' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
+      for await (const execution of client.workflow.list({ query })) {
+        const view = await client
+          .withDeadline(Date.now() + 10_000, () =>
+            client.workflow.getHandle(execution.workflowId).query(taskWatcherQuery),
+          )
+          .catch(() => undefined);
+        watching += view?.watching ?? 0;
+      }
+      return watching;
+    };
     let minuteStartSample = 0;
     let minute = 0;
     const callKeys = new Map<string, string>(); // idempotency key of the call -> operation
@@ -321,11 +392,23 @@ async function main(): Promise<void> {
       const scale = 1000;
       lastMetrics = metrics;
       const polls = seller.callsTo('tasks/get').length;
+      const listings = seller.callsTo('tasks/list').length;
+      const closedThisMinute = await collectClosed();
+      const lateness = closedThisMinute
+        .map((operationId) => closedAt.get(operationId)! - changedAt.get(operationId)! - WATCH_INTERVAL_MS)
+        .filter(Number.isFinite);
+      const watched = options.watcher === 'on' ? await watchedNow() : 0;
       const row: Row = {
         minute,
         started: operationIds.length,
         called: calledCount(),
+        completed: closedAt.size,
         polls: polls - lastPolls,
+        listings: listings - lastListings,
+        watched,
+        latenessMaxMs: lateness.length > 0 ? Math.max(...lateness) : Number.NaN,
+        latenessP95Ms: lateness.length > 0 ? quantile(lateness, 0.95) : Number.NaN,
+        closed: closedThisMinute.length,
         workerRssPeak: Math.max(...window.map((s) => s.workerRss)),
         workerRss: last.workerRss,
         mainHeap: memory.mainHeapBytes,
@@ -341,6 +424,7 @@ async function main(): Promise<void> {
         temporalRss: last.temporalRss,
       };
       lastPolls = polls;
+      lastListings = listings;
       rows.push(row);
       log(
         `minute ${row.minute}: started ${row.started}, called ${row.called}, polls ${row.polls}, worker RSS ${formatBytes(row.workerRss)} (peak ${formatBytes(row.workerRssPeak)}), ` +
@@ -396,25 +480,70 @@ async function main(): Promise<void> {
       `${operationIds.length} started in ${startSeconds.toFixed(0)} s (${startFailures} failed); holding ${options.holdMinutes} min...`,
     );
     await sleep(options.holdMinutes * 60_000);
+    const parkedFootprint = await footprint();
+    const calledAtEnd = calledCount();
+    const parkedTasks = seller
+      .tasks()
+      .filter((task) => task.idempotencyKey !== undefined && callKeys.has(task.idempotencyKey));
+    const stillSubmitted = parkedTasks.filter((task) => task.status === 'submitted').length;
+    for (const task of parkedTasks) taskOf.set(callKeys.get(task.idempotencyKey!)!, task.taskId);
+
+    // The seller completes every task, in the order the operations started, at a steady rate.
+    let completionSeconds = 0;
+    let lastChangeAt = 0;
+    if (options.completeRate > 0) {
+      log(`the seller completes ${taskOf.size} tasks at ${options.completeRate}/s...`);
+      const completeBegan = Date.now();
+      let index = 0;
+      for (const operationId of operationIds) {
+        const taskId = taskOf.get(operationId);
+        if (!taskId) continue;
+        const due = completeBegan + (index++ * 1000) / options.completeRate;
+        if (due > Date.now()) await sleep(due - Date.now());
+        try {
+          const advanced = seller.advanceTask(taskId);
+          lastChangeAt = Date.parse(advanced.history[advanced.history.length - 1].at);
+          changedAt.set(operationId, lastChangeAt);
+        } catch (error) {
+          log(`could not complete ${taskId}: ${(error as Error).message}`);
+        }
+      }
+      // Every one should close within the cadence + 15 s of its change; allow a little more before calling it lost.
+      const waitUntil = lastChangeAt + WATCH_INTERVAL_MS + LATE_AFTER_MS + 60_000;
+      while (Date.now() < waitUntil) {
+        await sleep(10_000);
+        await rowWriting;
+        if (options.watcher === 'on' && closedAt.size >= changedAt.size) break;
+        await collectClosed();
+        if (closedAt.size >= changedAt.size) break;
+      }
+      completionSeconds = (Date.now() - completeBegan) / 1000;
+    }
     await rowWriting;
     clearInterval(rowTimer);
     await writeRow();
-    const parkedFootprint = await footprint();
-    const calledAtEnd = calledCount();
-    const stillSubmitted = seller
-      .tasks()
-      .filter(
-        (task) => task.idempotencyKey !== undefined && callKeys.has(task.idempotencyKey) && task.status === 'submitted',
-      ).length;
+    await collectClosed();
+    const latenessAll = [...changedAt.keys()].map((operationId) =>
+      closedAt.has(operationId)
+        ? closedAt.get(operationId)! - changedAt.get(operationId)! - WATCH_INTERVAL_MS
+        : Number.POSITIVE_INFINITY,
+    );
+    const lost = latenessAll.filter((late) => late === Number.POSITIVE_INFINITY).length;
+    const late = latenessAll.filter((value) => value > LATE_AFTER_MS).length;
+    const finite = latenessAll.filter(Number.isFinite);
 
-    log(`terminating ${operationIds.length} operations...`);
+    log(`ending what is left of ${operationIds.length} operations...`);
     const endBegan = Date.now();
-    await mapConcurrent(operationIds, 32, async (operationId) => {
-      await client.workflow
-        .getHandle(operationId)
-        .terminate('soak finished')
-        .catch(() => undefined);
-    });
+    await mapConcurrent(
+      operationIds.filter((operationId) => !closedAt.has(operationId)),
+      32,
+      async (operationId) => {
+        await client.workflow
+          .getHandle(operationId)
+          .terminate('soak finished')
+          .catch(() => undefined);
+      },
+    );
     const endSeconds = (Date.now() - endBegan) / 1000;
     await sleep(10_000);
     // The worker's seller-capabilities workflow (one per seller) is meant to keep running: only operations count.
@@ -450,6 +579,19 @@ async function main(): Promise<void> {
       startSeconds,
       calledAtEnd,
       stillSubmitted,
+      shards,
+      completion: {
+        rate: options.completeRate,
+        seconds: completionSeconds,
+        changed: changedAt.size,
+        completed: [...changedAt.keys()].filter((operationId) => closedAt.has(operationId)).length,
+        lost,
+        lateBeyond15s: late,
+        latenessMs:
+          finite.length > 0
+            ? { max: Math.max(...finite), p95: quantile(finite, 0.95), median: quantile(finite, 0.5) }
+            : undefined,
+      },
       idle,
       parked: parkedFootprint,
       peakWorkerRss: Math.max(...samples.map((s) => s.workerRss).filter(Number.isFinite)),
@@ -466,25 +608,32 @@ async function main(): Promise<void> {
     writeFileSync(file, `${JSON.stringify({ ...summary, rows, samples }, null, 2)}\n`);
 
     const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+    const late_ = (ms: number) => (Number.isFinite(ms) ? (ms / 1000).toFixed(1) : '-');
     const s = (ms: number) =>
       Number.isFinite(ms) ? (ms / 1000).toFixed(ms < 10_000 ? 2 : 0) : ms === Number.POSITIVE_INFINITY ? '>1000' : '-';
     console.log(
-      `\n| min | started | called | polls | worker RSS peak / end (MiB) | main / workflow heap (MiB) | worker CPU | WFT schedule-to-start mean / p95 (s) | WFTs | activity schedule-to-start mean / p95 (s) | Temporal CPU | Temporal RSS (MiB) |`,
+      `\n| min | started | called | completed | polls | lists | watched | worker RSS peak / end (MiB) | main / workflow heap (MiB) | worker CPU | WFT schedule-to-start mean / p95 (s) | WFTs | activity schedule-to-start mean / p95 (s) | Temporal CPU | Temporal RSS (MiB) | closed | late max / p95 (s) |`,
     );
-    console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
+    console.log(
+      `| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |`,
+    );
     for (const row of rows) {
       console.log(
-        `| ${row.minute} | ${row.started} | ${row.called} | ${row.polls} | ${mib(row.workerRssPeak)} / ${mib(row.workerRss)} | ${mib(row.mainHeap)} / ${mib(row.workflowHeap)} | ${row.workerCpuPercent.toFixed(0)}% | ${s(row.scheduleToStartMeanMs)} / ${s(row.scheduleToStartP95Ms)} | ${row.workflowTasks} | ${s(row.activityScheduleToStartMeanMs)} / ${s(row.activityScheduleToStartP95Ms)} | ${row.temporalCpuPercent.toFixed(0)}% | ${mib(row.temporalRss)} |`,
+        `| ${row.minute} | ${row.started} | ${row.called} | ${row.completed} | ${row.polls} | ${row.listings} | ${row.watched} | ${mib(row.workerRssPeak)} / ${mib(row.workerRss)} | ${mib(row.mainHeap)} / ${mib(row.workflowHeap)} | ${row.workerCpuPercent.toFixed(0)}% | ${s(row.scheduleToStartMeanMs)} / ${s(row.scheduleToStartP95Ms)} | ${row.workflowTasks} | ${s(row.activityScheduleToStartMeanMs)} / ${s(row.activityScheduleToStartP95Ms)} | ${row.temporalCpuPercent.toFixed(0)}% | ${mib(row.temporalRss)} | ${row.closed} | ${late_(row.latenessMaxMs)} / ${late_(row.latenessP95Ms)} |`,
       );
     }
     console.log(
-      `\n${summary.started} started in ${startSeconds.toFixed(0)} s (${startFailures} failed); ${calledAtEnd} had made their call at the end of the hold, ${stillSubmitted} submitted and polling. ` +
+      `\n${summary.started} started in ${startSeconds.toFixed(0)} s (${startFailures} failed); ${calledAtEnd} had made their call at the end of the hold, ${stillSubmitted} submitted (watcher ${options.watcher}, ${shards} shard(s)). ` +
+        `Completion at ${options.completeRate}/s: ${summary.completion.completed} of ${summary.completion.changed} completed in ${completionSeconds.toFixed(0)} s, ${lost} lost, ${late} late beyond cadence + ${LATE_AFTER_MS / 1000} s` +
+        (summary.completion.latenessMs
+          ? ` (lateness past the ${WATCH_INTERVAL_MS / 1000} s cadence: median ${late_(summary.completion.latenessMs.median)} s, p95 ${late_(summary.completion.latenessMs.p95)} s, max ${late_(summary.completion.latenessMs.max)} s). `
+          : '. ') +
         `Worker: idle ${formatBytes(idle.rssBytes)}, peak ${formatBytes(summary.peakWorkerRss)}, parked after a GC ${formatBytes(parkedFootprint.rssBytes)} (heaps ${formatBytes(parkedFootprint.mainHeapBytes)} / ${formatBytes(parkedFootprint.workflowHeapBytes)}); ` +
         `ended in ${endSeconds.toFixed(0)} s; ${openAfter} still open; after a GC ${formatBytes(afterEnd.rssBytes)} (heaps ${formatBytes(afterEnd.mainHeapBytes)} / ${formatBytes(afterEnd.workflowHeapBytes)}), ` +
         `60 s later ${formatBytes(afterIdle.rssBytes)} (heaps ${formatBytes(afterIdle.mainHeapBytes)} / ${formatBytes(afterIdle.workflowHeapBytes)}); task slots in use ${slotsUsed.join(', ') || 'n/a'}, sticky cache ${stickyCache ?? 'n/a'}. ` +
         `Temporal peak RSS ${formatBytes(summary.peakTemporalRss)}. Load average ${loadAtStart.map((l) => l.toFixed(1)).join(' ')} at start, ${summary.loadAverageAtEnd.map((l) => l.toFixed(1)).join(' ')} at the end. Results: tmp/soak-results.json`,
     );
-    if (openAfter > 0) process.exitCode = 1;
+    if (openAfter > 0 || lost > 0 || late > 0) process.exitCode = 1;
   } catch (error) {
     await cleanup();
     throw error;

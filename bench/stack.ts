@@ -33,6 +33,11 @@ import { WORKFLOWS_PATH } from '../workers/worker';
 import { workflowPreloadModules } from '../workers/bundle-options';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
 
+/** A worker's name as part of its task queue, which also names its Worker Deployment (no ':' or spaces there). */
+function queueSafe(name: string): string {
+  return name.replace(/[^A-Za-z0-9._-]+/g, '-');
+}
+
 export const SELLER_ID = 'bench-seller';
 const TOKEN_ENV = 'BENCH_SELLER_TOKEN';
 
@@ -202,7 +207,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
       extra: Omit<ProductWorkerOptions, 'runtime'> = {},
     ): BenchWorker => {
       // (also used after start-up by startFreshProductWorker, for the memory benchmark's "as shipped" worker)
-      const taskQueue = `bench-${name}-${randomUUID().slice(0, 8)}`;
+      const taskQueue = `bench-${queueSafe(name)}-${randomUUID().slice(0, 8)}`;
       // The compiled worker scripts/worker.cjs runs (`npm run worker`), started directly: the bench has just built it,
       // and scripts/worker.cjs would rebuild it in each worker at once if a source changed during the run.
       const entry = runtime === 'compiled' ? COMPILED_PRODUCT_WORKER : 'workers/main.ts';
@@ -233,7 +238,8 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
         taskQueue,
         webhooks,
         process: child,
-        orchestrator: new OrchestratorClient({ client, taskQueue, knownSeller: (id) => id === SELLER_ID }),
+        // The worker's own agents file decides: a benchmark may give a fresh worker more sellers than the stack's.
+        orchestrator: new OrchestratorClient({ client, taskQueue, knownSeller: () => true }),
         memory: () => readMemory(child.child),
       };
     };
@@ -271,7 +277,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
 
     const extraWorkers = new Set<BenchWorker>();
     const startWorker = async (spec: ExtraWorkerSpec): Promise<BenchWorker> => {
-      const taskQueue = spec.taskQueue ?? `bench-${spec.name}-${randomUUID().slice(0, 8)}`;
+      const taskQueue = spec.taskQueue ?? `bench-${queueSafe(spec.name)}-${randomUUID().slice(0, 8)}`;
       const compiledRuntime = (spec.runtime ?? 'compiled') === 'compiled';
       const child = startNodeScript(
         `bench worker (${spec.name})`,

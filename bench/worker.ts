@@ -13,9 +13,7 @@
 import { closeMCPConnections } from '@adcp/sdk';
 import { DefaultLogger, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
-import { createMediaBuyActivities } from '../activities/media-buy';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
-import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
 import { loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
@@ -52,11 +50,7 @@ async function main(): Promise<void> {
       circuitBreaker: runtime.circuitBreaker,
     };
     // The same wiring as workers/worker.ts createOperationWorker, which takes no extra worker options.
-    activities = {
-      ...createActivities(dependencies),
-      ...createReconciliationActivities({ sellers: sellerRegistry, client: client! }),
-      ...createMediaBuyActivities({ sellers: sellerRegistry }),
-    };
+    activities = createActivities({ ...dependencies, client: client! });
   }
   const worker = await Worker.create({
     connection,

@@ -198,6 +198,8 @@ export interface PollCadence {
   firstPollAfterMs: number;
   initialIntervalMs: number;
   maxIntervalMs: number;
+  /** After `afterPolls` polls, every later one is `intervalMs` apart (a wait the seller's task watcher covers). */
+  settle?: { afterPolls: number; intervalMs: number };
 }
 
 export interface AwaitTaskMoveOutcome extends ReadTaskOutcome {

@@ -6,6 +6,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CallPlan, CallTimeouts, ReadMethod } from './activities';
+import type { CarriedTaskWatch } from './task-watcher';
 import type {
   AdcpError,
   CompletionOutcome,
@@ -267,6 +268,8 @@ export interface CarriedState {
   sellerWait?: { status: OperationStatus; polls: number; workingSince: string };
   /** A lost create's buy being looked for among the seller's media buys: the call step and the call's error. */
   resourceSearch?: { keyStep: string; error: AdcpError };
+  /** The operation's side of its seller's task watcher (workflows/operation/watching.ts). */
+  watch?: CarriedTaskWatch;
 }
 
 /** A verified webhook, normalised by the gateway, as the signal carries it. */

@@ -6,5 +6,6 @@ export { adcpSellerCapabilities } from './seller-capabilities/workflow';
 export { adcpDiscovery } from './discovery/workflow';
 export { adcpCampaign } from './campaign/workflow';
 export { adcpNotification } from './notification/workflow';
+export { adcpTaskWatcher } from './task-watcher/workflow';
 // Each workflow's versioning behaviour, PINNED or AUTO_UPGRADE (workflows/versioning.ts).
 import './versioning';

@@ -26,6 +26,7 @@ import { adcpNotification } from './notification/workflow';
 import { adcpOperation } from './operation/workflow';
 import { reconcileSeller } from './reconciliation/workflow';
 import { adcpSellerCapabilities } from './seller-capabilities/workflow';
+import { adcpTaskWatcher } from './task-watcher/workflow';
 
 function onVersionedWorker(versioningBehavior: VersioningBehavior) {
   return () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior } : {});
@@ -41,3 +42,5 @@ setWorkflowOptions(onVersionedWorker('AUTO_UPGRADE'), adcpMediaBuy);
 // old build from draining.
 setWorkflowOptions(onVersionedWorker('AUTO_UPGRADE'), adcpSellerCapabilities);
 setWorkflowOptions(onVersionedWorker('AUTO_UPGRADE'), adcpCampaign);
+// A seller's task watcher runs as long as operations park there (continuing as new as its history grows).
+setWorkflowOptions(onVersionedWorker('AUTO_UPGRADE'), adcpTaskWatcher);

@@ -16,7 +16,9 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTimeSkippingStack({
     sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
-    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+    // The operation's own polls over a day (the scripted seller lists its tasks: with the task watcher on, a parked
+    // operation would wait on the watcher instead; test/integration/task-watcher.test.ts covers that path).
+    activities: { env: { FIXTURE_TOKEN: seller.authToken, ADCP_TASK_WATCHER: 'off' } },
   });
 });
 beforeEach(() => seller.reset());

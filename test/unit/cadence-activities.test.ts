@@ -138,6 +138,21 @@ describe('awaitTaskMoveOnCadence', () => {
     expect(fake.reads()).toBe(8);
   });
 
+  test('a settled cadence (a watched wait) makes its quick polls, then keeps the settled interval', async () => {
+    const fake = fakeSeller({});
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const settled = { ...pollInput, cadence: { ...cadence, settle: { afterPolls: 5, intervalMs: 1_800_000 } } };
+    let at = (await failureOf(run(activities.awaitTaskMoveOnCadence, [settled], { attempt: 1 })))
+      .nextRetryDelay as number;
+    const pollsAt: number[] = [];
+    for (let attempt = 2; attempt <= 8; attempt++) {
+      const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [settled], { attempt }));
+      pollsAt.push(at);
+      at += failure.nextRetryDelay as number;
+    }
+    expect(pollsAt).toEqual([2_000, 6_000, 14_000, 30_000, 62_000, 1_862_000, 3_662_000]);
+  });
+
   test('a moved task ends the wait with the polls made', async () => {
     const fake = fakeSeller({
       read: async () => ({

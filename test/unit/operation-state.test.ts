@@ -11,6 +11,7 @@ import { Observations, canonicalJson, unwrapNestedEnvelope } from '../../workflo
 import { DAY, type Driven, drive, operationInput, planFor } from '../harness/operation-machine';
 
 const OPERATION = 'adcp-create_media_buy-k1';
+const WATCHER = 'task-watcher:adcp:seller-a:0';
 
 function freshState(task = 'create_media_buy'): OperationState {
   return {
@@ -500,6 +501,22 @@ function randomFacts(random: () => number, driven: Driven, world: World, watch: 
         trail.push('reconcile requested');
         (watch.reconcileTickets ??= []).push(machine.requestReconcile({ requestedBy: 'ops@buyer' }));
       }
+    } else if (roll < 0.97) {
+      // The seller's task watcher: a move as its listing showed it (the operation reads it itself), or a hand-back.
+      const kind = random();
+      trail.push(kind < 0.8 ? 'watcher: moved' : 'watcher: released');
+      const listed = truth();
+      const base = { taskId: world.taskId, observedAt: new Date(0).toISOString(), watcherId: WATCHER };
+      machine.receiveTaskNotice(
+        kind < 0.8
+          ? {
+              ...base,
+              kind: 'moved',
+              eventKey: `watch:${listed.status}:${index}:${Math.floor(random() * 4)}`,
+              listed: { status: listed.status },
+            }
+          : { ...base, kind: 'released', reason: 'the seller stopped listing it' },
+      );
     }
   }
 }
@@ -643,6 +660,17 @@ function randomResult(
         : { kind: 'failed', error: error() };
     case 'notify':
       return { kind: 'notified' };
+    case 'registerWithWatcher':
+      if (random() < 0.15) return { kind: 'failed', error: error() };
+      return {
+        kind: 'watchAnswered',
+        outcome:
+          random() < 0.7
+            ? { watching: true, watcherId: WATCHER, safetyPollMs: 30 * 60_000 }
+            : { watching: false, reason: 'no list_tasks' },
+      };
+    case 'unregisterFromWatcher':
+      return { kind: 'watchLeft' };
     case 'continueAsNew':
     case 'end':
       throw new Error(`no result for ${step.kind}`);
@@ -654,7 +682,7 @@ function checkStep(driven: Driven, step: Step, watch: Watch, terminalBefore: boo
   const { machine, clock } = driven;
   const state = machine.state;
   const deadline = Date.parse(state.deadline);
-  if (terminalBefore && !['notify', 'end', 'cancelAtSeller'].includes(step.kind))
+  if (terminalBefore && !['notify', 'end', 'cancelAtSeller', 'unregisterFromWatcher'].includes(step.kind))
     fail(watch, `a ${step.kind} step after the operation ended ${state.status}`);
   if (step.kind === 'cancelAtSeller') {
     watch.cancelsAtSeller += 1;

@@ -20,6 +20,7 @@ import type {
   SendCallInput,
   SendCallOutcome,
 } from '../../contract/activities';
+import type { RegisterWithWatcherOutcome } from '../../contract/task-watcher';
 import type { BuyerNotification, NotificationOutcome } from '../../contract/notification';
 import {
   type OperationInput,
@@ -175,6 +176,11 @@ export function standInActivities(seller: () => StandInSeller) {
       seller().notifications.push(notification);
       return { delivered: true, status: 200, note: 'delivered' };
     },
+    // This seller cannot list its tasks: its operations poll on their own.
+    async registerWithTaskWatcher(): Promise<RegisterWithWatcherOutcome> {
+      return { watching: false, reason: 'the stand-in seller offers no list_tasks' };
+    },
+    async unregisterFromTaskWatcher(): Promise<void> {},
   };
 }
 

@@ -11,6 +11,7 @@ import {
   proxyLocalActivities,
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
+import type { TaskListingActivities } from '../../activities/task-listing';
 import type { CallTimeouts } from '../../contract/activities';
 import type { OperationInput } from '../../contract/operation';
 import { type AdcpError, taskSpec } from '../../protocol';
@@ -35,6 +36,18 @@ export const planning = proxyLocalActivities<OperationActivities>({
     maximumAttempts: 5,
     nonRetryableErrorTypes: NON_RETRYABLE,
   },
+});
+
+/**
+ * Joining and leaving the seller's task watcher: local activities (markers in the operation's history, no activity
+ * tasks). Each waits only for the one signal that carries its registration: the worker gathers the registrations of
+ * many operations into one signalWithStart per watcher (activities/signal-batcher.ts), so a watcher that thousands
+ * join at once takes a few signals a second, and no registration queues behind the others' signals.
+ * Registration never throws (a refusal is an answer); a failed one leaves the operation polling on its own.
+ */
+export const watcherActivities = proxyLocalActivities<TaskListingActivities>({
+  startToCloseTimeout: '60s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 2 },
 });
 
 function callRetry(input: OperationInput): RetryPolicy {

@@ -30,6 +30,8 @@ export interface WaitPlan {
   maxIntervalMs: number;
   /** While `working`: how much longer the working cadence applies before falling back to the submitted one. */
   windowMs?: number;
+  /** After `afterPolls` polls, every later one is `intervalMs` apart (a wait the seller's task watcher covers). */
+  settle?: { afterPolls: number; intervalMs: number };
 }
 
 export function planWait(input: CadenceInput): WaitPlan {

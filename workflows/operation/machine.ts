@@ -49,6 +49,7 @@ import type {
   WebhookDelivery,
 } from '../../contract/operation';
 import type { BuyerNotification, NotificationEvent } from '../../contract/notification';
+import type { RegisterWithWatcherOutcome } from '../../contract/task-watcher';
 import {
   MAX_RECONCILE_AMONG,
   actorProblem,
@@ -59,6 +60,7 @@ import {
 import { type WaitPlan, planWait } from './cadence';
 import { Observations, isQuietRepeat, isTerminalStatus, iso, makesResource } from './observations';
 import { buyerNotification } from './publication';
+import { TaskWatch, type WatchFacts, type WatchStep } from './watching';
 
 const MAX_SEEN_EVENT_KEYS = 1_000;
 /** Audit entries kept in state (history keeps every update's arguments, so none is lost beyond this). */
@@ -131,6 +133,8 @@ export type Step = { shielded?: true } &
     | { kind: 'continueAsNew' }
     /** Return the state, fail the workflow with it (failed, rejected) or end it canceled (canceled through Temporal). */
     | { kind: 'end'; how: 'return' | 'fail' | 'cancel'; message: string }
+    /** Join or leave the seller's task watcher (local activities). */
+    | WatchStep
   );
 
 /** What came of a step, handed back with `resolve()`. */
@@ -149,6 +153,8 @@ export type StepResult =
   | { kind: 'resource'; outcome: ReadResourceOutcome }
   | { kind: 'toldSeller'; outcome: CancelAtSellerOutcome }
   | { kind: 'notified' }
+  | { kind: 'watchAnswered'; outcome: RegisterWithWatcherOutcome }
+  | { kind: 'watchLeft' }
   /** The step's activity failed (after its retries). */
   | { kind: 'failed'; error: AdcpError }
   /** The workflow was canceled through Temporal while the step ran. */
@@ -242,6 +248,8 @@ export class OperationMachine {
   /** The read that confirms held final webhooks beside the call in flight: the task it reads, and what came of it. */
   private beside: { taskId: string; result?: StepResult } | undefined;
   private readonly besideTried = new Set<string>();
+  /** The operation's side of its seller's task watcher. */
+  private readonly watch: TaskWatch;
 
   constructor(input: OperationInput, context: MachineContext) {
     this.input = input;
@@ -301,6 +309,7 @@ export class OperationMachine {
     this.sellerWait = carried?.sellerWait
       ? { ...carried.sellerWait, workingSinceMs: Date.parse(carried.sellerWait.workingSince) }
       : { status: this.state.status, polls: 0, workingSinceMs: startedAtMs };
+    this.watch = new TaskWatch(carried?.watch);
     if (this.state.status === 'pending' && !this.state.taskId)
       this.followUp = { kind: 'call', step: 'call', params: input.params };
   }
@@ -365,6 +374,11 @@ export class OperationMachine {
 
   requestPoll(): void {
     this.pollRequested = true;
+  }
+
+  /** The seller's task watcher saw the task move (or handed it back). */
+  receiveTaskNotice(notice: unknown): void {
+    this.watch.receive(notice);
   }
 
   validateInput(provided: unknown): void {
@@ -555,7 +569,8 @@ export class OperationMachine {
     const arrived = this.inbox.length > 0;
     if (step.kind === 'call')
       return arrived || (this.pendingAdoption !== undefined && !this.state.taskId) || this.beside?.result !== undefined;
-    const asked = this.cancelRequest !== undefined || this.pollRequested || this.reconcileRequests.length > 0;
+    const asked =
+      this.cancelRequest !== undefined || this.pollRequested || this.reconcileRequests.length > 0 || this.watch.hasNews;
     if (step.kind === 'wait' && step.for === 'input') return arrived || asked || this.pendingInput !== undefined;
     if (step.kind === 'wait' && step.for === 'credentials') return arrived || asked || this.credentialsRefreshed;
     if (step.kind === 'wait' || step.kind === 'pollOnCadence')
@@ -581,7 +596,11 @@ export class OperationMachine {
     }
     if (step?.kind === 'pollOnCadence') {
       const onlyWebhooks =
-        this.inbox.length > 0 && !this.pendingAdoption && !this.pollRequested && this.cancelRequest === undefined;
+        this.inbox.length > 0 &&
+        !this.pendingAdoption &&
+        !this.pollRequested &&
+        !this.watch.hasNews &&
+        this.cancelRequest === undefined;
       if (onlyWebhooks) {
         this.drainInbox();
         const unchanged = !this.terminal && !this.state.provisional && this.state.status === this.pollsWaitingOn;
@@ -620,6 +639,8 @@ export class OperationMachine {
       if (step) return step;
     }
     this.answerReconcileRequests(undefined);
+    const leave = this.watchStep(true);
+    if (leave) return leave;
     const event = this.endEvent();
     if (event) {
       const step = this.notifyStep(event, '');
@@ -684,6 +705,7 @@ export class OperationMachine {
     const state = this.state;
     for (;;) {
       this.drainInbox();
+      this.applyWatchNews();
       if (this.terminal) return undefined;
       this.dropStaleAnswer();
       if (this.record.held.length > 0 && !state.taskId) {
@@ -754,7 +776,7 @@ export class OperationMachine {
         if (step) return step;
         continue;
       }
-      const step = this.waitForSeller();
+      const step = this.watchStep(false) ?? this.waitForSeller();
       if (step) return step;
     }
   }
@@ -772,7 +794,14 @@ export class OperationMachine {
     const notify = this.notifyStep('input_required', `:${request.round}`);
     if (notify) return notify;
     const answer = this.pendingInput;
-    if (!answer) return { kind: 'wait', for: 'input', untilMs: Date.parse(request.deadline) };
+    if (!answer)
+      return (
+        this.watchStep(false) ?? {
+          kind: 'wait',
+          for: 'input',
+          untilMs: Date.parse(request.deadline),
+        }
+      );
     this.record.record(
       `input provided by ${answer.principal ?? answer.providedBy ?? 'caller'} (round ${request.round})`,
     );
@@ -810,13 +839,52 @@ export class OperationMachine {
       return this.pollStep('unknown-status', state.taskId);
     }
     wait.polls += 1;
-    return this.pollsOnCadence(
-      planWait({
-        status: state.status,
-        workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
-        webhookRegistered: state.webhookRegistered,
-      }),
-    );
+    const plan = planWait({
+      status: state.status,
+      workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
+      webhookRegistered: state.webhookRegistered,
+    });
+    return this.pollsOnCadence(this.watch.parkedWait(plan, this.watchFacts()));
+  }
+
+  /**
+   * Joining or leaving the watcher, as ./watching.ts decides. Shielded: a local activity canceled halfway would be
+   * resolved differently on replay, and either one takes a moment.
+   */
+  private watchStep(ended: boolean): Step | undefined {
+    const step = this.watch.step(this.watchFacts(), ended);
+    return step ? { ...step, shielded: true } : undefined;
+  }
+
+  /** What the watching rule (./watching.ts) reads of the operation. */
+  private watchFacts(): WatchFacts {
+    const state = this.state;
+    return {
+      operationId: state.operationId,
+      sellerId: state.sellerId,
+      task: state.task,
+      status: state.status,
+      ...(state.taskId ? { taskId: state.taskId } : {}),
+      ...(state.contextId ? { contextId: state.contextId } : {}),
+      ...(state.progress !== undefined ? { progress: state.progress } : {}),
+      ...this.tenant(),
+      ...accountOf(this.input.params),
+      deadline: state.deadline,
+      webhooksApplied: state.webhooksApplied,
+      provisional: state.provisional !== undefined,
+      now: this.now(),
+    };
+  }
+
+  /** The watcher's news: a move is read by the operation's own poll; a hand-back means polling on its own again. */
+  private applyWatchNews(): void {
+    if (!this.watch.hasNews) return;
+    for (const effect of this.watch.takeNews(this.state.taskId)) {
+      if (this.terminal) return;
+      if (effect.kind === 'readYourself') this.pollRequested = true;
+      else if (effect.kind === 'released')
+        this.record.note('poll', `the seller's task watcher handed the task back (${effect.reason}); polling it again`);
+    }
   }
 
   private submittedPlan(): WaitPlan {
@@ -852,6 +920,7 @@ export class OperationMachine {
           firstPollAfterMs: plan.firstPollAfterMs,
           initialIntervalMs: plan.initialIntervalMs,
           maxIntervalMs: plan.maxIntervalMs,
+          ...(plan.settle ? { settle: plan.settle } : {}),
         },
       },
     };
@@ -1062,6 +1131,12 @@ export class OperationMachine {
         return this.afterResource(step.purpose, result);
       case 'cancelAtSeller':
         return this.afterCancelAtSeller(result);
+      case 'registerWithWatcher':
+        if (result.kind === 'watchAnswered') return this.watch.registered(result.outcome);
+        if (result.kind === 'failed') return this.watch.registered(undefined, result.error.message);
+        return this.unexpected('registerWithWatcher', result);
+      case 'unregisterFromWatcher':
+        return this.watch.unregistered();
       case 'notify':
       case 'continueAsNew':
       case 'end':
@@ -1081,6 +1156,7 @@ export class OperationMachine {
     const state = this.state;
     if (!calling) throw new Error('invariant: a call result with no call in flight');
     if (result.kind === 'answered') {
+      this.watch.forgetMoves();
       const { answer } = result;
       if (answer.timeouts) state.timeouts = answer.timeouts;
       state.webhookRegistered ||= answer.webhookRegistered;
@@ -1483,6 +1559,11 @@ export class OperationMachine {
     };
   }
 
+  private carriedWatch(): Pick<CarriedState, 'watch'> {
+    const watch = this.watch.carry();
+    return watch ? { watch } : {};
+  }
+
   /** What the create sent, from its plan (protocol/resource-match.ts), for a listing of the seller's buys. */
   private lostCreate(keyStep: string): Pick<ReadResourceInput, 'sent' | 'mediaBuyId'> {
     const plan = this.plans.get(keyStep);
@@ -1561,6 +1642,7 @@ export class OperationMachine {
         polls: this.sellerWait.polls,
         workingSince: iso(this.sellerWait.workingSinceMs),
       },
+      ...this.carriedWatch(),
     };
   }
 }

@@ -47,6 +47,7 @@ import {
   webhookReceivedSignal,
 } from '../../contract/operation';
 import { NOTIFICATION_WORKFLOW_TYPE } from '../../contract/notification';
+import { taskMovedSignal } from '../../contract/task-watcher';
 import {
   budgetRanOut,
   cadencedPollingActivities,
@@ -55,6 +56,7 @@ import {
   planning,
   pollsBeforeBudgetRanOut,
   readActivities,
+  watcherActivities,
 } from './activity-options';
 import { OperationMachine, type Step, type StepResult } from './machine';
 import { recordTransition } from './metrics';
@@ -87,6 +89,7 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
   });
   setHandler(adoptTaskSignal, (adoption) => machine.requestAdoption(adoption));
   setHandler(pollNowSignal, () => machine.requestPoll());
+  setHandler(taskMovedSignal, (notice) => machine.receiveTaskNotice(notice));
   // Temporal answers a repeated update ID with the first result, so a retried answer is sent once.
   setHandler(provideInputUpdate, (provided) => machine.provideInput(provided, currentUpdateInfo()?.id), {
     validator: (provided) => machine.validateInput(provided),
@@ -218,6 +221,13 @@ export async function adcpOperation(input: OperationInput): Promise<OperationSta
           kind: 'toldSeller',
           outcome,
         }));
+      case 'registerWithWatcher':
+        return settle(watcherActivities.registerWithTaskWatcher(step.input), (outcome) => ({
+          kind: 'watchAnswered',
+          outcome,
+        }));
+      case 'unregisterFromWatcher':
+        return settle(watcherActivities.unregisterFromTaskWatcher(step.input), () => ({ kind: 'watchLeft' }));
       case 'notify':
         await notify(step);
         return { kind: 'notified' };

@@ -1,0 +1,266 @@
+/**
+ * The operation and its seller's task watcher (workflows/operation/watching.ts through the operation machine): when
+ * a parked operation joins the watcher, how it waits while watched (its quick polls, then only the safety poll and
+ * its deadline), what a notice means (the watcher's read applied as a poll's, a read of its own, a hand-back), and
+ * when it leaves.
+ */
+import type { TaskWatchNotice } from '../../contract/task-watcher';
+import type { TaskSnapshot } from '../../protocol';
+import type { OperationMachine } from '../../workflows/operation/machine';
+import { quickPollCount } from '../../workflows/operation/watching';
+import { planWait, pollOffsets } from '../../workflows/operation/cadence';
+import {
+  BUY,
+  DAY,
+  OPERATION,
+  answered,
+  callWith,
+  drive,
+  expectStep,
+  moved,
+  operationInput,
+  webhook,
+} from '../harness/operation-machine';
+
+const WATCHER = 'task-watcher:adcp:seller:0';
+const SAFETY = 30 * 60_000;
+const WATCHING = {
+  kind: 'watchAnswered' as const,
+  outcome: { watching: true, watcherId: WATCHER, safetyPollMs: SAFETY },
+};
+
+let keys = 0;
+function movedNotice(listed: TaskSnapshot, taskId = 't1'): TaskWatchNotice {
+  keys += 1;
+  return {
+    kind: 'moved',
+    eventKey: `watch:${taskId}:${listed.status}:${keys}`,
+    taskId,
+    listed: { status: listed.status },
+    observedAt: new Date(0).toISOString(),
+    watcherId: WATCHER,
+  };
+}
+
+/** A create at a seller that can list its tasks, answered `submitted`, registered and waiting (past its quick polls). */
+function parkedAndWatched(input = operationInput()) {
+  const driven = drive(input);
+  const { machine, clock } = driven;
+  callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+  const registration = expectStep(machine, 'registerWithWatcher');
+  machine.resolve(WATCHING);
+  const wait = expectStep(machine, 'pollOnCadence');
+  clock.now += 120_000;
+  return { ...driven, registration, wait };
+}
+
+/** The operation's own read of its task (a `poll` step's answer). */
+function read(snapshot: TaskSnapshot) {
+  return { kind: 'read' as const, outcome: { snapshot, readMethod: 'tasks/get' as const } };
+}
+
+/** Stops the running wait the way the workflow does when `wakes()` says so. */
+function wake(machine: OperationMachine): void {
+  expect(machine.wakes()).toBe(true);
+  expect(machine.woken()).toBe(true);
+  machine.resolve({ kind: 'stopped' });
+}
+
+describe('operation and task watcher', () => {
+  it('a parked operation registers as it starts to wait, then makes its quick polls and only the safety poll', () => {
+    const { registration, wait, clock } = parkedAndWatched();
+    expect(registration.input).toEqual({
+      sellerId: 'seller',
+      registration: {
+        operationId: OPERATION,
+        taskId: 't1',
+        task: 'create_media_buy',
+        account: { account_id: 'acc_1' },
+        known: { status: 'submitted' },
+        deadline: new Date(1_000 + DAY).toISOString(),
+        registeredAt: new Date(1_000).toISOString(),
+      },
+    });
+    // One activity to the deadline: the quick polls (2, 6, 14, 30, 62 s), then one every safety interval.
+    expect(wait).toMatchObject({
+      until: 'deadline',
+      input: {
+        cadence: {
+          firstPollAfterMs: 2_000,
+          initialIntervalMs: 4_000,
+          maxIntervalMs: 60_000,
+          settle: { afterPolls: 5, intervalMs: SAFETY },
+        },
+      },
+    });
+    expect(wait.budgetMs).toBe(1_000 + DAY - (clock.now - 120_000));
+    expect(pollOffsets(wait.plan, 62_000)).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
+  });
+
+  it('a move makes the operation read the task itself, with its own read; it ends without leaving the watcher', () => {
+    const { machine } = parkedAndWatched();
+    const pollsBefore = machine.state.pollCount;
+    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }));
+    wake(machine);
+    // What the listing showed is not applied: the operation's own read (read method, adapter, shaping) decides.
+    expect(machine.state.status).toBe('submitted');
+    expect(expectStep(machine, 'poll')).toMatchObject({ purpose: 'requested', input: { taskId: 't1' } });
+    machine.resolve(read({ status: 'completed', taskId: 't1', result: BUY }));
+    // No unregistration: the watcher forgot the finished task itself.
+    expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
+    expect(machine.state).toMatchObject({ status: 'completed', resource: { mediaBuyId: 'mb_1' } });
+    expect(machine.state.transitions.at(-1)).toMatchObject({ from: 'submitted', to: 'completed', source: 'poll' });
+    expect(machine.state.pollCount).toBe(pollsBefore + 1);
+  });
+
+  it('a redelivered notice is applied once; a notice about another task or from another watcher changes nothing', () => {
+    const { machine } = parkedAndWatched();
+    const working = movedNotice({ status: 'working', taskId: 't1' });
+    machine.receiveTaskNotice(working);
+    machine.receiveTaskNotice(working);
+    machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't-other', result: BUY }, 't-other'));
+    machine.receiveTaskNotice({ kind: 'released', taskId: 't1', reason: 'x', observedAt: '', watcherId: 'other' });
+    machine.receiveTaskNotice({ nonsense: true });
+    wake(machine);
+    // One read for the one move.
+    expectStep(machine, 'poll');
+    machine.resolve(read({ status: 'working', taskId: 't1' }));
+    // The watcher already knows `working` (its own listing said so): no new registration, the working window polls.
+    expect(machine.next()).toMatchObject({
+      kind: 'pollOnCadence',
+      until: 'working-window',
+      plan: { maxIntervalMs: 5_000 },
+    });
+    expect(machine.state.status).toBe('working');
+    expect(machine.state.transitions.filter((t) => t.to === 'working')).toHaveLength(1);
+  });
+
+  it('a move learned without the watcher (its own safety poll) is told to the watcher with a new registration', () => {
+    const { machine } = parkedAndWatched();
+    machine.resolve(moved({ status: 'input-required', taskId: 't1', message: 'approve?' }));
+    const again = expectStep(machine, 'registerWithWatcher');
+    expect(again.input.registration.known).toEqual({ status: 'input-required' });
+    machine.resolve(WATCHING);
+    // Watched while it waits for the buyer: a move at the seller wakes the wait.
+    expectStep(machine, 'wait');
+    machine.receiveTaskNotice(movedNotice({ status: 'canceled', taskId: 't1' }));
+    expect(machine.wakes()).toBe(true);
+    machine.resolve({ kind: 'woke' });
+    expectStep(machine, 'poll');
+    machine.resolve(read({ status: 'canceled', taskId: 't1' }));
+    expect(machine.next()).toMatchObject({ kind: 'end' });
+    expect(machine.state.status).toBe('canceled');
+  });
+
+  it('a seller that cannot list its tasks declines: the operation polls on its own cadence and does not ask again', () => {
+    const driven = drive();
+    const { machine, clock } = driven;
+    callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve({ kind: 'watchAnswered', outcome: { watching: false, reason: 'no list_tasks' } });
+    const own = expectStep(machine, 'pollOnCadence');
+    expect(own).toMatchObject({ until: 'deadline', plan: { firstPollAfterMs: 2_000, maxIntervalMs: 60_000 } });
+    clock.now += 10_000;
+    machine.resolve(moved({ status: 'working', taskId: 't1' }));
+    // No registration again for this task, whatever its status: straight to its own polls.
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+    machine.resolve(moved({ status: 'submitted', taskId: 't1' }));
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'deadline' });
+  });
+
+  it('a failed registration (the activity is missing or failed) leaves the operation polling on its own', () => {
+    const { machine } = drive();
+    callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve({
+      kind: 'failed',
+      error: { code: 'ACTIVITY_FAILED', message: 'not registered', recovery: 'terminal' },
+    });
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'deadline', plan: { maxIntervalMs: 60_000 } });
+  });
+
+  it('handed back by the watcher, the operation polls on its own cadence again', () => {
+    const { machine } = parkedAndWatched();
+    machine.receiveTaskNotice({
+      kind: 'released',
+      taskId: 't1',
+      reason: 'the seller does not list it',
+      observedAt: new Date(0).toISOString(),
+      watcherId: WATCHER,
+    });
+    wake(machine);
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'deadline', plan: { maxIntervalMs: 60_000 } });
+    expect(machine.state.anomalies.at(-1)?.note).toContain('handed the task back');
+  });
+
+  it('ending on its own (its poll, the deadline) it leaves the watcher before it ends', () => {
+    const { machine } = parkedAndWatched();
+    machine.resolve(moved({ status: 'completed', taskId: 't1', result: BUY }));
+    const leave = expectStep(machine, 'unregisterFromWatcher');
+    expect(leave.input).toMatchObject({ watcherId: WATCHER, operationId: OPERATION });
+    machine.resolve({ kind: 'watchLeft' });
+    expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
+  });
+
+  it('once its webhooks arrive it relies on them: it leaves the watcher and keeps the webhook backup cadence', () => {
+    const driven = drive();
+    const { machine } = driven;
+    callWith(machine, answered({ status: 'submitted', taskId: 't1' }, true));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve(WATCHING);
+    expectStep(machine, 'pollOnCadence');
+    machine.receiveWebhook(webhook({ status: 'working', taskId: 't1' }));
+    wake(machine);
+    expect(expectStep(machine, 'unregisterFromWatcher').input.watcherId).toBe(WATCHER);
+    machine.resolve({ kind: 'watchLeft' });
+    expect(machine.next().kind).toBe('pollOnCadence');
+  });
+
+  it('a webhook it did not register for still makes it leave: it then waits as it would without a watcher', () => {
+    const { machine } = parkedAndWatched();
+    machine.receiveWebhook(webhook({ status: 'working', taskId: 't1' }));
+    wake(machine);
+    expect(expectStep(machine, 'unregisterFromWatcher').input.watcherId).toBe(WATCHER);
+    machine.resolve({ kind: 'watchLeft' });
+    // Its own working window, not a registration with what the webhook said (the listing may not show it yet).
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+  });
+
+  it('a working task keeps its quick window of polls while watched, then only the safety poll', () => {
+    const { machine, clock } = drive();
+    callWith(machine, answered({ status: 'working', taskId: 't1' }));
+    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('working');
+    machine.resolve(WATCHING);
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'working-window', budgetMs: 120_000 });
+    clock.now += 120_000;
+    machine.resolve({ kind: 'budgetRanOut', polls: 24 });
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'deadline', plan: { maxIntervalMs: SAFETY } });
+  });
+
+  it('continue-as-new carries the watch: the continued run is still watched and applies what arrives', () => {
+    const driven = parkedAndWatched();
+    driven.history.long = true;
+    driven.machine.resolve({ kind: 'stopped' });
+    expect(driven.machine.next().kind).toBe('continueAsNew');
+    const carried = driven.machine.carried();
+    expect(carried.watch).toMatchObject({ watcherId: WATCHER, told: { taskId: 't1', status: 'submitted' } });
+    driven.history.long = false;
+    const next = driven.continued();
+    // Still watched: its quick polls, then only the safety poll.
+    expect(expectStep(next.machine, 'pollOnCadence').plan.settle).toEqual({ afterPolls: 5, intervalMs: SAFETY });
+    next.machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }));
+    wake(next.machine);
+    expect(expectStep(next.machine, 'poll')).toMatchObject({ purpose: 'requested' });
+    next.machine.resolve({
+      kind: 'read',
+      outcome: { snapshot: { status: 'submitted', taskId: 't1' }, readMethod: 'tasks/get' },
+    });
+    // The watcher listed it `completed` but the read says otherwise: tell the watcher what the operation knows.
+    expect(expectStep(next.machine, 'registerWithWatcher').input.registration.known.status).toBe('submitted');
+  });
+
+  it('the quick polls are those before the cadence reaches the watcher round, for both plans of a submitted wait', () => {
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }))).toBe(5);
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: true }))).toBe(5);
+  });
+});

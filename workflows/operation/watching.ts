@@ -1,0 +1,268 @@
+/**
+ * An operation and its seller's task watcher (workflows/task-watcher/), free of Temporal: when a parked operation
+ * joins the watcher, how it waits while watched, when it leaves, and what the watcher's news means. The operation
+ * machine (./machine.ts) asks this module at three points (the parked wait, the step before it, the end) and hands
+ * it the watcher's notices; everything else about the operation stays the machine's.
+ *
+ * The rule: an operation waiting on its seller (`submitted`, `working`, `input-required`) with a task to name, to
+ * which no webhook has come yet, registers with the watcher as it starts to wait (and again when it learned of a
+ * move the watcher did not tell it). Once a webhook arrives it leaves the watcher and waits exactly as it would
+ * without one: what webhooks told it may be ahead of the seller's listing. Watched, it still makes the quick polls of
+ * its wait on its own (most tasks finish within seconds: the first polls of a `submitted` wait, a `working` task's
+ * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot
+ * list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
+ * off as before. A notice of a move makes the operation read the task itself, with the read its own poll makes, so
+ * batching changes when it learns, never what.
+ */
+import { TERMINAL_STATUSES, type TaskStatus } from '../../protocol';
+import type { OperationStatus } from '../../contract/operation';
+import {
+  type CarriedTaskWatch,
+  type RegisterWithWatcherInput,
+  type RegisterWithWatcherOutcome,
+  type TaskWatchNotice,
+  type UnregisterFromWatcherInput,
+  SAFETY_POLL_MS,
+  WATCH_INTERVAL_MS,
+} from '../../contract/task-watcher';
+import type { WaitPlan } from './cadence';
+
+/** Statuses in which an operation waits on its seller and may be watched. */
+const WATCHABLE: ReadonlySet<OperationStatus> = new Set(['submitted', 'working', 'input-required']);
+/** Notices' event keys remembered against redelivery. */
+const MAX_SEEN_NOTICES = 100;
+
+export type WatchStep =
+  | { kind: 'registerWithWatcher'; input: RegisterWithWatcherInput }
+  | { kind: 'unregisterFromWatcher'; input: UnregisterFromWatcherInput };
+
+/** What the operation is now, as the watching rule reads it. */
+export interface WatchFacts {
+  operationId: string;
+  sellerId: string;
+  task: string;
+  status: OperationStatus;
+  taskId?: string;
+  contextId?: string;
+  progress?: unknown;
+  tenant?: string;
+  account?: unknown;
+  deadline: string;
+  /** Webhooks applied so far: one is enough for the operation to wait as it would without a watcher. */
+  webhooksApplied: number;
+  provisional: boolean;
+  now: number;
+}
+
+/** What a notice changes in the operation. */
+export type NoticeEffect =
+  /** The watcher saw a move: the operation reads the task itself (its own read, so it learns what a poll learns). */
+  { kind: 'readYourself' } | { kind: 'released'; reason: string } | { kind: 'none' };
+
+/** The quick polls of a plan: those made before its interval reaches the watcher's round. */
+export function quickPollCount(plan: WaitPlan): number {
+  let polls = 1;
+  let interval = plan.initialIntervalMs;
+  while (interval < WATCH_INTERVAL_MS && interval < plan.maxIntervalMs) {
+    polls += 1;
+    interval *= 2;
+  }
+  return polls;
+}
+
+function isNotice(value: unknown): value is TaskWatchNotice {
+  const notice = value as Partial<TaskWatchNotice> | undefined;
+  if (!notice || typeof notice.taskId !== 'string' || typeof notice.watcherId !== 'string') return false;
+  if (notice.kind === 'moved') return typeof notice.eventKey === 'string';
+  return notice.kind === 'released';
+}
+
+export class TaskWatch {
+  /** The watcher holding this operation, while it does. */
+  private watcherId: string | undefined;
+  private safetyPollMs: number;
+  /** What the watcher knows of the task: what the operation registered with, or the last move it told. */
+  private told: { taskId: string; status: TaskStatus } | undefined;
+  /** The task the watcher declined or released (the operation polls it on its own from then on). */
+  private declined: { taskId: string; reason: string } | undefined;
+  private readonly inbox: TaskWatchNotice[];
+  private readonly seen: Set<string>;
+  private pending: WatchStep | undefined;
+
+  constructor(carried?: CarriedTaskWatch) {
+    this.watcherId = carried?.watcherId;
+    this.safetyPollMs = carried?.safetyPollMs ?? SAFETY_POLL_MS;
+    this.told = carried?.told;
+    this.declined = carried?.declined;
+    this.inbox = [...(carried?.inbox ?? [])];
+    this.seen = new Set(carried?.seen ?? []);
+  }
+
+  get watched(): boolean {
+    return this.watcherId !== undefined;
+  }
+
+  /** The watcher's news, not applied yet (a reason to wake the running wait). */
+  get hasNews(): boolean {
+    return this.inbox.length > 0;
+  }
+
+  /** A `taskMoved` signal: recorded once (by event key), never thrown on. */
+  receive(notice: unknown): void {
+    if (!isNotice(notice)) return;
+    if (notice.kind === 'moved') {
+      if (this.seen.has(notice.eventKey)) return;
+      this.seen.add(notice.eventKey);
+      if (this.seen.size > MAX_SEEN_NOTICES) this.seen.delete(this.seen.values().next().value!);
+    }
+    this.inbox.push(notice);
+  }
+
+  /** What each notice that arrived means for the operation whose task is `taskId`, in order. */
+  takeNews(taskId: string | undefined): NoticeEffect[] {
+    const effects: NoticeEffect[] = [];
+    while (this.inbox.length > 0) {
+      const notice = this.inbox.shift()!;
+      // A notice about another task (an earlier one, a reused id in another operation) tells this one nothing.
+      if (notice.taskId !== taskId) continue;
+      if (notice.kind === 'released') {
+        if (notice.watcherId !== this.watcherId) continue;
+        this.watcherId = undefined;
+        this.told = undefined;
+        this.declined = { taskId: notice.taskId, reason: notice.reason };
+        effects.push({ kind: 'released', reason: notice.reason });
+        continue;
+      }
+      // The watcher now knows the task as listed: no registration needed for that status.
+      if (this.watcherId === notice.watcherId) this.told = { taskId: notice.taskId, status: notice.listed.status };
+      if (TERMINAL_STATUSES.has(notice.listed.status)) this.watcherId = undefined; // the watcher forgot a finished task
+      effects.push({ kind: 'readYourself' });
+    }
+    return effects;
+  }
+
+  /**
+   * A call answered: what the watcher saw before that answer is older than it (a question the answer just resolved,
+   * say), so moves not applied yet are dropped. A hand-back still counts.
+   */
+  forgetMoves(): void {
+    const released = this.inbox.filter((notice) => notice.kind === 'released');
+    this.inbox.length = 0;
+    this.inbox.push(...released);
+  }
+
+  /** Whether the operation, as it is now, belongs with the watcher at all. */
+  private watchable(facts: WatchFacts): boolean {
+    return (
+      facts.taskId !== undefined &&
+      WATCHABLE.has(facts.status) &&
+      !facts.provisional &&
+      facts.webhooksApplied === 0 &&
+      this.declined?.taskId !== facts.taskId
+    );
+  }
+
+  private tells(facts: WatchFacts): boolean {
+    return this.watcherId !== undefined && this.told?.taskId === facts.taskId && this.told?.status === facts.status;
+  }
+
+  /**
+   * The step before the operation waits: join the watcher (or tell it what the operation knows now, when that
+   * changed), or leave it when the operation no longer waits on the seller. Ended operations leave it too, unless
+   * the watcher saw the end itself (it forgets finished tasks).
+   */
+  step(facts: WatchFacts, ended: boolean): WatchStep | undefined {
+    const taskId = facts.taskId;
+    if (ended || !this.watchable(facts)) {
+      if (!this.watcherId) return undefined;
+      const watcherId = this.watcherId;
+      this.watcherId = undefined;
+      this.told = undefined;
+      return this.begin({
+        kind: 'unregisterFromWatcher',
+        input: {
+          watcherId,
+          operationId: facts.operationId,
+          reason: ended ? `the operation ended ${facts.status}` : `the operation no longer waits (${facts.status})`,
+        },
+      });
+    }
+    if (this.tells(facts)) return undefined;
+    return this.begin({
+      kind: 'registerWithWatcher',
+      input: {
+        sellerId: facts.sellerId,
+        registration: {
+          operationId: facts.operationId,
+          taskId: taskId!,
+          task: facts.task,
+          ...(facts.tenant !== undefined ? { tenant: facts.tenant } : {}),
+          ...(facts.account !== undefined ? { account: facts.account } : {}),
+          ...(facts.contextId !== undefined ? { contextId: facts.contextId } : {}),
+          known: {
+            status: facts.status as TaskStatus, // watchable: never pending
+            ...(facts.progress !== undefined ? { progress: facts.progress } : {}),
+          },
+          deadline: facts.deadline,
+          registeredAt: new Date(facts.now).toISOString(),
+        },
+      },
+    });
+  }
+
+  private begin(step: WatchStep): WatchStep {
+    this.pending = step;
+    return step;
+  }
+
+  /** The registration's answer (undefined: the activity failed, so the operation polls on its own). */
+  registered(outcome: RegisterWithWatcherOutcome | undefined, failure?: string): void {
+    const step = this.pending;
+    this.pending = undefined;
+    if (step?.kind !== 'registerWithWatcher') return;
+    const { taskId, known } = step.input.registration;
+    if (outcome?.watching && outcome.watcherId) {
+      this.watcherId = outcome.watcherId;
+      this.safetyPollMs = outcome.safetyPollMs ?? this.safetyPollMs;
+      this.told = { taskId, status: known.status };
+      return;
+    }
+    this.watcherId = undefined;
+    this.told = undefined;
+    this.declined = { taskId, reason: outcome?.reason ?? failure ?? 'the task watcher did not answer' };
+  }
+
+  /** The unregistration ran (or failed: the watcher forgets the operation at its deadline or when it ends anyway). */
+  unregistered(): void {
+    this.pending = undefined;
+  }
+
+  /** Why the watcher does not hold this task, if it declined or released it (for the operation's record). */
+  declinedReason(taskId: string | undefined): string | undefined {
+    return this.declined?.taskId === taskId ? this.declined?.reason : undefined;
+  }
+
+  /**
+   * How a parked wait polls. Watched: a working task keeps its window of quick polls; a submitted wait makes its
+   * quick polls, then only the safety poll up to the deadline, in the same activity (no second wait to schedule);
+   * past its quick window, only the safety poll. Not watched: its own cadence (`plan`).
+   */
+  parkedWait(plan: WaitPlan, facts: WatchFacts): WaitPlan {
+    if (!this.tells(facts) || plan.windowMs !== undefined) return plan;
+    const safety = this.safetyPollMs;
+    if (facts.status === 'submitted')
+      return { ...plan, settle: { afterPolls: quickPollCount(plan), intervalMs: safety } };
+    return { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety };
+  }
+
+  carry(): CarriedTaskWatch | undefined {
+    if (!this.watcherId && !this.declined && this.inbox.length === 0) return undefined;
+    return {
+      ...(this.watcherId ? { watcherId: this.watcherId, safetyPollMs: this.safetyPollMs } : {}),
+      ...(this.told ? { told: this.told } : {}),
+      ...(this.declined ? { declined: this.declined } : {}),
+      ...(this.inbox.length > 0 ? { inbox: [...this.inbox] } : {}),
+      ...(this.seen.size > 0 ? { seen: [...this.seen] } : {}),
+    };
+  }
+}
