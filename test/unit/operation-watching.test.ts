@@ -226,6 +226,53 @@ describe('operation and task watcher', () => {
     expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
   });
 
+  it('a move the listing showed is no news once a webhook came: no read, so a listing never moves a task back from what a webhook said', () => {
+    const { machine } = parkedAndWatched();
+    // The listing saw the task working before the webhook said so; its notice lands with the webhook.
+    machine.receiveWebhook(webhook({ status: 'working', taskId: 't1', updatedAt: '2026-01-01T00:00:05Z' }));
+    machine.receiveTaskNotice(movedNotice({ status: 'working', taskId: 't1' }));
+    wake(machine);
+    // It leaves the watcher and reads nothing on the watcher's word.
+    expect(expectStep(machine, 'unregisterFromWatcher').input.watcherId).toBe(WATCHER);
+    machine.resolve({ kind: 'watchLeft' });
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'working-window' });
+    // A notice delivered after it left (the watcher listed before the unregistration reached it) wakes nothing.
+    machine.receiveTaskNotice(movedNotice({ status: 'working', taskId: 't1' }));
+    machine.receiveTaskNotice(movedNotice({ status: 'submitted', taskId: 't1' }));
+    expect(machine.wakes()).toBe(false);
+    machine.resolve({ kind: 'stopped' });
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+    expect(machine.state.status).toBe('working');
+    expect(machine.state.transitions.map((t) => `${t.from}->${t.to}:${t.source}`)).toEqual([
+      'pending->submitted:call',
+      'submitted->working:webhook',
+    ]);
+  });
+
+  it('a listing older than what the operation last read is no news: no read', () => {
+    const { machine } = parkedAndWatched();
+    machine.resolve(moved({ status: 'working', taskId: 't1', updatedAt: '2026-01-01T00:00:10Z' }));
+    // The watcher is told the operation's own read (a new registration), and keeps it.
+    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('working');
+    machine.resolve(WATCHING);
+    expectStep(machine, 'pollOnCadence');
+    const older = movedNotice({ status: 'submitted', taskId: 't1' });
+    if (older.kind === 'moved') older.listed.updatedAt = '2026-01-01T00:00:04Z';
+    machine.receiveTaskNotice(older);
+    wake(machine);
+    // No read; the watcher, which now holds the older row, is told what the operation knows.
+    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('working');
+    machine.resolve(WATCHING);
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+    expect(machine.state.status).toBe('working');
+    // A newer one is a move: the operation reads the task itself.
+    machine.resolve({ kind: 'stopped' });
+    const newer = movedNotice({ status: 'completed', taskId: 't1' });
+    if (newer.kind === 'moved') newer.listed.updatedAt = '2026-01-01T00:00:20Z';
+    machine.receiveTaskNotice(newer);
+    expect(machine.next()).toMatchObject({ kind: 'poll', purpose: 'requested' });
+  });
+
   it('a working task keeps its quick window of polls while watched, then only the safety poll', () => {
     const { machine, clock } = drive();
     callWith(machine, answered({ status: 'working', taskId: 't1' }));

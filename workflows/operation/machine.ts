@@ -871,6 +871,7 @@ export class OperationMachine {
       ...accountOf(this.input.params),
       deadline: state.deadline,
       webhooksApplied: state.webhooksApplied,
+      ...(state.sellerUpdatedAt ? { sellerUpdatedAt: state.sellerUpdatedAt } : {}),
       provisional: state.provisional !== undefined,
       now: this.now(),
     };
@@ -879,7 +880,7 @@ export class OperationMachine {
   /** The watcher's news: a move is read by the operation's own poll; a hand-back means polling on its own again. */
   private applyWatchNews(): void {
     if (!this.watch.hasNews) return;
-    for (const effect of this.watch.takeNews(this.state.taskId)) {
+    for (const effect of this.watch.takeNews(this.watchFacts())) {
       if (this.terminal) return;
       if (effect.kind === 'readYourself') this.pollRequested = true;
       else if (effect.kind === 'released')

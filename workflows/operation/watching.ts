@@ -12,7 +12,10 @@
  * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot
  * list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
  * off as before. A notice of a move makes the operation read the task itself, with the read its own poll makes, so
- * batching changes when it learns, never what.
+ * batching changes when it learns, never what. A notice is news only to an operation the watcher still holds, to
+ * which no webhook has come, and only when the listing is not older than what the operation last applied: a listing
+ * made before a webhook reached the watcher's seller (or before the unregistration reached the watcher) must never
+ * make the operation read its way back from what the webhook said.
  */
 import { TERMINAL_STATUSES, type TaskStatus } from '../../protocol';
 import type { OperationStatus } from '../../contract/operation';
@@ -20,6 +23,7 @@ import {
   type CarriedTaskWatch,
   type RegisterWithWatcherInput,
   type RegisterWithWatcherOutcome,
+  type TaskObservation,
   type TaskWatchNotice,
   type UnregisterFromWatcherInput,
   SAFETY_POLL_MS,
@@ -50,6 +54,8 @@ export interface WatchFacts {
   deadline: string;
   /** Webhooks applied so far: one is enough for the operation to wait as it would without a watcher. */
   webhooksApplied: number;
+  /** The seller's time of the last observation applied (a listing older than it is no news). */
+  sellerUpdatedAt?: string;
   provisional: boolean;
   now: number;
 }
@@ -110,6 +116,9 @@ export class TaskWatch {
   /** A `taskMoved` signal: recorded once (by event key), never thrown on. */
   receive(notice: unknown): void {
     if (!isNotice(notice)) return;
+    // Left the watcher (or never joined it): a move it listed before the unregistration arrived is no news, and must
+    // not wake the wait. One that comes while the registration is answered is kept (`takeNews` decides).
+    if (notice.kind === 'moved' && !this.watcherId && this.pending?.kind !== 'registerWithWatcher') return;
     if (notice.kind === 'moved') {
       if (this.seen.has(notice.eventKey)) return;
       this.seen.add(notice.eventKey);
@@ -118,8 +127,9 @@ export class TaskWatch {
     this.inbox.push(notice);
   }
 
-  /** What each notice that arrived means for the operation whose task is `taskId`, in order. */
-  takeNews(taskId: string | undefined): NoticeEffect[] {
+  /** What each notice that arrived means for the operation, as it is now (`facts`), in order. */
+  takeNews(facts: Pick<WatchFacts, 'taskId' | 'webhooksApplied' | 'sellerUpdatedAt'>): NoticeEffect[] {
+    const { taskId } = facts;
     const effects: NoticeEffect[] = [];
     while (this.inbox.length > 0) {
       const notice = this.inbox.shift()!;
@@ -133,12 +143,27 @@ export class TaskWatch {
         effects.push({ kind: 'released', reason: notice.reason });
         continue;
       }
+      // Only the watcher holding the operation speaks for it (it left, or a watcher it never joined).
+      if (notice.watcherId !== this.watcherId) continue;
       // The watcher now knows the task as listed: no registration needed for that status.
-      if (this.watcherId === notice.watcherId) this.told = { taskId: notice.taskId, status: notice.listed.status };
+      this.told = { taskId: notice.taskId, status: notice.listed.status };
       if (TERMINAL_STATUSES.has(notice.listed.status)) this.watcherId = undefined; // the watcher forgot a finished task
+      if (!this.isNews(notice.listed, facts)) continue;
       effects.push({ kind: 'readYourself' });
     }
     return effects;
+  }
+
+  /**
+   * Whether a listing can tell the operation anything: not once a webhook came (webhooks may be ahead of the
+   * seller's listing, and the operation is leaving the watcher), nor when the row is older than the last observation
+   * the operation applied (its own read, or the call's answer, already saw later).
+   */
+  private isNews(listed: TaskObservation, facts: Pick<WatchFacts, 'webhooksApplied' | 'sellerUpdatedAt'>): boolean {
+    if (facts.webhooksApplied > 0) return false;
+    const listedAt = listed.updatedAt === undefined ? NaN : Date.parse(listed.updatedAt);
+    const appliedAt = facts.sellerUpdatedAt === undefined ? NaN : Date.parse(facts.sellerUpdatedAt);
+    return !(listedAt < appliedAt); // NaN (either time unknown) compares false: then it is news
   }
 
   /**
