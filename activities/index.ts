@@ -42,7 +42,7 @@ import { withReportingCredentials } from './reporting-credentials';
 import { createGuardedCall, logCircuitTransition } from './seller-call';
 import { type SellerClient, createSdkSellerClient } from './seller-client';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from './stored-capabilities';
-import { createTaskListingActivities } from './task-listing';
+import { createDeclinedTaskWatcherActivities, createTaskListingActivities } from './task-listing';
 import { createTaskReader } from './task-reader';
 import { callTimeouts } from './timeouts';
 
@@ -146,7 +146,10 @@ export function createActivities(deps: ActivityDependencies) {
         env,
         ...(deps.storedCapabilities ? { storedCapabilities: deps.storedCapabilities } : {}),
       })),
-    ...(client && createTaskListingActivities({ ...deps, client, seller: sdkSeller, env })),
+    // The operation workflow registers with its seller's task watcher on every worker: one without a client declines.
+    ...(client
+      ? createTaskListingActivities({ ...deps, client, seller: sdkSeller, env })
+      : createDeclinedTaskWatcherActivities('no Temporal client on this worker')),
   };
 }
 

@@ -399,4 +399,21 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
   };
 }
 
+/**
+ * The operation side of the watcher on a worker without a Temporal client (a test worker, a tool): registration
+ * declines and leaving does nothing, so the operation workflow takes the same path with or without a client. Without
+ * them the SDK refuses the unregistered local activity before it records a marker, and replay of that history then
+ * schedules it: a nondeterminism error.
+ */
+export function createDeclinedTaskWatcherActivities(
+  reason: string,
+): Pick<TaskListingActivities, 'registerWithTaskWatcher' | 'unregisterFromTaskWatcher'> {
+  return {
+    async registerWithTaskWatcher(): Promise<RegisterWithWatcherOutcome> {
+      return { watching: false, reason };
+    },
+    async unregisterFromTaskWatcher(): Promise<void> {},
+  };
+}
+
 export type TaskListingActivities = ReturnType<typeof createTaskListingActivities>;

@@ -7,6 +7,7 @@
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { createActivities } from '../../activities';
 import { createTaskListingActivities, taskWatcherSettings } from '../../activities/task-listing';
 import type { SellerClient, TaskListRequest, TaskReadRequest } from '../../activities/seller-client';
 import { SellerRegistry } from '../../config/sellers';
@@ -333,5 +334,22 @@ describe('registerWithTaskWatcher', () => {
       reason: expect.stringContaining('off'),
     });
     expect(starts).toEqual([]);
+  });
+
+  test('a worker without a Temporal client has the operation side too: it declines, and leaving does nothing', async () => {
+    const activities = createActivities({ sellers, seller: fakeSeller([]).seller, env });
+    expect(await run(activities.registerWithTaskWatcher, { sellerId: 'lister', registration })).toEqual({
+      watching: false,
+      reason: 'no Temporal client on this worker',
+    });
+    await expect(
+      run(activities.unregisterFromTaskWatcher, {
+        watcherId: 'task-watcher:operations:lister:0',
+        operationId: 'op-1',
+        reason: 'ended',
+      }),
+    ).resolves.toBeUndefined();
+    // The watcher's own activities need a client: that worker runs no watchers.
+    expect('listWatchedTasks' in activities).toBe(false);
   });
 });
