@@ -42,12 +42,15 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/seller-capabilities/workflow',
   '../workflows/reconciliation/workflow',
   '../workflows/notification/workflow',
+  '../workflows/task-watcher/workflow',
   // Each workflow's versioning behaviour: setWorkflowOptions calls with a getter that runs when a run starts.
   '../workflows/versioning',
   // State machines and rules: classes (state lives in instances a workflow creates), constants, transition tables.
   '../workflows/operation/machine',
   '../workflows/operation/observations',
   '../workflows/operation/publication',
+  '../workflows/operation/watching',
+  '../workflows/task-watcher/machine',
   '../workflows/media-buy/machine',
   '../workflows/media-buy/lifecycle',
   '../workflows/media-buy/changes',
@@ -70,6 +73,7 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../contract/discovery',
   '../contract/seller-capabilities',
   '../contract/notification',
+  '../contract/task-watcher',
   '../contract/validators',
   // The I/O-free protocol core: status tables, error classes, parsers; constants and read-only Sets.
   '../protocol/index',
