@@ -29,6 +29,44 @@ function chunkOf(
   };
 }
 
+test('a buy two operations both claim is reported with both owners and counted in buys_claimed_twice', () => {
+  const listed = [{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_2' }, { mediaBuyId: 'mb_3' }];
+  const rows = [
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-b' },
+    { mediaBuyId: 'mb_2', workflowId: 'adcp-create_media_buy-c' },
+  ];
+  const pass = new OrphanPass(bounds);
+  const next = pass.next();
+  expect(next).toEqual({ chunk: 0, maxReported: 50 });
+  pass.addChunk(chunkOf(listed, rows));
+  expect(pass.next()).toBeUndefined();
+  const report = pass.report();
+  expect(report).toMatchObject({ listed: true, count: 3, known: 2, orphanCount: 1, truncated: false });
+  expect(report.claimedTwice).toEqual([
+    { mediaBuyId: 'mb_1', owners: ['adcp-create_media_buy-a', 'adcp-create_media_buy-b'] },
+  ]);
+  expect(report.claimedTwiceCount).toBe(1);
+  expect(report.orphans.map((orphan) => orphan.mediaBuyId)).toEqual(['mb_3']);
+  expect(pass.counters()).toEqual({ orphanBuys: 1, buysClaimedTwice: 1 });
+});
+
+test('runs of one workflow, and a create run as its media buy child, are one owner: not claimed twice', () => {
+  const rows = [
+    // Two runs of one operation (continue-as-new, or reopened to adopt its buy).
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    // The media buy's workflow and the create it ran as its child.
+    { mediaBuyId: 'mb_2', workflowId: 'media-buy:x' },
+    { mediaBuyId: 'mb_2', workflowId: 'adcp-create_media_buy-x', parentWorkflowId: 'media-buy:x' },
+  ];
+  const compared = compareListing([{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_2' }], claimsFromRows(rows));
+  expect(compared).toEqual({ known: 2, orphans: [], claimedTwice: [] });
+  // The child seen first: still one owner.
+  const reversed = claimsFromRows([...rows].reverse());
+  expect(reversed.get('mb_2')).toEqual(['media-buy:x']);
+});
+
 test('a buy listed on two pages is one buy', () => {
   const compared = compareListing([{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_1' }], new Map());
   expect(compared.orphans).toEqual([{ mediaBuyId: 'mb_1' }]);
