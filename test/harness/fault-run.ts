@@ -282,7 +282,8 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const canceledResults = Promise.allSettled(
       canceledIds.map(async (operationId, i) => {
         await new Promise((resolve) => setTimeout(resolve, 50 + ((i * 97) % 400)));
-        // A worker may be SIGKILLed meanwhile: ask again until the operation has taken the cancel.
+        // A worker may be SIGKILLed meanwhile, or so busy that the update's 4 s RPC deadline passes before a workflow
+        // task runs it (150 operations on a shared 2-core machine): ask again, for up to about a minute.
         for (let attempt = 1; ; attempt += 1) {
           try {
             await orchestrator.cancel(operationId, {
@@ -293,7 +294,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           } catch (error) {
             // An earlier attempt was taken (its answer lost to a deadline under load) and the operation has ended.
             if (error instanceof OperationEndedError) break;
-            if (attempt >= 5) throw error;
+            if (attempt >= 12) throw error;
             await new Promise((resolve) => setTimeout(resolve, 2_000));
           }
         }
