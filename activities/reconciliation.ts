@@ -24,9 +24,12 @@ import {
   reconcileOperationUpdate,
 } from '../contract/operation';
 import type { MatchedBy } from '../protocol/resource-match';
+import { type MediaBuyClaim, claimsFromRows, compareListing } from '../protocol/buy-claims';
+import type { OrphanBuy, OrphanChunk, OrphanChunkRequest } from '../contract/reconciliation';
 import { MEDIA_BUY_WORKFLOW_TYPE, refreshMediaBuySignal } from '../contract/media-buy';
 import { type SellerClient, type SellerTaskSummary, createSdkSellerClient, isUnknownToolError } from './seller-client';
 import { deadlineSignal } from './linked-signal';
+import { MAX_RECONCILE_AMONG } from '../contract/validators';
 import { ORCHESTRATOR_CONTEXT_KEY, describeError, learnTaskRecordAdapter, mapTaskWord } from '../protocol';
 import { asRecord } from '../protocol/records';
 import { listBuys } from './resource';
@@ -83,44 +86,15 @@ export interface SellerBuyList {
   /** false when the seller has no get_media_buys, or refused the listing. */
   supported: boolean;
   buys: SellerBuy[];
-  /** More pages existed than were read. */
-  truncated: boolean;
+  /** The seller's cursor to the rest of its listing, when the pages read stopped before its end. */
+  nextCursor?: string;
   note?: string;
 }
 
-/** The workflows that know a buy (AdcpMediaBuyId): one owner each, a child operation counted with its media buy. */
-export interface MediaBuyClaim {
-  mediaBuyId: string;
-  owners: string[];
-}
+export type { MediaBuyClaim, OrphanBuy };
 
-/** A buy the seller holds that no workflow knows. */
-export interface OrphanBuy {
-  mediaBuyId: string;
-  status?: string;
-  createdAt?: string;
-  /** The operation its echoed context names, and how that operation stands (it could not adopt the buy). */
-  operationId?: string;
-  operationStatus?: string;
-}
-
-/** The orphan pass's first half: the seller's buys compared with the buys the orchestrator's workflows know. */
-export interface OrphanFindings {
-  /** false when the seller's buys could not be listed (`note` says why): nothing is known about orphans then. */
-  supported: boolean;
-  note?: string;
-  listed: number;
-  /** The listing stopped at its page cap: buys past it were not compared. */
-  truncated: boolean;
-  known: number;
-  orphans: OrphanBuy[];
-  /** Every orphan found; `orphans` holds at most the pass's cap of them. */
-  orphanCount: number;
-  claimedTwice: MediaBuyClaim[];
-}
-
-/** The orphan pass's second half: the orphans offered to the operations that could not know their buy. */
-export interface OrphanOffers {
+/** The orphans offered to the operations that could not know their buy. */
+interface OrphanOffers {
   /** Operations asked (their reconcile update, limited to the orphans). */
   tried: number;
   adopted: { operationId: string; mediaBuyId: string; matchedBy?: MatchedBy }[];
@@ -220,10 +194,14 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   }
 
   /**
-   * Every buy the seller lists (every status), with the operation its echoed context names: what reconciliation
-   * compares with the buys the orchestrator knows, to find buys no operation knows (orphans).
+   * The buys the seller lists (every status, `maxPages` pages from `cursor`), with the operation each one's echoed
+   * context names: what reconciliation compares with the buys the orchestrator knows, to find orphans.
    */
-  async function listSellerBuys(input: { sellerId: string }): Promise<SellerBuyList> {
+  async function listSellerBuys(input: {
+    sellerId: string;
+    cursor?: string;
+    maxPages?: number;
+  }): Promise<SellerBuyList> {
     let agent;
     let token: string | undefined;
     try {
@@ -238,11 +216,10 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
       const listed = await listBuys(
         seller,
         { agent, token, signal: deadline.signal },
-        { maxPages: MAX_TASK_PAGES },
+        { maxPages: input.maxPages ?? MAX_TASK_PAGES, ...(input.cursor ? { startCursor: input.cursor } : {}) },
         () => new Date().toISOString(),
       );
-      if (listed.unreadable)
-        return { supported: false, buys: [], truncated: false, note: describeError(listed.unreadable) };
+      if (listed.unreadable) return { supported: false, buys: [], note: describeError(listed.unreadable) };
       const buys = listed.rows.flatMap((row): SellerBuy[] => {
         if (typeof row.media_buy_id !== 'string') return [];
         const marker = asRecord(asRecord(row.context)?.[ORCHESTRATOR_CONTEXT_KEY]);
@@ -255,9 +232,9 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
           },
         ];
       });
-      return { supported: true, buys, truncated: !listed.complete };
+      return { supported: true, buys, ...(listed.nextCursor ? { nextCursor: listed.nextCursor } : {}) };
     } catch (error) {
-      if (isUnknownToolError(error)) return { supported: false, buys: [], truncated: false };
+      if (isUnknownToolError(error)) return { supported: false, buys: [] };
       throw error;
     } finally {
       deadline.dispose();
@@ -265,29 +242,23 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
   }
 
   /**
-   * Who knows each of these buys at this seller (AdcpMediaBuyId, open or closed workflows), in batches. Runs of one
-   * workflow count once, and an operation run as a media buy's child counts with its parent (the buy's workflow).
+   * Who knows each of these buys at this seller (AdcpMediaBuyId, open or closed workflows), in batches of 50, every
+   * page of each search; runs of one workflow count once, a child operation with its media buy (claimsFromRows).
    */
   async function claimsOf(sellerId: string, mediaBuyIds: string[]): Promise<Map<string, string[]>> {
-    const known = new Map<string, Map<string, string | undefined>>();
+    const rows: { mediaBuyId: string; workflowId: string; parentWorkflowId?: string }[] = [];
     for (let index = 0; index < mediaBuyIds.length; index += 50) {
       const batch = mediaBuyIds.slice(index, index + 50);
       const query = `${SA_SELLER.name} = ${quoted(sellerId)} AND ${SA_MEDIA_BUY_ID.name} IN (${batch.map(quoted).join(', ')})`;
       for await (const execution of deps.client.workflow.list({ query })) {
-        const id = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
-        if (!id) continue;
-        const owners = known.get(id) ?? new Map<string, string | undefined>();
-        owners.set(execution.workflowId, execution.parentExecution?.workflowId ?? undefined);
-        known.set(id, owners);
+        const mediaBuyId = execution.typedSearchAttributes.get(SA_MEDIA_BUY_ID);
+        if (!mediaBuyId) continue;
+        const parent = execution.parentExecution?.workflowId;
+        rows.push({ mediaBuyId, workflowId: execution.workflowId, ...(parent ? { parentWorkflowId: parent } : {}) });
       }
       Context.current().heartbeat(index);
     }
-    return new Map(
-      [...known.entries()].map(([id, owners]) => [
-        id,
-        [...owners.entries()].filter(([, parent]) => !parent || !owners.has(parent)).map(([owner]) => owner),
-      ]),
-    );
+    return claimsFromRows(rows);
   }
 
   /** The orphans whose echoed context names an operation, with that operation's status (why it did not adopt). */
@@ -302,6 +273,76 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         return { ...orphan, operationStatus: description?.status.name ?? 'NOT_FOUND' };
       }),
     );
+  }
+
+  /**
+   * Offers orphans to the open creates at this seller that know no buy (those an orphan's echoed context names
+   * first, at most `maxOperations`): each is asked through its own reconcile update, limited to the orphans, so it
+   * matches by its own rules (idempotency key, context, po_number, then packages + budget + flight) and records
+   * `matched_by`. One operation at a time, so two never adopt the same buy; each bounded by `updateTimeoutMs`.
+   */
+  async function offerOrphans(input: {
+    scope: ReconciliationScope;
+    orphans: OrphanBuy[];
+    chunk: number;
+    requestedBy: string;
+    maxOperations: number;
+    updateTimeoutMs: number;
+  }): Promise<OrphanOffers> {
+    const context = Context.current();
+    const { sellerId } = input.scope;
+    // Learned since the listing (a call in flight answered): not orphans.
+    let claims = await claimsOf(
+      sellerId,
+      input.orphans.map((orphan) => orphan.mediaBuyId),
+    );
+    let remaining = input.orphans.filter((orphan) => !claims.has(orphan.mediaBuyId));
+    const adopted: OrphanOffers['adopted'] = [];
+    const unanswered: string[] = [];
+    let tried = 0;
+    if (remaining.length === 0) return { tried, adopted, remaining, unanswered };
+    const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_TASK.name} = 'create_media_buy' AND ${SA_MEDIA_BUY_ID.name} IS NULL AND ${scopeClause(input.scope)}`;
+    const looking: string[] = [];
+    for await (const execution of deps.client.workflow.list({ query })) {
+      looking.push(execution.workflowId);
+      if (looking.length >= MAX_OPEN_OPERATIONS) break;
+    }
+    const named = new Set(remaining.flatMap((orphan) => (orphan.operationId ? [orphan.operationId] : [])));
+    const order = [...looking.filter((id) => named.has(id)), ...looking.filter((id) => !named.has(id))].slice(
+      0,
+      input.maxOperations,
+    );
+    const runBy = context.info.workflowExecution?.workflowId ?? 'manual';
+    for (const operationId of order) {
+      if (remaining.length === 0) break;
+      tried += 1;
+      context.heartbeat(tried);
+      // A chunk holds at most MAX_RECONCILE_AMONG buys (the workflow's pages per chunk); the cap guards the rest.
+      const among = remaining.map((orphan) => orphan.mediaBuyId).slice(0, MAX_RECONCILE_AMONG);
+      const answer = await within(
+        deps.client.workflow.getHandle(operationId).executeUpdate(reconcileOperationUpdate, {
+          args: [{ requestedBy: input.requestedBy, among }],
+          // Each chunk asks afresh: the same update ID would be answered with the first chunk's answer.
+          updateId: `orphans:${runBy}:${input.chunk}:${operationId}`,
+        }),
+        input.updateTimeoutMs,
+      ).catch((): OperationReconcileAnswer | 'error' => 'error');
+      if (answer === 'timeout') unanswered.push(operationId);
+      if (typeof answer !== 'object' || !answer.found || !answer.media_buy_id) continue;
+      const mediaBuyId = answer.media_buy_id;
+      if (!among.includes(mediaBuyId)) continue;
+      adopted.push({ operationId, mediaBuyId, ...(answer.matched_by ? { matchedBy: answer.matched_by } : {}) });
+      remaining = remaining.filter((orphan) => orphan.mediaBuyId !== mediaBuyId);
+    }
+    // What is still unknown now, after the adoptions were indexed (visibility trails the upserts a little).
+    if (remaining.length > 0) {
+      claims = await claimsOf(
+        sellerId,
+        remaining.map((orphan) => orphan.mediaBuyId),
+      );
+      remaining = remaining.filter((orphan) => !claims.has(orphan.mediaBuyId));
+    }
+    return { tried, adopted, remaining, unanswered };
   }
 
   return {
@@ -378,32 +419,44 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
     listSellerBuys,
 
     /**
-     * The orphan pass's comparison: every buy the seller lists (bounded pages) against the workflows that know each
-     * (AdcpMediaBuyId, open or closed). A buy no workflow knows is an orphan; one two workflows know is claimed twice.
-     * Only counts and capped lists cross into the workflow's history.
+     * One chunk of the orphan pass: `maxPages` pages of the seller's listing from `cursor`, compared with the
+     * workflows that know each buy (AdcpMediaBuyId, open or closed); a buy no workflow knows is an orphan, offered to
+     * the creates that could not know theirs; one two workflows know is claimed twice. Only counts and capped lists
+     * cross into the workflow's history; `nextCursor` leads the next chunk on.
      */
-    async findOrphanBuys(input: ReconciliationScope & { maxReported: number }): Promise<OrphanFindings> {
-      const listed = await listSellerBuys({ sellerId: input.sellerId });
+    async orphanPassChunk(input: OrphanChunkRequest): Promise<OrphanChunk> {
+      const scope: ReconciliationScope = {
+        sellerId: input.sellerId,
+        ...(input.tenant !== undefined ? { tenant: input.tenant, alsoUntenanted: input.alsoUntenanted ?? false } : {}),
+      };
+      const listed = await listSellerBuys({
+        sellerId: input.sellerId,
+        maxPages: input.maxPages,
+        ...(input.cursor ? { cursor: input.cursor } : {}),
+      });
       if (!listed.supported)
         return {
           supported: false,
           note: listed.note ?? `${input.sellerId} does not list its media buys`,
           listed: 0,
-          truncated: false,
           known: 0,
+          adopted: [],
           orphans: [],
           orphanCount: 0,
           claimedTwice: [],
+          claimedTwiceCount: 0,
+          unanswered: [],
         };
       const claims = await claimsOf(input.sellerId, [...new Set(listed.buys.map((buy) => buy.mediaBuyId))]);
-      let orphans = listed.buys.filter((buy) => !claims.has(buy.mediaBuyId));
+      const compared = compareListing(listed.buys, claims);
+      let orphans: OrphanBuy[] = compared.orphans;
       const orphanCount = orphans.length;
       // One tenant's run lists with the credential every tenant shares: a buy no workflow knows may be another
       // tenant's, so only those its echo names as the run's own operations are named (and offered); all are counted.
       let note: string | undefined;
       if (input.tenant !== undefined && !deps.sellers.multiTenant) {
         const own = new Set(
-          (await listRunning(OPERATION_WORKFLOW_TYPE, input, ({ workflowId }) => workflowId)).filter((id) =>
+          (await listRunning(OPERATION_WORKFLOW_TYPE, scope, ({ workflowId }) => workflowId)).filter((id) =>
             orphans.some((orphan) => orphan.operationId === id),
           ),
         );
@@ -411,86 +464,26 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         if (orphans.length < orphanCount)
           note = `${orphanCount - orphans.length} buys no workflow knows are counted, not named: the seller's listing is shared by every tenant; the installation's reconciliation names them`;
       }
-      const claimedTwice = [...claims.entries()]
-        .filter(([, owners]) => owners.length > 1)
-        .map(([mediaBuyId, owners]) => ({ mediaBuyId, owners }));
+      const offers =
+        orphans.length > 0
+          ? await offerOrphans({ ...input, scope, orphans })
+          : { tried: 0, adopted: [], remaining: [], unanswered: [] };
+      const adoptedIds = new Set(offers.adopted.map((entry) => entry.mediaBuyId));
+      // Orphans offered and learned meanwhile (by the offer or by a call that answered) are known now.
+      const learned = orphans.filter((orphan) => !offers.remaining.includes(orphan)).length;
       return {
         supported: true,
-        listed: listed.buys.length,
-        truncated: listed.truncated,
-        known: claims.size,
         ...(note ? { note } : {}),
-        orphans: await withNamedStatus(orphans.slice(0, input.maxReported)),
-        orphanCount,
-        claimedTwice: claimedTwice.slice(0, input.maxReported),
+        listed: listed.buys.length,
+        known: compared.known + learned,
+        adopted: offers.adopted.filter((entry) => adoptedIds.has(entry.mediaBuyId)),
+        orphans: await withNamedStatus(offers.remaining.slice(0, input.maxReported)),
+        orphanCount: orphanCount - learned,
+        claimedTwice: compared.claimedTwice.slice(0, input.maxReported),
+        claimedTwiceCount: compared.claimedTwice.length,
+        unanswered: offers.unanswered,
+        ...(listed.nextCursor ? { nextCursor: listed.nextCursor } : {}),
       };
-    },
-
-    /**
-     * Offers the orphans to the open creates at this seller that know no buy (those an orphan's echoed context names
-     * first, at most `maxOperations`): each is asked through its own reconcile update, limited to the orphans, so it
-     * matches by its own rules (idempotency key, context, po_number, then packages + budget + flight) and records
-     * `matched_by`. One operation at a time, so two never adopt the same buy; each bounded by `updateTimeoutMs`.
-     */
-    async offerOrphans(
-      input: ReconciliationScope & {
-        orphans: OrphanBuy[];
-        requestedBy: string;
-        maxOperations: number;
-        updateTimeoutMs: number;
-      },
-    ): Promise<OrphanOffers> {
-      const context = Context.current();
-      // Learned since the listing (a call in flight answered): not orphans.
-      let claims = await claimsOf(
-        input.sellerId,
-        input.orphans.map((orphan) => orphan.mediaBuyId),
-      );
-      let remaining = input.orphans.filter((orphan) => !claims.has(orphan.mediaBuyId));
-      const adopted: OrphanOffers['adopted'] = [];
-      const unanswered: string[] = [];
-      let tried = 0;
-      if (remaining.length === 0) return { tried, adopted, remaining, unanswered };
-      const query = `WorkflowType = ${quoted(OPERATION_WORKFLOW_TYPE)} AND ExecutionStatus = 'Running' AND ${SA_TASK.name} = 'create_media_buy' AND ${SA_MEDIA_BUY_ID.name} IS NULL AND ${scopeClause(input)}`;
-      const looking: string[] = [];
-      for await (const execution of deps.client.workflow.list({ query })) {
-        looking.push(execution.workflowId);
-        if (looking.length >= MAX_OPEN_OPERATIONS) break;
-      }
-      const named = new Set(remaining.flatMap((orphan) => (orphan.operationId ? [orphan.operationId] : [])));
-      const order = [...looking.filter((id) => named.has(id)), ...looking.filter((id) => !named.has(id))].slice(
-        0,
-        input.maxOperations,
-      );
-      const runBy = context.info.workflowExecution?.workflowId ?? 'manual';
-      for (const operationId of order) {
-        if (remaining.length === 0) break;
-        tried += 1;
-        context.heartbeat(tried);
-        const among = remaining.map((orphan) => orphan.mediaBuyId);
-        const answer = await within(
-          deps.client.workflow.getHandle(operationId).executeUpdate(reconcileOperationUpdate, {
-            args: [{ requestedBy: input.requestedBy, among }],
-            updateId: `orphans:${runBy}:${operationId}`,
-          }),
-          input.updateTimeoutMs,
-        ).catch((): OperationReconcileAnswer | 'error' => 'error');
-        if (answer === 'timeout') unanswered.push(operationId);
-        if (typeof answer !== 'object' || !answer.found || !answer.media_buy_id) continue;
-        const mediaBuyId = answer.media_buy_id;
-        if (!among.includes(mediaBuyId)) continue;
-        adopted.push({ operationId, mediaBuyId, ...(answer.matched_by ? { matchedBy: answer.matched_by } : {}) });
-        remaining = remaining.filter((orphan) => orphan.mediaBuyId !== mediaBuyId);
-      }
-      // What is still unknown now, after the adoptions were indexed (visibility trails the upserts a little).
-      if (remaining.length > 0) {
-        claims = await claimsOf(
-          input.sellerId,
-          remaining.map((orphan) => orphan.mediaBuyId),
-        );
-        remaining = remaining.filter((orphan) => !claims.has(orphan.mediaBuyId));
-      }
-      return { tried, adopted, remaining: await withNamedStatus(remaining), unanswered };
     },
 
     /** Sends each signal; an operation that ended meanwhile is skipped, not an error. */

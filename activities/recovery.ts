@@ -12,7 +12,13 @@ import { type TaskSnapshot, describeError } from '../protocol';
 import { sellerTransientFailure } from './failures';
 import { buyerRefFor, idempotencyKeyFor } from './idempotency';
 import type { SellerDescriptionCache } from './read-strategy';
-import { type CallContext, type SellerClient, type TaskListPage, isUnknownToolError } from './seller-client';
+import {
+  type CallContext,
+  type SellerClient,
+  type SellerTaskSummary,
+  type TaskListPage,
+  isUnknownToolError,
+} from './seller-client';
 import type { TaskReadDependencies } from './task-reader';
 
 /** `timeouts`: the worker's own, for an input that carries none (reconciliation has no call plan). */
@@ -136,9 +142,12 @@ export function createRecoveryActivities(deps: RecoveryActivityDependencies) {
           const rc2Create = agent.adcp_version === 'rc.2' && input.task === 'create_media_buy';
           const reference = rc2Create ? buyerRefFor(input.operationId) : key;
           const page = await listByKey(context, input.task, reference, input.account);
-          const match = page.tasks
-            .filter((task) => !task.taskType || task.taskType === input.task)
-            .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+          const { match, untrusted } = taskCarryingKey(page, input.task, reference);
+          if (untrusted && !rc2Create)
+            return {
+              supported: true,
+              note: `${agent.id} lists ${untrusted} ${input.task} tasks without saying it filtered them by key ${reference} (its list ignores AdCP's filters): none adopted`,
+            };
           if (match) {
             const outcome = await readWithRetryAfter(context, {
               task: input.task,
@@ -214,3 +223,24 @@ export function createRecoveryActivities(deps: RecoveryActivityDependencies) {
 }
 
 export type RecoveryActivities = ReturnType<typeof createRecoveryActivities>;
+
+/**
+ * The task a lost call made, in a listing asked for by the call's key (`context_contains`): only where the seller
+ * says it applied that filter (`filters_applied`) or the row itself carries the key. A list that ignores AdCP's
+ * filters (a seller's own list_tasks) lists every task, and its first create would be adopted by every lost call:
+ * its tasks are counted as `untrusted`, never adopted.
+ */
+export function taskCarryingKey(
+  page: TaskListPage,
+  task: string,
+  reference: string,
+): { match?: SellerTaskSummary; untrusted: number } {
+  const filtered = page.filtersApplied?.includes('context_contains') === true;
+  const candidates = page.tasks.filter((entry) => !entry.taskType || entry.taskType === task);
+  const carrying = candidates.filter(
+    (entry) =>
+      filtered || JSON.stringify(page.rows?.find((row) => row.task_id === entry.taskId) ?? {}).includes(reference),
+  );
+  const match = carrying.sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''))[0];
+  return { ...(match ? { match } : {}), untrusted: match ? 0 : candidates.length };
+}

@@ -101,17 +101,26 @@ async function readPage(
   return { rows, shaping, ...(next ? { next } : {}) };
 }
 
-/** Every buy the seller lists (every status, every page up to `maxPages`), as it lists them. */
+/**
+ * Every buy the seller lists (every status, every page up to `maxPages`, from `startCursor` where a previous read
+ * stopped), as it lists them; `nextCursor` leads to the rest when the pages ran out before the listing did.
+ */
 export async function listBuys(
   seller: SellerClient,
   context: CallContext,
-  read: Pick<ResourceRead, 'account' | 'shaping' | 'maxPages'>,
+  read: Pick<ResourceRead, 'account' | 'shaping' | 'maxPages'> & { startCursor?: string },
   at: () => string,
   memory?: ShapingMemory,
-): Promise<{ rows: Record<string, unknown>[]; complete: boolean; unreadable?: AdcpError; shaping: ShapingRecord[] }> {
+): Promise<{
+  rows: Record<string, unknown>[];
+  complete: boolean;
+  nextCursor?: string;
+  unreadable?: AdcpError;
+  shaping: ShapingRecord[];
+}> {
   const rows: Record<string, unknown>[] = [];
   const shaping: ShapingRecord[] = [];
-  let cursor: string | undefined;
+  let cursor: string | undefined = read.startCursor;
   const maxPages = read.maxPages ?? MAX_LISTING_PAGES;
   for (let pageIndex = 0; pageIndex < maxPages; pageIndex++) {
     // Every status: AdCP's default filter (["active"] when no ids are given) would hide a buy pending creatives.
@@ -132,7 +141,7 @@ export async function listBuys(
     cursor = page.next;
     if (!cursor) return { rows, complete: true, shaping };
   }
-  return { rows, complete: false, shaping };
+  return { rows, complete: false, nextCursor: cursor, shaping };
 }
 
 /**

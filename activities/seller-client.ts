@@ -96,6 +96,8 @@ export interface TaskListPage {
   nextCursor?: string;
   /** false when the seller has no tasks/list (the call was refused as an unknown tool). */
   supported: boolean;
+  /** The filters the seller says it applied (`query_summary.filters_applied`), when it says. */
+  filtersApplied?: string[];
 }
 
 export interface CallContext {
@@ -293,7 +295,17 @@ export function parseTaskList(raw: unknown): TaskListPage {
   const pagination = asRecord(body.pagination);
   const nextCursor =
     pagination?.has_more === true && typeof pagination.cursor === 'string' ? pagination.cursor : undefined;
-  return { tasks, rows, supported: true, ...(nextCursor ? { nextCursor } : {}) };
+  const applied = asRecord(body.query_summary)?.filters_applied;
+  const filtersApplied = Array.isArray(applied)
+    ? applied.filter((name): name is string => typeof name === 'string')
+    : undefined;
+  return {
+    tasks,
+    rows,
+    supported: true,
+    ...(nextCursor ? { nextCursor } : {}),
+    ...(filtersApplied ? { filtersApplied } : {}),
+  };
 }
 
 /** A tool answer over either protocol, with `callError` when the call itself was refused. */

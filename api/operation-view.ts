@@ -56,6 +56,7 @@ function sellerBuysView(buys: NonNullable<ReconciliationReport['buys']>): Record
     ...(buys.note !== undefined ? { note: buys.note } : {}),
     count: buys.count,
     truncated: buys.truncated,
+    ...(buys.chunks !== undefined ? { chunks: buys.chunks } : {}),
     known: buys.known,
     adopted: buys.adopted.map((entry) => ({
       operation_id: entry.operationId,
@@ -71,6 +72,7 @@ function sellerBuysView(buys: NonNullable<ReconciliationReport['buys']>): Record
       ...(orphan.operationStatus !== undefined ? { named_operation_status: orphan.operationStatus } : {}),
     })),
     claimed_twice: buys.claimedTwice.map((claim) => ({ media_buy_id: claim.mediaBuyId, workflow_ids: claim.owners })),
+    claimed_twice_count: buys.claimedTwiceCount ?? buys.claimedTwice.length,
     ...(buys.unanswered ? { unanswered: buys.unanswered } : {}),
   };
 }

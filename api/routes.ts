@@ -214,7 +214,7 @@ export const ROUTES: RouteSpec[] = [
     path: '/v1/operations/:operationId/reconcile',
     summary: "Read the seller's media buys now and adopt the buy this create operation made",
     description:
-      "For a create_media_buy whose answer was lost and that cannot know yet whether the seller holds the buy (status `unknown`, `resource.state: unknown`): reads the seller's media buys (every status, every page), matches them by what the create sent and adopts the buy it finds. Read-only at the seller. Answers `found`, `media_buy_id`, `matched_by`, `candidates`, the operation's `status` after the read and a `note`.",
+      "For a create_media_buy whose answer was lost and that cannot know yet whether the seller holds the buy (status `unknown`, `resource.state: unknown`): reads the seller's media buys (every status, every page), matches them by what the create sent and adopts the buy it finds. A create that ended `failed` (`call_failed` or `outcome_unknown`) after reading the seller's media buys without finding its buy is reopened: its workflow is reset to just before that read, reads them again and, finding the buy, ends `completed` with it (`reopened_from_run_id` names the run that failed); finding none, it ends as it did. Read-only at the seller, except that a reopened create whose listing still holds nothing may send its call again with the same idempotency key. Answers `found`, `media_buy_id`, `matched_by`, `candidates`, the operation's `status` after the read and a `note`.",
     auth: 'bearer',
     listener: 'api',
     body: schemas.reconcileSchema,
@@ -225,7 +225,7 @@ export const ROUTES: RouteSpec[] = [
       },
     },
     refusals: {
-      409: "OPERATION_ENDED (POST /v1/sellers/{sellerId}/reconcile then lists the seller's buys) or REJECTED_BY_OPERATION (not a create_media_buy)",
+      409: "OPERATION_ENDED (completed, canceled, rejected, or failed without a read of the seller's buys to go back to: POST /v1/sellers/{sellerId}/reconcile then lists the seller's buys) or REJECTED_BY_OPERATION (not a create_media_buy)",
     },
   },
   {

@@ -636,12 +636,89 @@ export class OrchestratorClient {
     caller?: CallerIdentity,
   ): Promise<OperationReconcileAnswer> {
     const request: OperationReconcileRequest = { requestedBy, ...(caller ? { principal: caller.principal } : {}) };
-    return this.update(
-      operationId,
-      (handle) => handle.executeUpdate(reconcileOperationUpdate, { args: [request] }),
-      caller,
-      this.options.reconcileTimeoutMs ?? 60_000,
+    const ask = () =>
+      this.update(
+        operationId,
+        (handle) => handle.executeUpdate(reconcileOperationUpdate, { args: [request] }),
+        caller,
+        this.options.reconcileTimeoutMs ?? 60_000,
+      );
+    try {
+      return await ask();
+    } catch (error) {
+      if (!(error instanceof OperationEndedError)) throw error;
+      const previousRunId = await this.reopenToReadAgain(operationId, error, requestedBy);
+      if (!previousRunId) throw error;
+      let answer: OperationReconcileAnswer;
+      try {
+        answer = await ask();
+      } catch (reopenedError) {
+        // The reopened run read, decided and ended before the request reached it: its final state answers.
+        if (!(reopenedError instanceof OperationEndedError)) throw reopenedError;
+        const final = await this.finalState(operationId);
+        const mediaBuyId = final?.resource?.mediaBuyId;
+        answer = {
+          found: mediaBuyId !== undefined,
+          ...(mediaBuyId ? { media_buy_id: mediaBuyId } : {}),
+          ...(final?.resource?.matchedBy ? { matched_by: final.resource.matchedBy } : {}),
+          status: final?.status ?? 'failed',
+          note: `the reopened operation ended ${final?.status ?? reopenedError.status ?? 'unknown'}`,
+        };
+      }
+      return { ...answer, reopened_from_run_id: previousRunId };
+    }
+  }
+
+  /**
+   * A create that ended failed without knowing a buy (its call's answer lost, the seller's media buys read without
+   * one from it) may still have one at the seller: a request the seller processed after that read, say. The operation
+   * is reopened to look again: its workflow is reset to the workflow task that scheduled its last read of the
+   * seller's media buys, so the new run reads them again and adopts a buy it finds by the same rules (or calls again
+   * with the same key), ending completed; finding none, it ends as it did. The failed run stays in the workflow's
+   * history. The run that failed, or undefined when the operation is not one to reopen (completed, canceled,
+   * rejected, not a create, already knowing its buy, or no read to go back to).
+   */
+  private async reopenToReadAgain(
+    operationId: string,
+    ended: OperationEndedError,
+    requestedBy: string,
+  ): Promise<string | undefined> {
+    if (ended.execution !== 'FAILED' || ended.status !== 'failed') return undefined;
+    const client = this.options.client;
+    const handle = client.workflow.getHandle(operationId);
+    const description = await this.withDeadline(() => handle.describe());
+    if (description.status.name !== 'FAILED') return undefined;
+    const final = await this.finalState(operationId);
+    if (!final || final.task !== 'create_media_buy' || final.resource?.mediaBuyId) return undefined;
+    if (final.failure?.reason !== 'call_failed' && final.failure?.reason !== 'outcome_unknown') return undefined;
+    const history = await this.withDeadline(() => handle.fetchHistory(), 30_000);
+    const lastRead = [...(history.events ?? [])]
+      .reverse()
+      .find((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'readResource')
+      ?.activityTaskScheduledEventAttributes?.workflowTaskCompletedEventId;
+    if (!lastRead) return undefined;
+    await this.withDeadline(() =>
+      client.workflowService.resetWorkflowExecution({
+        namespace: client.options.namespace,
+        workflowExecution: { workflowId: operationId, runId: description.runId },
+        reason: `reconcile requested by ${requestedBy}: read the seller's media buys again`,
+        workflowTaskFinishEventId: lastRead,
+        // One reset per failed run, however often the request is repeated.
+        requestId: `reopen:${description.runId}`,
+      }),
     );
+    return description.runId;
+  }
+
+  /** The state an operation ended with (its result, or the details of its failure), if it has ended. */
+  private async finalState(operationId: string): Promise<OperationState | undefined> {
+    try {
+      return (await this.withDeadline(() =>
+        this.options.client.workflow.getHandle(operationId).result(),
+      )) as OperationState;
+    } catch (error) {
+      return stateFromClosure(error);
+    }
   }
 
   /** Cancels the operation: the in-flight call is aborted, the seller told where the protocol allows. */

@@ -91,6 +91,11 @@ export interface OperationReconcileAnswer {
   candidates?: string[];
   status: OperationStatus;
   note: string;
+  /**
+   * A create that had ended failed was reopened to read the seller's media buys again (its workflow reset to just
+   * before its last read): the run that failed, kept in the workflow's history.
+   */
+  reopened_from_run_id?: string;
 }
 
 /** The reconcile update's argument. */

@@ -44,9 +44,14 @@ export interface ReconciliationReport {
     /** false when the seller's buys could not be listed (`note`): nothing is known about orphans then. */
     listed: boolean;
     note?: string;
-    /** Buys the seller listed, and whether the listing stopped at its page cap. */
+    /**
+     * Buys the seller listed, and whether the pass stopped before the listing's end (its per-run bound, or a page
+     * that could not be read: `note`); the next run starts from the first page again.
+     */
     count: number;
     truncated: boolean;
+    /** The listing's chunks the pass read (each a few pages, its orphans offered before the next is read). */
+    chunks?: number;
     /** Of those, buys a workflow knows (after this pass's adoptions). */
     known: number;
     /** Orphans adopted by the operation that could not know them, and how each matched. */
@@ -61,9 +66,59 @@ export interface ReconciliationReport {
       operationStatus?: string;
     }[];
     orphanCount: number;
-    /** Buys more than one workflow claims (their workflow IDs). */
+    /** Buys more than one workflow claims (their workflow IDs; at most 50 named, `claimedTwiceCount` counts all). */
     claimedTwice: { mediaBuyId: string; owners: string[] }[];
+    claimedTwiceCount?: number;
     /** Operations offered the orphans that did not answer in time (busy with a call). */
     unanswered?: string[];
   };
+}
+
+/** A buy the seller holds that no workflow knows, as the orphan pass names it. */
+export interface OrphanBuy {
+  mediaBuyId: string;
+  status?: string;
+  createdAt?: string;
+  /** The operation its echoed context names, and how that operation stands (it could not adopt the buy). */
+  operationId?: string;
+  operationStatus?: string;
+}
+
+/** What the orphan pass's activity asks for one chunk of the seller's listing. */
+export interface OrphanChunkRequest {
+  sellerId: string;
+  tenant?: string;
+  alsoUntenanted?: boolean;
+  /** The seller's cursor where the previous chunk stopped; absent for the first. */
+  cursor?: string;
+  /** The chunk's number in this run (names the offers' update IDs, so each chunk asks afresh). */
+  chunk: number;
+  /** Listing pages per chunk. */
+  maxPages: number;
+  /** Orphans and claims still to be named in the report (the rest are counted). */
+  maxReported: number;
+  requestedBy: string;
+  /** Operations asked per chunk, and each one's time to answer. */
+  maxOperations: number;
+  updateTimeoutMs: number;
+}
+
+/** One chunk of the orphan pass: its buys compared with the buys workflows know, its orphans offered. */
+export interface OrphanChunk {
+  /** false when the seller's buys could not be listed (`note` says why). */
+  supported: boolean;
+  note?: string;
+  listed: number;
+  /** Of the chunk's buys, those a workflow knows (after the chunk's adoptions). */
+  known: number;
+  adopted: { operationId: string; mediaBuyId: string; matchedBy?: MatchedBy }[];
+  /** Orphans left after the offers, at most `maxReported` named; `orphanCount` counts all. */
+  orphans: OrphanBuy[];
+  orphanCount: number;
+  claimedTwice: { mediaBuyId: string; owners: string[] }[];
+  claimedTwiceCount: number;
+  /** Operations that did not answer their offer in time. */
+  unanswered: string[];
+  /** The seller's cursor to the rest of its listing, when this chunk stopped before the end. */
+  nextCursor?: string;
 }

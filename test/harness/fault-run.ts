@@ -75,6 +75,12 @@ export interface FaultReport {
   notEnded: string[];
   /** The failure messages of the operations that ended failed (at most 10), to tell load from a bug. */
   failures: string[];
+  /**
+   * The operations that ended failed, checked from the sellers' side by the keys the operation may have used: how many
+   * left nothing at any seller (no buy, no open task that could still become one), how many had a create the seller
+   * took without an injected fault, and those a seller holds something from (an orphan risk: listed by ID).
+   */
+  failedAtSeller: { holdNothing: number; reachedSeller: number; holdSomething: string[] };
   /** Buys of the operations expected to complete, plus buys no operation's key explains. */
   mediaBuys: number;
   operationsWithOneBuy: number;
@@ -264,7 +270,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         `${outOfBandApprovals} approved at the seller, ${lostWithoutWebhooks} without webhooks or task reads)`,
     );
     const results = Promise.allSettled(operationIds.map((operationId) => orchestrator.result(operationId)));
-    const approving = recordsSeller ? approveAtSeller(recordsSeller, outOfBandApprovals) : undefined;
+    // The approvals stop once every operation has ended: one that failed leaves a task nobody will approve.
+    let allEnded = false;
+    void results.then(() => (allEnded = true));
+    const approving = recordsSeller ? approveAtSeller(recordsSeller, outOfBandApprovals, () => allEnded) : undefined;
 
     // Operations canceled while the others' calls are in flight at the same sellers.
     const canceledIds = await Promise.all(
@@ -273,7 +282,8 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const canceledResults = Promise.allSettled(
       canceledIds.map(async (operationId, i) => {
         await new Promise((resolve) => setTimeout(resolve, 50 + ((i * 97) % 400)));
-        // A worker may be SIGKILLed meanwhile: ask again until the operation has taken the cancel.
+        // A worker may be SIGKILLed meanwhile, or so busy that the update's 4 s RPC deadline passes before a workflow
+        // task runs it (150 operations on a shared 2-core machine): ask again, for up to about a minute.
         for (let attempt = 1; ; attempt += 1) {
           try {
             await orchestrator.cancel(operationId, {
@@ -284,7 +294,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           } catch (error) {
             // An earlier attempt was taken (its answer lost to a deadline under load) and the operation has ended.
             if (error instanceof OperationEndedError) break;
-            if (attempt >= 5) throw error;
+            if (attempt >= 12) throw error;
             await new Promise((resolve) => setTimeout(resolve, 2_000));
           }
         }
@@ -358,6 +368,39 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         if (resource?.mediaBuyId !== buy.mediaBuyId || resource.state === 'canceled') unaccountedBuys += 1;
       }
     }
+    // Failed operations from the sellers' side: nothing bought, nothing waiting in a seller's review to be bought.
+    const failedAtSeller: FaultReport['failedAtSeller'] = { holdNothing: 0, reachedSeller: 0, holdSomething: [] };
+    const keysOf = (operationId: string) =>
+      new Set([idempotencyKeyFor(operationId, 'call'), idempotencyKeyFor(operationId, 'call#1')]);
+    for (const [operationId, state] of states) {
+      if (state.status !== 'failed' || canceledIds.includes(operationId)) continue;
+      const keys = keysOf(operationId);
+      const held = buys.filter((buy) => keys.has(buy.idempotencyKey ?? ''));
+      const pending = allSellers.flatMap((s) =>
+        s
+          .tasks()
+          .filter(
+            (task) =>
+              task.tool === 'create_media_buy' &&
+              keys.has(task.idempotencyKey ?? '') &&
+              !['completed', 'failed', 'canceled', 'rejected'].includes(task.status),
+          ),
+      );
+      const reached = allSellers.some((s) =>
+        s.calls.some(
+          (call) =>
+            call.tool === 'create_media_buy' &&
+            keys.has(String(call.args.idempotency_key ?? '')) &&
+            call.outcome !== 'fault',
+        ),
+      );
+      if (reached) failedAtSeller.reachedSeller += 1;
+      if (held.length === 0 && pending.length === 0) failedAtSeller.holdNothing += 1;
+      else
+        failedAtSeller.holdSomething.push(
+          `${operationId}: ${[...held.map((buy) => buy.mediaBuyId), ...pending.map((task) => `task ${task.taskId} ${task.status}`)].join(', ')}`,
+        );
+    }
     const canceledSet = new Set(canceledIds);
     const mainCounts = [...byOwner.entries()].filter(([owner]) => !canceledSet.has(owner));
     const canceledBuys = canceledIds.reduce((sum, operationId) => sum + (byOwner.get(operationId) ?? 0), 0);
@@ -417,6 +460,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       ended,
       notEnded,
       failures,
+      failedAtSeller,
       mediaBuys: mainCounts.reduce((sum, [, count]) => sum + count, 0),
       operationsWithOneBuy: mainCounts.filter(([, count]) => count === 1).length,
       duplicateBuys: [...byOwner.entries()].filter(([owner, count]) => count > 1 || owner.startsWith('unattributed:'))
@@ -457,17 +501,18 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
 /**
  * A person at the seller approves every create the seller holds in its own review, as it reaches the review: in
  * turns, in the seller's admin flow (the record then names only the buy it made) and through its complete_task tool
- * (with the media_buy_id it assigns). Resolves when `count` tasks were approved.
+ * (with the media_buy_id it assigns). Resolves when `count` tasks were approved, or `stop()` says every operation has ended.
  */
 async function approveAtSeller(
   seller: ScriptedSeller,
   count: number,
+  stop: () => boolean,
 ): Promise<{ admin: number; completeTask: number }> {
   const approved = new Set<string>();
   let admin = 0;
   let completeTask = 0;
   const deadline = Date.now() + 10 * 60_000;
-  while (approved.size < count && Date.now() < deadline) {
+  while (approved.size < count && Date.now() < deadline && !stop()) {
     for (const task of seller.tasks()) {
       if (approved.has(task.taskId) || task.tool !== 'create_media_buy' || task.recordStatus !== 'requires_approval')
         continue;

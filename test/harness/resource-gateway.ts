@@ -47,6 +47,8 @@ export interface ResourceGatewayOptions {
   webhooks?: boolean;
   /** One protocol call's bound (ADCP_CALL_TIMEOUT_MS). Default 3 s: lost answers cost this much each. */
   callTimeoutMs?: number;
+  /** The worker's circuit breakers (ADCP_CIRCUIT_FAILURES, ADCP_CIRCUIT_COOL_OFF_MS); the defaults when absent. */
+  circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
 }
 
 export interface ResourceGateway {
@@ -127,6 +129,7 @@ export async function startResourceGateway(options: ResourceGatewayOptions): Pro
         env,
         ...(webhooks ? { publicBaseUrl: base } : {}),
         callTimeoutMs: options.callTimeoutMs ?? 3_000,
+        ...(options.circuitBreaker ? { circuitBreaker: options.circuitBreaker } : {}),
       },
     });
     const capabilities = new SellerCapabilitiesClient({

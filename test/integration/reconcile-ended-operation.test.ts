@@ -1,8 +1,11 @@
 /**
- * `POST /v1/operations/:id/reconcile` once the operation has ended: a 409 problem with a clear code, not a 5xx or a
- * hang. A create that failed `call_failed` after an earlier attempt had reached the seller (the seller holds a live
- * buy from it) names the route that finds that buy: the seller's reconciliation lists it as an orphan naming the
- * failed operation, the buy its context echoes.
+ * `POST /v1/operations/:id/reconcile` once the operation has ended. A create that failed after reading the seller's
+ * media buys without finding one from it (every attempt lost in transport) is reopened: its workflow is reset to just
+ * before that read, reads the buys again, and adopts a buy the seller made since (a request it processed late), so
+ * the buy is known to exactly one operation and the buyer sees it. Otherwise a 409 problem with a clear code, not a
+ * 5xx or a hang; a create that failed `call_failed` on a refusal after an earlier attempt had reached the seller
+ * names the route that finds that buy: the seller's reconciliation lists it as an orphan naming the failed
+ * operation, the buy its context echoes.
  */
 import type { ScriptedSellerOptions } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -15,7 +18,14 @@ const LISTING_ONLY: ScriptedSellerOptions = {
 let gateway: ResourceGateway;
 
 beforeAll(async () => {
-  gateway = await startResourceGateway({ sellers: { ended: LISTING_ONLY }, webhooks: false, callTimeoutMs: 3_000 });
+  gateway = await startResourceGateway({
+    // `reopen` has a seller of its own: faults another test queued and did not use never reach it.
+    sellers: { ended: LISTING_ONLY, reopen: LISTING_ONLY },
+    webhooks: false,
+    callTimeoutMs: 3_000,
+    // Every create attempt of the reopen test fails: the breaker must not turn that into an hour of cool-offs.
+    circuitBreaker: { failureThreshold: 1000 },
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -66,3 +76,47 @@ test('a create that failed call_failed while the seller holds its buy: reconcile
     }),
   );
 }, 120_000);
+
+test('a create that failed with nothing at the seller, whose buy the seller made later: reconcile reopens it, it adopts the buy and ends completed, known to exactly one workflow', async () => {
+  const seller = gateway.sellers.reopen;
+  seller.script('create_media_buy', [{ status: 'completed' }]);
+  // Every attempt, in every round, is answered 503 before the seller acts.
+  seller.chaos('create_media_buy', { rate: 1, faults: [{ kind: 'http-status', status: 503 }] });
+  const operationId = await gateway.operations.start('reopen', 'create_media_buy', createMediaBuyParams());
+  const failed = await gateway.operations.settled(operationId, 150_000);
+  seller.chaos('create_media_buy', undefined);
+  expect(failed).toMatchObject({ status: 'failed', failure: { reason: 'call_failed' }, resource: { state: 'absent' } });
+  const attempts = seller.callsTo('create_media_buy');
+  // The same call was sent again, with the same key, after the listing showed nothing bought.
+  expect(new Set(attempts.map((call) => call.args.idempotency_key)).size).toBe(1);
+  expect(seller.mediaBuys().filter((buy) => buy.idempotencyKey === attempts[0].args.idempotency_key)).toHaveLength(0);
+
+  // The seller processes one of those requests late: it now holds the buy, its context naming the operation.
+  seller.script('create_media_buy', [{ status: 'completed' }]);
+  await gateway.callSellerTool('reopen', 'create_media_buy', attempts.at(-1)!.args);
+  const buy = seller.mediaBuys().find((entry) => entry.idempotencyKey === attempts[0].args.idempotency_key);
+  expect(buy).toBeDefined();
+
+  const answer = await gateway.http('POST', `/v1/operations/${operationId}/reconcile`, { requested_by: 'ops@buyer' });
+  expect(answer.status).toBe(200);
+  expect(answer.body).toMatchObject({ found: true, media_buy_id: buy!.mediaBuyId, status: 'completed' });
+  expect(typeof answer.body.reopened_from_run_id).toBe('string');
+
+  // The buyer sees the operation completed with the buy.
+  const view = await gateway.operations.settled(operationId, 60_000);
+  expect(view.status).toBe('completed');
+  expect(view.resource).toMatchObject({ media_buy_id: buy!.mediaBuyId });
+  expect(view.result?.media_buy_id).toBe(buy!.mediaBuyId);
+
+  // The seller's reconciliation finds the buy known to exactly one workflow (the two runs are one owner).
+  const report = await gateway.http('POST', '/v1/sellers/reopen/reconcile', { requested_by: 'ops@buyer' });
+  expect(report.status).toBe(200);
+  const pass = report.body.seller_buys;
+  expect(pass.orphans.map((orphan: View) => orphan.media_buy_id)).not.toContain(buy!.mediaBuyId);
+  expect(pass.claimed_twice).toEqual([]);
+
+  // Asked again, the operation has ended knowing its buy: nothing to reopen.
+  const again = await gateway.http('POST', `/v1/operations/${operationId}/reconcile`, { requested_by: 'ops@buyer' });
+  expect(again.status).toBe(409);
+  expect(again.body.code).toBe('OPERATION_ENDED');
+}, 300_000);

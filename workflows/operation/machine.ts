@@ -186,6 +186,12 @@ type FollowUp =
 
 /** Rounds of "call again after the breaker's cool-off" before the operation gives up (about an hour at 60 s). */
 const MAX_CALL_AGAIN_ROUNDS = 20;
+/**
+ * Calls again with the same key after a transport failure whose buy the seller's listing, read to its end, does not
+ * hold (5 s, 10 s, 20 s apart): a busy worker's breaker can spend a call's attempts before the seller is asked.
+ */
+const MAX_CALLS_AFTER_NOTHING_BOUGHT = 3;
+const CALL_AFTER_NOTHING_BOUGHT_MS = 5_000;
 
 interface CallInFlight {
   step: string;
@@ -236,7 +242,10 @@ export class OperationMachine {
   private sendingAnswer = false;
   private cancelSettled = false;
   /** A lost create's buy is looked for among the seller's media buys (no task route found it). */
-  private resourceSearch: { keyStep: string; error: AdcpError; nextReadAtMs: number } | undefined;
+  private resourceSearch:
+    | { keyStep: string; error: AdcpError; nextReadAtMs: number; step?: string; params?: Record<string, unknown> }
+    | undefined;
+  private callsAfterNothingBought = 0;
   /** What the read a cancel made while the buy was looked for could tell, when it could not find the buy. */
   private cancelLookup: { note: string; resource: OperationResource } | undefined;
   private callAgainRounds = 0;
@@ -1389,7 +1398,7 @@ export class OperationMachine {
       return;
     }
     if (next.action === 'find-resource') {
-      this.resourceSearch = { keyStep, error, nextReadAtMs: this.now() };
+      this.resourceSearch = { keyStep, error, nextReadAtMs: this.now(), step, params };
       return;
     }
     if (next.action === 'fail') {
@@ -1435,6 +1444,25 @@ export class OperationMachine {
           };
       return;
     }
+    // Only the shape ties a listed buy to a lost call: another operation's identical create may have made it. While
+    // the same call can still be sent, its replay by the key names this operation's own task or buy for certain.
+    if (
+      found &&
+      purpose === 'find-lost' &&
+      found.matchedBy === 'packages_budget_flight' &&
+      this.resourceSearch &&
+      !this.terminal &&
+      this.callAgainAfterLostCall(
+        `only packages, budget and flight tie media buy ${found.mediaBuyId!} to it (another operation's identical create may have made it)`,
+      )
+    ) {
+      this.record.recordReconciliation({
+        trigger: 'the call was lost and no task route found it',
+        outcome: 'not_found',
+        note: `${found.note}; not adopted on shape alone while the call can be sent again with the same key`,
+      });
+      return;
+    }
     if (found) {
       this.record.applyResource(
         { mediaBuyId: found.mediaBuyId!, row: found.row!, ...(found.matchedBy ? { matchedBy: found.matchedBy } : {}) },
@@ -1466,7 +1494,12 @@ export class OperationMachine {
         outcome: 'not_found',
         note: why,
       });
-      if (outcome?.absent) {
+      if (
+        outcome?.absent &&
+        this.callAgainAfterLostCall("the seller's media buys, read to the end, hold none from it")
+      ) {
+        state.resource = { state: 'absent' };
+      } else if (outcome?.absent) {
         this.resourceSearch = undefined;
         state.resource = { state: 'absent' };
         this.record.fail(
@@ -1491,6 +1524,31 @@ export class OperationMachine {
         ...(outcome?.candidates?.length ? { candidates: outcome.candidates } : {}),
         note: found ? found.note : why,
       });
+  }
+
+  /**
+   * A create's call failed in transport and what the seller's media buys show does not tie a buy to it (`why`):
+   * nobody refused, so the same call with the same key is sent again after a pause (a request the seller is still
+   * processing, or one it made, is replayed by the key, never bought twice), a few rounds at most. False when the
+   * rounds are spent or a cancel was asked for.
+   */
+  private callAgainAfterLostCall(why: string): boolean {
+    const search = this.resourceSearch;
+    if (!search || this.cancelRequest || this.callsAfterNothingBought >= MAX_CALLS_AFTER_NOTHING_BOUGHT) return false;
+    this.resourceSearch = undefined;
+    const waitMs = CALL_AFTER_NOTHING_BOUGHT_MS * 2 ** this.callsAfterNothingBought;
+    this.callsAfterNothingBought += 1;
+    this.record.note(
+      'call',
+      `call ${search.keyStep} failed in transport (${search.error.message}) and ${why}; calling again with the same key at ${iso(this.now() + waitMs)} (${this.callsAfterNothingBought} of ${MAX_CALLS_AFTER_NOTHING_BOUGHT})`,
+    );
+    this.followUp = {
+      kind: 'callAgain',
+      untilMs: Math.min(this.now() + waitMs, this.deadlineMs),
+      step: search.step ?? 'call',
+      params: search.params ?? this.input.params,
+    };
+    return true;
   }
 
   private failOutcomeUnknown(): void {

@@ -12,8 +12,9 @@
  */
 import { ActivityFailure, log, metricMeter, proxyActivities } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
-import type { OpenOperation, OrphanFindings, ReconciliationActivities } from '../../activities/reconciliation';
+import type { OpenOperation, ReconciliationActivities } from '../../activities/reconciliation';
 import type { ReconciliationInput, ReconciliationReport } from '../../contract/reconciliation';
+import { OrphanPass } from './machine';
 
 const reading = proxyActivities<ReconciliationActivities>({
   startToCloseTimeout: '5m',
@@ -39,81 +40,40 @@ const finding = proxyActivities<OperationActivities>({
   },
 });
 
-/** The orphan pass's bounds: buys named in the report, operations asked per pass, and each one's answer time. */
+/** The orphan pass's bounds: buys named in the report, listing pages per chunk and chunks per run, operations asked
+ * per chunk, and each one's answer time. Five pages of 100 keep a chunk's orphans within one reconcile's `among`. */
 const MAX_ORPHANS_REPORTED = 50;
+const ORPHAN_CHUNK_PAGES = 5;
+const MAX_ORPHAN_CHUNKS = 40;
 const MAX_OPERATIONS_OFFERED = 20;
 const OFFER_TIMEOUT_MS = 20_000;
 
-/** The orphan pass (see the module comment); an unreadable seller is a finding, never a failed reconciliation. */
+/**
+ * The orphan pass (see the module comment), a chunk of the seller's listing at a time, each chunk's orphans offered
+ * before the next is read; an unreadable seller is a finding, never a failed reconciliation.
+ */
 async function orphanPass(
   scope: { sellerId: string; tenant?: string; alsoUntenanted?: boolean },
   requestedBy: string,
-): Promise<NonNullable<ReconciliationReport['buys']>> {
-  let found: OrphanFindings;
-  try {
-    found = await reading.findOrphanBuys({ ...scope, maxReported: MAX_ORPHANS_REPORTED });
-  } catch (failure) {
-    const note = failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure);
-    return {
-      listed: false,
-      note,
-      count: 0,
-      truncated: false,
-      known: 0,
-      adopted: [],
-      orphans: [],
-      orphanCount: 0,
-      claimedTwice: [],
-    };
-  }
-  if (!found.supported)
-    return {
-      listed: false,
-      note: found.note ?? '',
-      count: 0,
-      truncated: false,
-      known: 0,
-      adopted: [],
-      orphans: [],
-      orphanCount: 0,
-      claimedTwice: [],
-    };
-  let orphans = found.orphans;
-  let adopted: NonNullable<ReconciliationReport['buys']>['adopted'] = [];
-  let unanswered: string[] = [];
-  if (orphans.length > 0) {
+): Promise<OrphanPass> {
+  const pass = new OrphanPass({ maxReported: MAX_ORPHANS_REPORTED, maxChunks: MAX_ORPHAN_CHUNKS });
+  for (let next = pass.next(); next; next = pass.next()) {
     try {
-      const offers = await offering.offerOrphans({
-        ...scope,
-        orphans,
-        requestedBy,
-        maxOperations: MAX_OPERATIONS_OFFERED,
-        updateTimeoutMs: OFFER_TIMEOUT_MS,
-      });
-      adopted = offers.adopted;
-      orphans = offers.remaining;
-      unanswered = offers.unanswered;
+      pass.addChunk(
+        await offering.orphanPassChunk({
+          ...scope,
+          ...next,
+          maxPages: ORPHAN_CHUNK_PAGES,
+          requestedBy,
+          maxOperations: MAX_OPERATIONS_OFFERED,
+          updateTimeoutMs: OFFER_TIMEOUT_MS,
+        }),
+      );
     } catch (failure) {
-      log.warn('Reconciliation could not offer orphan buys to operations', {
-        sellerId: scope.sellerId,
-        error: String(failure),
-      });
+      pass.failed(failure instanceof ActivityFailure && failure.cause ? failure.cause.message : String(failure));
     }
   }
-  // The orphans past the reported cap were not offered: they stay counted.
-  const orphanCount = orphans.length + (found.orphanCount - found.orphans.length);
-  return {
-    listed: true,
-    ...(found.note ? { note: found.note } : {}),
-    count: found.listed,
-    truncated: found.truncated,
-    known: found.known + adopted.length,
-    adopted,
-    orphans,
-    orphanCount,
-    claimedTwice: found.claimedTwice,
-    ...(unanswered.length > 0 ? { unanswered } : {}),
-  };
+  return pass;
 }
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
@@ -195,7 +155,9 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   const all = [...signals, ...refreshes];
   const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
-  const orphanReport = await orphanPass(scope, requestedBy);
+  const pass = await orphanPass(scope, requestedBy);
+  const orphanReport = pass.report();
+  const counters = pass.counters();
 
   const report: ReconciliationReport = {
     sellerId: input.sellerId,
@@ -225,10 +187,10 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   };
   metricMeter
     .createCounter('adcp_reconciliation_orphan_buys', 'buys', 'Buys a seller holds that no operation knows, per pass')
-    .add(orphanReport.orphanCount, { agent: input.sellerId });
+    .add(counters.orphanBuys, { agent: input.sellerId });
   metricMeter
     .createCounter('adcp_reconciliation_buys_claimed_twice', 'buys', 'Buys two workflows claim, per pass')
-    .add(orphanReport.claimedTwice.length, { agent: input.sellerId });
+    .add(counters.buysClaimedTwice, { agent: input.sellerId });
   for (const orphan of orphanReport.orphans)
     log.warn('Orphan media buy: the seller holds a buy no operation knows', {
       sellerId: input.sellerId,
@@ -255,7 +217,7 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
     sellerBuys: orphanReport.count,
     orphansAdopted: orphanReport.adopted.length,
     orphanBuys: orphanReport.orphanCount,
-    buysClaimedTwice: orphanReport.claimedTwice.length,
+    buysClaimedTwice: orphanReport.claimedTwiceCount ?? orphanReport.claimedTwice.length,
   });
   return report;
 }

@@ -1,0 +1,120 @@
+/**
+ * The orphan pass's pure parts (docs/convergence.md): who knows each buy a seller lists (claimsFromRows,
+ * compareListing), and what a run's chunks add up to (OrphanPass): the report the operator reads and the counters
+ * adcp_reconciliation_orphan_buys and adcp_reconciliation_buys_claimed_twice.
+ */
+import type { OrphanChunk } from '../../contract/reconciliation';
+import { claimsFromRows, compareListing } from '../../protocol/buy-claims';
+import { OrphanPass } from '../../workflows/reconciliation/machine';
+
+const bounds = { maxReported: 50, maxChunks: 40 };
+
+function chunkOf(
+  listed: { mediaBuyId: string }[],
+  rows: Parameters<typeof claimsFromRows>[0],
+  nextCursor?: string,
+): OrphanChunk {
+  const compared = compareListing(listed, claimsFromRows(rows));
+  return {
+    supported: true,
+    listed: listed.length,
+    known: compared.known,
+    adopted: [],
+    orphans: compared.orphans.slice(0, bounds.maxReported),
+    orphanCount: compared.orphans.length,
+    claimedTwice: compared.claimedTwice.slice(0, bounds.maxReported),
+    claimedTwiceCount: compared.claimedTwice.length,
+    unanswered: [],
+    ...(nextCursor ? { nextCursor } : {}),
+  };
+}
+
+test('a buy two operations both claim is reported with both owners and counted in buys_claimed_twice', () => {
+  const listed = [{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_2' }, { mediaBuyId: 'mb_3' }];
+  const rows = [
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-b' },
+    { mediaBuyId: 'mb_2', workflowId: 'adcp-create_media_buy-c' },
+  ];
+  const pass = new OrphanPass(bounds);
+  const next = pass.next();
+  expect(next).toEqual({ chunk: 0, maxReported: 50 });
+  pass.addChunk(chunkOf(listed, rows));
+  expect(pass.next()).toBeUndefined();
+  const report = pass.report();
+  expect(report).toMatchObject({ listed: true, count: 3, known: 2, orphanCount: 1, truncated: false });
+  expect(report.claimedTwice).toEqual([
+    { mediaBuyId: 'mb_1', owners: ['adcp-create_media_buy-a', 'adcp-create_media_buy-b'] },
+  ]);
+  expect(report.claimedTwiceCount).toBe(1);
+  expect(report.orphans.map((orphan) => orphan.mediaBuyId)).toEqual(['mb_3']);
+  expect(pass.counters()).toEqual({ orphanBuys: 1, buysClaimedTwice: 1 });
+});
+
+test('runs of one workflow, and a create run as its media buy child, are one owner: not claimed twice', () => {
+  const rows = [
+    // Two runs of one operation (continue-as-new, or reopened to adopt its buy).
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    { mediaBuyId: 'mb_1', workflowId: 'adcp-create_media_buy-a' },
+    // The media buy's workflow and the create it ran as its child.
+    { mediaBuyId: 'mb_2', workflowId: 'media-buy:x' },
+    { mediaBuyId: 'mb_2', workflowId: 'adcp-create_media_buy-x', parentWorkflowId: 'media-buy:x' },
+  ];
+  const compared = compareListing([{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_2' }], claimsFromRows(rows));
+  expect(compared).toEqual({ known: 2, orphans: [], claimedTwice: [] });
+  // The child seen first: still one owner.
+  const reversed = claimsFromRows([...rows].reverse());
+  expect(reversed.get('mb_2')).toEqual(['media-buy:x']);
+});
+
+test('a buy listed on two pages is one buy', () => {
+  const compared = compareListing([{ mediaBuyId: 'mb_1' }, { mediaBuyId: 'mb_1' }], new Map());
+  expect(compared.orphans).toEqual([{ mediaBuyId: 'mb_1' }]);
+});
+
+test('claims past the reported cap are counted, not named; chunks add up and the cursor leads on', () => {
+  const ids = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ mediaBuyId: `mb_${from + i}` }));
+  const twice = (buys: { mediaBuyId: string }[]) =>
+    buys.flatMap(({ mediaBuyId }) => [
+      { mediaBuyId, workflowId: `op-${mediaBuyId}-1` },
+      { mediaBuyId, workflowId: `op-${mediaBuyId}-2` },
+    ]);
+  const first = ids(0, 40);
+  const second = ids(40, 40);
+  const pass = new OrphanPass(bounds);
+  expect(pass.next()).toEqual({ chunk: 0, maxReported: 50 });
+  pass.addChunk(chunkOf(first, twice(first), 'page-2'));
+  // The second chunk starts where the first stopped, and names only what the report still has room for.
+  expect(pass.next()).toEqual({ chunk: 1, cursor: 'page-2', maxReported: 10 });
+  pass.addChunk(chunkOf(second, twice(second)));
+  expect(pass.next()).toBeUndefined();
+  const report = pass.report();
+  expect(report).toMatchObject({ count: 80, known: 80, chunks: 2, truncated: false, claimedTwiceCount: 80 });
+  expect(report.claimedTwice).toHaveLength(50);
+  expect(pass.counters().buysClaimedTwice).toBe(80);
+});
+
+test('a run stops at its chunk bound and says the listing was not read to its end', () => {
+  const pass = new OrphanPass({ maxReported: 50, maxChunks: 2 });
+  for (let chunk = 0; chunk < 2; chunk += 1) {
+    expect(pass.next()?.chunk).toBe(chunk);
+    pass.addChunk(chunkOf([{ mediaBuyId: `mb_${chunk}` }], [], `after-${chunk}`));
+  }
+  expect(pass.next()).toBeUndefined();
+  const report = pass.report();
+  expect(report).toMatchObject({ listed: true, count: 2, orphanCount: 2, truncated: true });
+  expect(report.note).toContain('bound per run');
+});
+
+test('a listing refused from the start is no listing; one that fails midway keeps what was read', () => {
+  const refused = new OrphanPass(bounds);
+  refused.addChunk({ ...chunkOf([], []), supported: false, note: 'no get_media_buys' });
+  expect(refused.report()).toMatchObject({ listed: false, note: 'no get_media_buys', count: 0 });
+
+  const midway = new OrphanPass(bounds);
+  midway.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], [], 'page-2'));
+  midway.failed('503 from the seller');
+  expect(midway.next()).toBeUndefined();
+  expect(midway.report()).toMatchObject({ listed: true, count: 1, orphanCount: 1, truncated: true });
+  expect(midway.report().note).toContain('503 from the seller');
+});
