@@ -43,6 +43,7 @@ import { createGuardedCall, logCircuitTransition } from './seller-call';
 import { type SellerClient, createSdkSellerClient } from './seller-client';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from './stored-capabilities';
 import { createTaskReader } from './task-reader';
+import { DEFAULT_RETRY_BACKOFF, type RetryBackoffPolicy } from './transport-errors';
 import { callTimeouts } from './timeouts';
 
 export { DEFAULT_MAX_ANSWER_BYTES, answerTooLarge } from './answer-size';
@@ -61,6 +62,12 @@ export interface ActivityDependencies {
   readTimeoutMs?: number;
   now?: () => number;
   random?: () => number;
+  /**
+   * How failed seller calls are retried when the seller names no retry_after (ADCP_RETRY_INITIAL_INTERVAL_MS,
+   * ADCP_RETRY_MAX_INTERVAL_MS); default DEFAULT_RETRY_BACKOFF, 1 s doubling to 60 s. Decided by the worker, in the
+   * activity's failure: workflow code never reads it.
+   */
+  retryBackoff?: RetryBackoffPolicy;
   /** Per-seller circuit breakers (one registry per worker process); built from `circuitBreaker` when absent. */
   breakers?: CircuitBreakerRegistry;
   circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
@@ -79,6 +86,7 @@ export function createActivities(deps: ActivityDependencies) {
   const env = deps.env ?? process.env;
   const now = deps.now ?? Date.now;
   const random = deps.random ?? Math.random;
+  const backoff = deps.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
   const timeouts = callTimeouts(deps.callTimeoutMs, deps.readTimeoutMs);
   // One breaker per seller for the whole worker: operations and capability refreshes see the same circuit.
   const breakers =
@@ -90,7 +98,7 @@ export function createActivities(deps: ActivityDependencies) {
     withStoredWireVersion(withReportingCredentials(sdkSeller, env), deps.storedCapabilities),
   );
   const descriptions = new SellerDescriptionCache(10 * 60_000, now, deps.storedCapabilities);
-  const guarded = createGuardedCall({ sellers, env, breakers, now, random });
+  const guarded = createGuardedCall({ sellers, env, breakers, now, random, backoff });
   const ensureStorable = storableWithin(deps.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES);
   // Answers checked against the schemas of the version each seller declares (warn mode; rc.2 sellers are not).
   const checkAnswer = createAnswerCheck({
@@ -103,10 +111,12 @@ export function createActivities(deps: ActivityDependencies) {
   // What every read needs: the guarded call, the read strategy with the seller's "not now", the size check.
   const reads = {
     guarded,
-    readWithRetryAfter: createTaskReader({ seller, descriptions, random }),
+    readWithRetryAfter: createTaskReader({ seller, descriptions, random, backoff }),
     ensureStorable,
     timeouts,
     checkAnswer,
+    random,
+    backoff,
   };
   const { publicBaseUrl, notificationKey, readTimeoutMs } = deps;
   // The fields each seller refuses on reads, learned once per process for the operations' and the buys' reads.
@@ -120,12 +130,13 @@ export function createActivities(deps: ActivityDependencies) {
       timeouts,
       env,
       random,
+      backoff,
       publicBaseUrl,
       checkAnswer,
     }),
     ...createPollActivities(reads),
-    ...createRecoveryActivities({ ...reads, seller, descriptions, random }),
-    ...createResourceActivities({ ...reads, seller, shapingMemory, random }),
+    ...createRecoveryActivities({ ...reads, seller, descriptions }),
+    ...createResourceActivities({ ...reads, seller, shapingMemory }),
     ...createNotificationActivities({ sellers, notificationKey }),
     ...createCapabilityActivities({ sellers, seller: sdkSeller, env, breakers }),
     ...createMediaBuyActivities({
@@ -133,6 +144,8 @@ export function createActivities(deps: ActivityDependencies) {
       seller: sdkSeller,
       env,
       shapingMemory,
+      random,
+      retryBackoff: backoff,
       ...(readTimeoutMs ? { readTimeoutMs } : {}),
     }),
     ...(client && createCampaignActivities({ client })),

@@ -15,6 +15,7 @@ import { DefaultLogger, Runtime, Worker, type WorkerOptions } from '@temporalio/
 import { createActivities } from '../activities';
 import { createMediaBuyActivities } from '../activities/media-buy';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
+import { DEFAULT_RETRY_BACKOFF } from '../activities/transport-errors';
 import { createReconciliationActivities } from '../activities/reconciliation';
 import { dataConverter } from '../client/payload-codec';
 import { loadSellers } from '../config/sellers';
@@ -50,6 +51,7 @@ async function main(): Promise<void> {
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
+      retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...runtime.retryBackoff },
     };
     // The same wiring as workers/worker.ts createOperationWorker, which takes no extra worker options.
     activities = {

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { SellerConfig } from '../../config/sellers';
 import { tracingConfigured } from '../../observability/workflow-modules';
 import { type ManagedProcess, startProcess } from '../../scripts/lib/processes';
+import { TEST_RETRY_ENVIRONMENT } from './retry-backoff';
 import { sharedBuild } from './shared-build';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -55,6 +56,7 @@ export async function startWorkerProcess(options: {
         TEMPORAL_NAMESPACE: 'default',
         ADCP_TASK_QUEUE: options.taskQueue,
         ADCP_AGENTS_FILE: options.agentsFile,
+        ...TEST_RETRY_ENVIRONMENT,
         ...(bundle ? { ADCP_WORKFLOW_BUNDLE: bundle } : {}),
         ...options.env,
       },
