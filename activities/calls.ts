@@ -13,6 +13,7 @@ import { sellerConfig } from './seller-access';
 import type { AnswerCheck } from './schema-check';
 import type { GuardedCall } from './seller-call';
 import type { SellerClient } from './seller-client';
+import type { RetryBackoffPolicy } from './transport-errors';
 
 export interface CallActivityDependencies {
   sellers: SellerRegistry;
@@ -24,7 +25,9 @@ export interface CallActivityDependencies {
   timeouts: CallTimeouts;
   /** Where webhook credentials are read from at send time. */
   env: NodeJS.ProcessEnv;
+  /** When a seller's "not now" without a retry_after is tried again: the worker's backoff, with jitter. */
   random: () => number;
+  backoff: RetryBackoffPolicy;
   /** Base URL sellers use to reach the gateway; without it no webhooks are registered and polling carries it all. */
   publicBaseUrl?: string;
   /** Checks an answer against the schemas of the version the seller declares (warn mode); none: unchecked. */
@@ -132,7 +135,7 @@ export function createCallActivities(deps: CallActivityDependencies) {
         if (answer.callError && firstError?.recovery === 'transient') {
           // The seller refused the call for now (rate limit, overload, IDEMPOTENCY_IN_FLIGHT: the first request with
           // this key still runs): the same plan, so the same key, again, as late as it asked.
-          throw sellerTransientFailure(firstError, deps.random);
+          throw sellerTransientFailure(firstError, deps.random, deps.backoff);
         }
         const schemaWarnings =
           !answer.callError && deps.checkAnswer

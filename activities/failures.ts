@@ -4,7 +4,7 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { AdcpError } from '../protocol';
-import { DEFAULT_RETRY_BACKOFF, retryDelayMs } from './transport-errors';
+import { type RetryBackoffPolicy, retryDelayMs } from './transport-errors';
 
 /** An unknown seller, a missing credential, a tenant without access: the configuration must change first. */
 export function configFailure(message: string): ApplicationFailure {
@@ -25,11 +25,18 @@ export function failureFor(error: AdcpError, type: string, nextRetryDelayMs?: nu
   });
 }
 
-/** The seller refused for now (rate limit, overload, a key still in flight): retried as late as it asked. */
-export function sellerTransientFailure(error: AdcpError, random: () => number): ApplicationFailure {
+/**
+ * The seller refused for now (rate limit, overload, a key still in flight): retried as late as it asked, or on the
+ * worker's backoff when it named no time.
+ */
+export function sellerTransientFailure(
+  error: AdcpError,
+  random: () => number,
+  backoff: RetryBackoffPolicy,
+): ApplicationFailure {
   return failureFor(
     error,
     'SellerTransientError',
-    retryDelayMs(error, Context.current().info.attempt, DEFAULT_RETRY_BACKOFF, random),
+    retryDelayMs(error, Context.current().info.attempt, backoff, random),
   );
 }

@@ -44,6 +44,7 @@ import { type SellerClient, createSdkSellerClient } from './seller-client';
 import { type StoredCapabilitiesLookup, withStoredWireVersion } from './stored-capabilities';
 import { createDeclinedTaskWatcherActivities, createTaskListingActivities } from './task-listing';
 import { createTaskReader } from './task-reader';
+import { DEFAULT_RETRY_BACKOFF, type RetryBackoffPolicy } from './transport-errors';
 import { callTimeouts } from './timeouts';
 
 export { DEFAULT_MAX_ANSWER_BYTES, answerTooLarge } from './answer-size';
@@ -62,6 +63,12 @@ export interface ActivityDependencies {
   readTimeoutMs?: number;
   now?: () => number;
   random?: () => number;
+  /**
+   * How failed seller calls are retried when the seller names no retry_after (ADCP_RETRY_INITIAL_INTERVAL_MS,
+   * ADCP_RETRY_MAX_INTERVAL_MS); default DEFAULT_RETRY_BACKOFF, 1 s doubling to 60 s. Decided by the worker, in the
+   * activity's failure: workflow code never reads it.
+   */
+  retryBackoff?: RetryBackoffPolicy;
   /** Per-seller circuit breakers (one registry per worker process); built from `circuitBreaker` when absent. */
   breakers?: CircuitBreakerRegistry;
   circuitBreaker?: { failureThreshold?: number; coolOffMs?: number };
@@ -80,6 +87,7 @@ export function createActivities(deps: ActivityDependencies) {
   const env = deps.env ?? process.env;
   const now = deps.now ?? Date.now;
   const random = deps.random ?? Math.random;
+  const backoff = deps.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
   const timeouts = callTimeouts(deps.callTimeoutMs, deps.readTimeoutMs);
   // One breaker per seller for the whole worker: operations and capability refreshes see the same circuit.
   const breakers =
@@ -91,7 +99,7 @@ export function createActivities(deps: ActivityDependencies) {
     withStoredWireVersion(withReportingCredentials(sdkSeller, env), deps.storedCapabilities),
   );
   const descriptions = new SellerDescriptionCache(10 * 60_000, now, deps.storedCapabilities);
-  const guarded = createGuardedCall({ sellers, env, breakers, now, random });
+  const guarded = createGuardedCall({ sellers, env, breakers, now, random, backoff });
   const ensureStorable = storableWithin(deps.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES);
   // Answers checked against the schemas of the version each seller declares (warn mode; rc.2 sellers are not).
   const checkAnswer = createAnswerCheck({
@@ -104,10 +112,12 @@ export function createActivities(deps: ActivityDependencies) {
   // What every read needs: the guarded call, the read strategy with the seller's "not now", the size check.
   const reads = {
     guarded,
-    readWithRetryAfter: createTaskReader({ seller, descriptions, random }),
+    readWithRetryAfter: createTaskReader({ seller, descriptions, random, backoff }),
     ensureStorable,
     timeouts,
     checkAnswer,
+    random,
+    backoff,
   };
   const { publicBaseUrl, notificationKey, readTimeoutMs } = deps;
   // The fields each seller refuses on reads, learned once per process for the operations' and the buys' reads.
@@ -121,12 +131,13 @@ export function createActivities(deps: ActivityDependencies) {
       timeouts,
       env,
       random,
+      backoff,
       publicBaseUrl,
       checkAnswer,
     }),
     ...createPollActivities(reads),
-    ...createRecoveryActivities({ ...reads, seller, descriptions, random }),
-    ...createResourceActivities({ ...reads, seller, shapingMemory, random }),
+    ...createRecoveryActivities({ ...reads, seller, descriptions }),
+    ...createResourceActivities({ ...reads, seller, shapingMemory }),
     ...createNotificationActivities({ sellers, notificationKey }),
     ...createCapabilityActivities({ sellers, seller: sdkSeller, env, breakers }),
     ...createMediaBuyActivities({
@@ -134,6 +145,8 @@ export function createActivities(deps: ActivityDependencies) {
       seller: sdkSeller,
       env,
       shapingMemory,
+      random,
+      retryBackoff: backoff,
       ...(readTimeoutMs ? { readTimeoutMs } : {}),
     }),
     ...(client && createCampaignActivities({ client })),

@@ -17,7 +17,12 @@ import { sellerAccess } from './seller-access';
 import type { RequestShaping, ShapingRecord } from '../protocol/request-shaping';
 import { ShapingMemory, callShaped } from './request-shaping';
 import { type CallContext, type SellerClient, createSdkSellerClient } from './seller-client';
-import { DEFAULT_RETRY_BACKOFF, classifyTransportFailure, retryDelayMs } from './transport-errors';
+import {
+  DEFAULT_RETRY_BACKOFF,
+  type RetryBackoffPolicy,
+  classifyTransportFailure,
+  retryDelayMs,
+} from './transport-errors';
 
 export interface MediaBuyActivityDependencies {
   sellers: SellerRegistry;
@@ -26,6 +31,8 @@ export interface MediaBuyActivityDependencies {
   /** Hard bound of one read (default 60 s). */
   readTimeoutMs?: number;
   random?: () => number;
+  /** How a failed read's retries back off when the seller names no retry_after (default DEFAULT_RETRY_BACKOFF). */
+  retryBackoff?: RetryBackoffPolicy;
   /** What this process learned about the fields each seller refuses on reads (shared with the operations' reads). */
   shapingMemory?: ShapingMemory;
 }
@@ -68,14 +75,16 @@ export interface PullDeliveryOutcome {
   shaping?: ShapingRecord[];
 }
 
-/** How a buy's reads back off when the seller names no retry_after: as the operation's calls, capped at 30 s. */
-const BACKOFF = { ...DEFAULT_RETRY_BACKOFF, maxMs: 30_000 };
+/** A buy's reads back off as the operation's calls, but never longer than this between two reads. */
+const MAX_READ_BACKOFF_MS = 30_000;
 
 export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
   const seller = deps.seller ?? createSdkSellerClient();
   const env = deps.env ?? process.env;
   const timeoutMs = deps.readTimeoutMs ?? 60_000;
   const random = deps.random ?? Math.random;
+  const backoff = deps.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
+  const readBackoff = { ...backoff, maxMs: Math.min(backoff.maxMs, MAX_READ_BACKOFF_MS) };
   const shapingMemory = deps.shapingMemory ?? new ShapingMemory();
   const at = () => new Date().toISOString();
 
@@ -108,7 +117,7 @@ export function createMediaBuyActivities(deps: MediaBuyActivityDependencies) {
       type: 'SellerTransientError',
       message,
       details: [error],
-      nextRetryDelay: retryDelayMs(error, attempt, BACKOFF, random),
+      nextRetryDelay: retryDelayMs(error, attempt, readBackoff, random),
     });
   }
 

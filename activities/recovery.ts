@@ -26,7 +26,6 @@ export interface RecoveryActivityDependencies extends TaskReadDependencies {
   seller: SellerClient;
   /** The sellers' tool lists: which list tool to use, whether update_media_buy exists. */
   descriptions: SellerDescriptionCache;
-  random: () => number;
 }
 
 /** The list tools sellers use for their tasks: AdCP's, then the name some sellers use. */
@@ -96,7 +95,8 @@ export function createRecoveryActivities(deps: RecoveryActivityDependencies) {
       };
     }
     const firstError = answer.snapshot.errors?.[0];
-    if (answer.callError && firstError?.recovery === 'transient') throw sellerTransientFailure(firstError, deps.random);
+    if (answer.callError && firstError?.recovery === 'transient')
+      throw sellerTransientFailure(firstError, deps.random, deps.backoff);
     if (answer.callError || answer.snapshot.status === 'failed' || answer.snapshot.status === 'rejected') {
       const why = firstError ? describeError(firstError) : (answer.snapshot.message ?? answer.snapshot.status);
       return {

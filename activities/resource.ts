@@ -218,7 +218,6 @@ export interface ResourceActivityDependencies extends TaskReadDependencies {
   seller: SellerClient;
   /** What this process learned about the fields each seller refuses. */
   shapingMemory: ShapingMemory;
-  random: () => number;
 }
 
 export function createResourceActivities(deps: ResourceActivityDependencies) {
@@ -252,7 +251,7 @@ export function createResourceActivities(deps: ResourceActivityDependencies) {
             );
           } catch (error) {
             if (!(error instanceof ResourceReadRefusedForNow)) throw error;
-            throw sellerTransientFailure(error.error, deps.random);
+            throw sellerTransientFailure(error.error, deps.random, deps.backoff);
           }
           if (outcome.row && deps.checkAnswer) {
             const schemaWarnings = await deps.checkAnswer(input.sellerId, 'get_media_buys', {

@@ -12,7 +12,7 @@ import { boundAttempt } from './heartbeat';
 import { raceSignal } from './mcp-connection';
 import { sellerAccess } from './seller-access';
 import type { CallContext } from './seller-client';
-import { DEFAULT_RETRY_BACKOFF, classifyTransportFailure, retryDelayMs } from './transport-errors';
+import { type RetryBackoffPolicy, classifyTransportFailure, retryDelayMs } from './transport-errors';
 
 export interface GuardedCallDependencies {
   sellers: SellerRegistry;
@@ -21,6 +21,8 @@ export interface GuardedCallDependencies {
   breakers: CircuitBreakerRegistry;
   now: () => number;
   random: () => number;
+  /** How a failed call's retries back off when the seller names no retry_after (ActivityDependencies.retryBackoff). */
+  backoff: RetryBackoffPolicy;
 }
 
 /**
@@ -92,7 +94,7 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
       throw failureFor(
         classified,
         'TransportError',
-        retryDelayMs(classified, context.info.attempt, DEFAULT_RETRY_BACKOFF, deps.random),
+        retryDelayMs(classified, context.info.attempt, deps.backoff, deps.random),
       );
     } finally {
       bounds.end();

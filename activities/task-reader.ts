@@ -14,11 +14,14 @@ import {
 import type { AnswerCheck } from './schema-check';
 import type { GuardedCall } from './seller-call';
 import type { CallContext, SellerClient } from './seller-client';
+import type { RetryBackoffPolicy } from './transport-errors';
 
 export interface TaskReaderDependencies {
   seller: SellerClient;
   descriptions: SellerDescriptionCache;
   random: () => number;
+  /** The worker's backoff, for a refusal that names no retry_after. */
+  backoff: RetryBackoffPolicy;
 }
 
 export type TaskReader = (context: CallContext, request: ReadRequest) => Promise<ReadTaskOutcome>;
@@ -29,7 +32,7 @@ export function createTaskReader(deps: TaskReaderDependencies): TaskReader {
       return await readTaskWithStrategy(deps.seller, context, request, deps.descriptions);
     } catch (error) {
       if (!(error instanceof SellerRefusedReadForNow)) throw error;
-      throw sellerTransientFailure(error.error, deps.random);
+      throw sellerTransientFailure(error.error, deps.random, deps.backoff);
     }
   };
 }
@@ -43,4 +46,7 @@ export interface TaskReadDependencies {
   timeouts: CallTimeouts;
   /** Checks what a read shows against the schemas of the version the seller declares (warn mode); none: unchecked. */
   checkAnswer?: AnswerCheck;
+  /** When a seller's "not now" without a retry_after is tried again: the worker's backoff, with jitter. */
+  random: () => number;
+  backoff: RetryBackoffPolicy;
 }

@@ -14,6 +14,7 @@ import { closeMCPConnections } from '@adcp/sdk';
 import { DefaultLogger, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
+import { DEFAULT_RETRY_BACKOFF } from '../activities/transport-errors';
 import { dataConverter } from '../client/payload-codec';
 import { loadSellers } from '../config/sellers';
 import { loadRuntimeConfig } from '../config/runtime';
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
+      retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...runtime.retryBackoff },
     };
     // The same wiring as workers/worker.ts createOperationWorker, which takes no extra worker options.
     activities = createActivities({ ...dependencies, client: client! });

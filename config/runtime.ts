@@ -39,6 +39,12 @@ const runtimeSchema = z
     /** Per-seller circuit breaker: consecutive failures that open it, and how long it stays open. */
     ADCP_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
     ADCP_CIRCUIT_COOL_OFF_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    /**
+     * How a failed seller call is retried when the seller names no retry_after: the first wait, doubling (±25 %) up to
+     * the longest. A seller's retry_after, and 60 s on RATE_LIMITED, still win. Lower them only for tests and demos.
+     */
+    ADCP_RETRY_INITIAL_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
+    ADCP_RETRY_MAX_INTERVAL_MS: z.coerce.number().int().min(10).max(3_600_000).default(60_000),
     /** How often each seller is reconciled by its Temporal Schedule: `30s`, `15m`, `1h`, or `off`. */
     ADCP_RECONCILE_EVERY: z
       .string()
@@ -46,6 +52,12 @@ const runtimeSchema = z
       .default('15m'),
   })
   .superRefine((env, ctx) => {
+    if (env.ADCP_RETRY_MAX_INTERVAL_MS < env.ADCP_RETRY_INITIAL_INTERVAL_MS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ADCP_RETRY_MAX_INTERVAL_MS'],
+        message: `must be at least ADCP_RETRY_INITIAL_INTERVAL_MS (${env.ADCP_RETRY_INITIAL_INTERVAL_MS}): it is the longest wait between two tries`,
+      });
     if (env.ADCP_WEBHOOK_HOST !== undefined && env.ADCP_WEBHOOK_PORT === undefined)
       ctx.addIssue({
         code: 'custom',
@@ -79,6 +91,8 @@ export type RuntimeConfig = {
   callTimeoutMs: number;
   metricsAddress?: string;
   circuitBreaker: { failureThreshold: number; coolOffMs: number };
+  /** First and longest wait between tries of a failed seller call (ADCP_RETRY_INITIAL_INTERVAL_MS, ADCP_RETRY_MAX_INTERVAL_MS). */
+  retryBackoff: { initialMs: number; maxMs: number };
   /** Interval of the per-seller reconciliation schedules; undefined when turned off. */
   reconcileEveryMs?: number;
 };
@@ -113,6 +127,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     webUiUrl: value.ADCP_WEB_UI_URL.replace(/\/+$/, ''),
     callTimeoutMs: value.ADCP_CALL_TIMEOUT_MS,
     circuitBreaker: { failureThreshold: value.ADCP_CIRCUIT_FAILURES, coolOffMs: value.ADCP_CIRCUIT_COOL_OFF_MS },
+    retryBackoff: { initialMs: value.ADCP_RETRY_INITIAL_INTERVAL_MS, maxMs: value.ADCP_RETRY_MAX_INTERVAL_MS },
     ...(value.ADCP_METRICS_ADDRESS ? { metricsAddress: value.ADCP_METRICS_ADDRESS } : {}),
     ...(value.ADCP_RECONCILE_EVERY === 'off'
       ? {}

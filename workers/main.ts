@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { closeIdleMcpConnections } from '../activities/mcp-connection';
+import { DEFAULT_RETRY_BACKOFF } from '../activities/transport-errors';
 import { Runtime } from '@temporalio/worker';
 import { loadSellers } from '../config/sellers';
 import { notificationKeyFromEnv } from '../config/notification-key';
@@ -84,6 +85,7 @@ async function main(): Promise<void> {
       publicBaseUrl: runtime.publicBaseUrl,
       callTimeoutMs: runtime.callTimeoutMs,
       circuitBreaker: runtime.circuitBreaker,
+      retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...runtime.retryBackoff },
       // Signs notifications to the buyers' systems (ADCP_NOTIFICATION_KEY_FILE; unset: none are sent).
       ...(process.env.ADCP_NOTIFICATION_KEY_FILE ? { notificationKey: notificationKeyFromEnv()! } : {}),
     },

@@ -6,6 +6,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { SellerRegistry } from '../../config/sellers';
 import { encryptedDataConverter } from '../../client/encryption-codec';
+import { TEST_RETRY_BACKOFF } from './retry-backoff';
 import { quietRuntime, workflowBundle } from './temporal';
 
 export async function startEncryptedWorker(options: {
@@ -25,7 +26,11 @@ export async function startEncryptedWorker(options: {
     taskQueue: options.taskQueue,
     workflowBundle: await workflowBundle(),
     dataConverter: encryptedDataConverter(options.env),
-    activities: createActivities({ sellers: options.sellers, env: options.activityEnv }),
+    activities: createActivities({
+      sellers: options.sellers,
+      env: options.activityEnv,
+      retryBackoff: TEST_RETRY_BACKOFF,
+    }),
     shutdownGraceTime: '2s',
   });
   const run = worker.run().finally(() => connection.close());

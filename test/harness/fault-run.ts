@@ -38,6 +38,7 @@ import { type SellerConfig, SellerRegistry } from '../../config/sellers';
 import type { ManagedProcess } from '../../scripts/lib/processes';
 import type { OperationState } from '../../contract/operation';
 import { type Fault, type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
+import { DEFAULT_RETRY_BACKOFF } from '../../activities/transport-errors';
 import { createMediaBuyParams } from './demo-requests';
 import { startWorkerProcess, writeAgentsFile } from './worker-process';
 
@@ -230,6 +231,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   const workerEnv = {
     ...tokens,
     ADCP_CALL_TIMEOUT_MS: String(callTimeoutMs),
+    // The worker's own retry backoff, not the harness's short one: under faults, how far apart retries land decides
+    // how often the circuit breaker opens (5 failures in a row), and this run proves the production settings.
+    ADCP_RETRY_INITIAL_INTERVAL_MS: String(DEFAULT_RETRY_BACKOFF.initialMs),
+    ADCP_RETRY_MAX_INTERVAL_MS: String(DEFAULT_RETRY_BACKOFF.maxMs),
     ADCP_RECONCILE_EVERY: 'off',
     ...(gateway ? { ADCP_PUBLIC_BASE_URL: gateway.base } : {}),
   };

@@ -6,6 +6,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { TEST_RETRY_ENVIRONMENT } from './retry-backoff';
 import { SHARED_DIRECTORY_VARIABLE } from './shared-build';
 import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { startDemoSeller } from '../../scripts/lib/demo-seller';
@@ -19,6 +20,8 @@ export default async function globalSetup(): Promise<void> {
   const sharedDirectory = mkdtempSync(path.join(os.tmpdir(), 'adcp-test-run-'));
   process.env[SHARED_DIRECTORY_VARIABLE] = sharedDirectory;
   process.env.TEMPORAL_TEST_ADDRESS = temporal.address;
+  // Every worker a test starts as a process (npm run worker, the demos, npm start) retries on the test backoff.
+  Object.assign(process.env, TEST_RETRY_ENVIRONMENT);
   process.env.DEMO_SELLER_URL = seller.mcpUrl;
   process.env.DEMO_UPSTREAM_URL = seller.upstreamUrl;
   (globalThis as Record<string, unknown>).__ADCP_HARNESS__ = { temporal, seller, sharedDirectory };

@@ -17,6 +17,7 @@ import { WORKFLOWS_PATH, createOperationWorker } from '../../workers/worker';
 import { workflowPayloadConverterPath, workflowPreloadModules } from '../../workers/bundle-options';
 import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
+import { TEST_RETRY_BACKOFF } from './retry-backoff';
 import { sharedBuild } from './shared-build';
 
 let runtimeInstalled = false;
@@ -76,7 +77,7 @@ export function registry(agents: SellerConfig[]): SellerRegistry {
   return new SellerRegistry(agents, 'test agents');
 }
 
-/** A client, an orchestrator client and an in-process worker on a fresh task queue. */
+/** A client, an orchestrator client and an in-process worker on a fresh task queue (test retry backoff unless given). */
 export async function startTestStack(options: {
   sellers: SellerRegistry;
   address?: string;
@@ -98,7 +99,7 @@ export async function startTestStack(options: {
     namespace: 'default',
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: { sellers: options.sellers, ...options.activities },
+    activities: { sellers: options.sellers, retryBackoff: TEST_RETRY_BACKOFF, ...options.activities },
     client,
     shutdownGraceTime: '2s',
   });

@@ -12,6 +12,7 @@ import { OrchestratorClient } from '../../client/orchestrator-client';
 import type { SellerRegistry } from '../../config/sellers';
 import { resolveTestServer } from '../../scripts/lib/temporal-binaries';
 import { createOperationWorker } from '../../workers/worker';
+import { TEST_RETRY_BACKOFF } from './retry-backoff';
 import { quietRuntime, workflowBundle } from './temporal';
 import { dataConverter } from '../../client/payload-codec';
 
@@ -40,7 +41,7 @@ export async function startTimeSkippingStack(options: {
     namespace: env.namespace ?? 'default',
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: { sellers: options.sellers, ...options.activities },
+    activities: { sellers: options.sellers, retryBackoff: TEST_RETRY_BACKOFF, ...options.activities },
     client: env.client,
     shutdownGraceTime: '2s',
   });

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { DEFAULT_RETRY_BACKOFF } from '../../activities/transport-errors';
 import { pendingActivityView } from '../../client/pending-activity';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -30,7 +31,12 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
     sellers: registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
-    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+    activities: {
+      env: { FIXTURE_TOKEN: seller.authToken },
+      // The worker's own backoff (1 s, doubling), not the harness's 50 ms: the in-flight view below must see the
+      // call waiting between two attempts.
+      retryBackoff: DEFAULT_RETRY_BACKOFF,
+    },
   });
   scratch = mkdtempSync(path.join(tmpdir(), 'adcp-cli-test-'));
   writeFileSync(

@@ -36,6 +36,8 @@ async function startWorker(taskQueue: string): Promise<ManagedProcess> {
     taskQueue,
     agentsFile: writeAgentsFile([demoSellerConfig()]),
     env: { ADCP_RECONCILE_EVERY: 'off', DEMO_SELLER_TOKEN },
+    // Under tsx, as `ADCP_WORKER_RUNTIME=tsx npm run worker` runs it (the other files load the sources through SWC).
+    loader: 'tsx',
   });
   running.push(worker);
   return worker;

@@ -145,6 +145,39 @@ describe('sendCall', () => {
     expect(failure.nextRetryDelay).toBe(7_000);
   });
 
+  test("without a retry_after, a failed call waits the worker's retry backoff (retryBackoff), attempt by attempt", async () => {
+    const retryBackoff = { initialMs: 50, maxMs: 1_000, coefficient: 2, jitter: 0 };
+    // A transport failure (the seller unreachable) and a seller's transient refusal without retry_after.
+    const unreachable = fakeSeller(async () => {
+      throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    });
+    const busy = fakeSeller(async () => ({
+      snapshot: {
+        status: 'failed',
+        errors: [{ code: 'SERVICE_UNAVAILABLE', message: 'busy', recovery: 'transient' }],
+      },
+      callError: true,
+    }));
+    for (const { seller } of [unreachable, busy]) {
+      const activities = createActivities({
+        sellers: sellerRegistry,
+        seller,
+        env: {},
+        retryBackoff,
+        random: () => 0.5,
+      });
+      const plan = await run(activities.planCall, [createInput]);
+      const delays: unknown[] = [];
+      for (const attempt of [1, 2, 6])
+        delays.push((await failureOf(run(activities.sendCall, [{ plan }], { attempt }))).nextRetryDelay);
+      expect(delays).toEqual([50, 100, 1_000]);
+    }
+    // The worker's default is §4.4's: 1 s, then 2 s.
+    const defaults = createActivities({ sellers: sellerRegistry, seller: busy.seller, env: {}, random: () => 0.5 });
+    const plan = await run(defaults.planCall, [createInput]);
+    expect((await failureOf(run(defaults.sendCall, [{ plan }], { attempt: 2 }))).nextRetryDelay).toBe(2_000);
+  });
+
   test('the call timeout is hard: the attempt ends when the seller client ignores the abort', async () => {
     const { seller } = fakeSeller(() => new Promise<never>(() => undefined)); // never settles, ignores the signal
     const activities = createActivities({ sellers: sellerRegistry, seller, callTimeoutMs: 300, env: {} });

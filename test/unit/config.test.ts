@@ -94,6 +94,18 @@ test('runtime settings have defaults and reject bad values', () => {
   );
 });
 
+test("failed seller calls' retry backoff: 1 s to 60 s by default, set by the environment, the longest never below the first", () => {
+  expect(loadRuntimeConfig({}).retryBackoff).toEqual({ initialMs: 1_000, maxMs: 60_000 });
+  expect(
+    loadRuntimeConfig({ ADCP_RETRY_INITIAL_INTERVAL_MS: '50', ADCP_RETRY_MAX_INTERVAL_MS: '1000' }).retryBackoff,
+  ).toEqual({ initialMs: 50, maxMs: 1_000 });
+  expect(() => loadRuntimeConfig({ ADCP_RETRY_INITIAL_INTERVAL_MS: 'soon' })).toThrow(/ADCP_RETRY_INITIAL_INTERVAL_MS/);
+  expect(() => loadRuntimeConfig({ ADCP_RETRY_INITIAL_INTERVAL_MS: '0' })).toThrow(/ADCP_RETRY_INITIAL_INTERVAL_MS/);
+  expect(() =>
+    loadRuntimeConfig({ ADCP_RETRY_INITIAL_INTERVAL_MS: '5000', ADCP_RETRY_MAX_INTERVAL_MS: '1000' }),
+  ).toThrow(/ADCP_RETRY_MAX_INTERVAL_MS.*at least ADCP_RETRY_INITIAL_INTERVAL_MS/);
+});
+
 describe('per-task defaults (ADCP_TASKS_FILE)', () => {
   test('a valid file becomes defaults in milliseconds', () => {
     const defaults = parseTasksFile(
