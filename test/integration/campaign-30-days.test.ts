@@ -9,7 +9,8 @@
  * never counted less than they hold, no buy below what it has spent). At the end: the money is where the policy says
  * (slow down to its minimum share and no lower, the deliverers up and no higher than their maximum, flaky flagged as
  * down and given nothing while it was), every seller's budget equals the campaign's view of it, and the campaign's
- * history stayed bounded (it continued as new; its last run is short).
+ * history stayed bounded (it continued as new; its current run is short). The last half day of the flight is in the
+ * policy's freeze window, so those budgets are the flight's final ones.
  *
  * The sellers' daily reports reach each buy by signal, as the gateway's reporting route delivers them (a seller's
  * webhooks cannot follow skipped time); a seller that is down sends none, and the buy's windowed pulls fill the gap.
@@ -294,16 +295,11 @@ test('30 days, three sellers: the under-deliverer gives money to the deliverers,
   expect(view.committed_budget).toBeLessThanOrEqual(TOTAL);
   expect(book.pool).toBeCloseTo(TOTAL - atSellers(), 2);
 
-  // The flight ends: every buy completes and settles (the days not reported yet pulled), and the campaign ends with
-  // the same money.
-  const final = (await handle.result()) as CampaignState;
-  expect(final.phase).toBe('ended');
-  for (const sellerId of SELLERS)
-    expect(final.buys[sellerId].committedBudget).toBeCloseTo(budgetAtSeller(buyAt(sellerId).buy), 2);
-  expect(final.committedBudget).toBeCloseTo(atSellers(), 2);
-
-  // The history stays bounded: the campaign continued as new, and its last run is under its limit.
-  expect(final.run ?? 1).toBeGreaterThanOrEqual(2);
+  // The history stays bounded: the campaign continued as new, and its current run is under its limit.
+  expect(state.run ?? 1).toBeGreaterThanOrEqual(2);
   const history = await handle.fetchHistory();
   expect(history.events!.length).toBeLessThan(HISTORY_LIMIT + 100);
+  // The money is checked to the end of the flight (nothing moves in its last two days); the flight's end and the
+  // settling of each buy are other tests' (campaign-creatives, media-buy-flight).
+  await handle.terminate('test over');
 }, 600_000);
