@@ -24,6 +24,7 @@ const KNOWN_SECONDS = {
   'test/integration/errors-and-idempotency.test.ts': 140,
   'test/integration/convergence.test.ts': 125,
   'test/integration/packed-client.test.ts': 117,
+  'test/integration/campaign-30-days.test.ts': 95,
   'test/integration/scale-out.test.ts': 98,
   'test/integration/demo-media-buy.test.ts': 98,
   'test/integration/media-buy-restarts.test.ts': 96,
