@@ -64,6 +64,7 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../workflows/operation/cadence',
   '../workflows/governance/machine',
   '../workflows/discovery/machine',
+  '../workflows/reconciliation/machine',
   // The contract: message definitions (plain objects from defineSignal/defineQuery/defineUpdate), workflow type names,
   // update validators and pure helpers.
   '../contract/operation',
