@@ -71,12 +71,17 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
         const detail = error.details?.[0] as AdcpError | undefined;
         if (detail && countsAsCircuitFailure(detail)) breaker.recordFailure();
         else breaker.recordSuccess();
-        throw error;
+        throw afterEarlierAttempts(error, context.info.attempt);
       }
       if (error instanceof ConfigError) throw configFailure(error.message);
       if (error instanceof ProtocolViolation) {
         breaker.recordSuccess(); // it answered; the answer is the problem
-        const adcpError: AdcpError = { code: 'PROTOCOL_VIOLATION', message: error.message, recovery: 'terminal' };
+        const adcpError: AdcpError = {
+          code: 'PROTOCOL_VIOLATION',
+          message: error.message,
+          recovery: 'terminal',
+          ...earlierAttemptsOf(context.info.attempt),
+        };
         throw ApplicationFailure.create({
           type: 'ProtocolViolation',
           message: error.message,
@@ -92,7 +97,9 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
       if (countsAsCircuitFailure(classified)) breaker.recordFailure();
       else breaker.recordSuccess();
       throw failureFor(
-        classified,
+        classified.recovery === 'transient'
+          ? classified
+          : { ...classified, ...earlierAttemptsOf(context.info.attempt) },
         'TransportError',
         retryDelayMs(classified, context.info.attempt, deps.backoff, deps.random),
       );
@@ -100,6 +107,28 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
       bounds.end();
     }
   };
+}
+
+function earlierAttemptsOf(attempt: number): { earlierAttempts?: number } {
+  return attempt > 1 ? { earlierAttempts: attempt - 1 } : {};
+}
+
+/**
+ * A failure that ends the call (no retry follows) after earlier attempts names how many came before it: they failed
+ * in ways that are retried, so the seller may have acted on one of them, and the operation must look before it
+ * says nothing was made (a seller that made a buy, lost our answer, and refuses the same create again as a duplicate).
+ */
+export function afterEarlierAttempts(failure: ApplicationFailure, attempt: number): ApplicationFailure {
+  const [detail, ...rest] = failure.details ?? [];
+  const error = detail as AdcpError | undefined;
+  if (attempt <= 1 || !error || typeof error.code !== 'string' || error.recovery === 'transient') return failure;
+  return ApplicationFailure.create({
+    type: failure.type ?? undefined,
+    message: failure.message,
+    nonRetryable: failure.nonRetryable ?? undefined,
+    details: [{ ...error, earlierAttempts: attempt - 1 }, ...rest],
+    ...(failure.cause ? { cause: failure.cause } : {}),
+  });
 }
 
 /** Breaker transitions go to the worker's log (and, through it, to whatever collects the worker's logs). */

@@ -23,6 +23,12 @@ export interface AdcpError {
   retryAfterSeconds?: number;
   details?: Record<string, unknown>;
   recovery: Recovery;
+  /**
+   * The orchestrator's, never the seller's: how many attempts of the same call came before the one that ended with
+   * this error. Each failed in a way that is retried (lost in transport, a 5xx, a pause), so any of them may have
+   * reached the seller: a refusal at the last attempt does not prove that nothing was made.
+   */
+  earlierAttempts?: number;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
  * listing by what it sent: the context the seller echoes (3.1 requires it on read surfaces), the po_number, and
  * only as a last resort packages + budget + flight, saying which in `resource.matched_by`. When the listing cannot be
  * read either, the operation says it cannot know yet (not a failure) and `POST /v1/operations/:id/reconcile`, the
- * route its message names, reads the listing and adopts the buy.
+ * route its message names, reads the listing and adopts the buy. A seller that made the buy, lost the answer, and then
+ * refuses the same create as a duplicate has not shown that nothing was made: the buy is looked for there too.
  */
 import { randomUUID } from 'node:crypto';
 import type { ScriptedSellerOptions } from '../fixtures/scripted-seller';
@@ -26,6 +27,7 @@ beforeAll(async () => {
       'echo-po': noRoute(['po_number']),
       'echo-none': noRoute([]),
       'listing-down': noRoute(['context']),
+      'refuses-duplicate': noRoute(['po_number']),
     },
     webhooks: false,
     callTimeoutMs: 3_000,
@@ -99,3 +101,32 @@ test('when the listing cannot be read either: "cannot know yet", not failed, and
   expect(view.result?.media_buy_id).toBe(buy.mediaBuyId);
   expect(seller.mediaBuys()).toHaveLength(1);
 }, 120_000);
+
+test('refused as a duplicate after an attempt whose answer was lost: the buy that attempt made is adopted, not failed', async () => {
+  const sellerId = 'refuses-duplicate';
+  const seller = gateway.sellers[sellerId];
+  const poNumber = `PO-${randomUUID().slice(0, 8)}`;
+  seller.script('create_media_buy', [{ status: 'completed' }]);
+  // The first attempt makes the buy and its answer is lost; the second is refused as a duplicate order.
+  seller.fault('create_media_buy', { kind: 'drop-after-processing' });
+  seller.fault('create_media_buy', {
+    kind: 'adcp-error',
+    error: {
+      code: 'CONFLICT',
+      message: `a media buy with po_number ${poNumber} already exists`,
+      recovery: 'correctable',
+    },
+  });
+  const operationId = await gateway.operations.start(sellerId, 'create_media_buy', {
+    ...createMediaBuyParams(),
+    po_number: poNumber,
+  });
+  const view = await gateway.operations.settled(operationId, 60_000);
+  const buys = seller.mediaBuys();
+
+  expect(buys).toHaveLength(1);
+  expect(seller.callsTo('create_media_buy').map((call) => call.outcome)).toEqual(['fault', 'fault']);
+  expect(view.status).toBe('completed');
+  expect(view.result?.media_buy_id).toBe(buys[0].mediaBuyId);
+  expect(view.resource).toMatchObject({ media_buy_id: buys[0].mediaBuyId, matched_by: 'po_number' });
+}, 90_000);

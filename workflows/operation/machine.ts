@@ -58,7 +58,14 @@ import {
   providedInputProblem,
 } from '../../contract/validators';
 import { type WaitPlan, planWait } from './cadence';
-import { Observations, isQuietRepeat, isTerminalStatus, iso, makesResource } from './observations';
+import {
+  Observations,
+  isQuietRepeat,
+  isTerminalStatus,
+  iso,
+  makesResource,
+  mayHaveReachedSeller,
+} from './observations';
 import { buyerNotification } from './publication';
 import { TaskWatch, type WatchFacts, type WatchStep } from './watching';
 
@@ -1502,9 +1509,12 @@ export class OperationMachine {
       } else if (outcome?.absent) {
         this.resourceSearch = undefined;
         state.resource = { state: 'absent' };
+        const what = mayHaveReachedSeller(search.error)
+          ? `call to ${state.sellerId} was refused (${search.error.message}) after ${search.error.earlierAttempts} earlier attempt(s) that may have reached it,`
+          : `answer from ${state.sellerId} was lost (${search.error.message})`;
         this.record.fail(
           'call_failed',
-          `The ${state.task} answer from ${state.sellerId} was lost (${search.error.message}) and the seller's media buys, read to the end, hold none from this operation: nothing was bought. Start the operation again (a new idempotency key) to buy.`,
+          `The ${state.task} ${what} and the seller's media buys, read to the end, hold none from this operation: nothing was bought. Start the operation again (a new idempotency key) to buy.`,
           search.error,
         );
       } else {
@@ -1535,6 +1545,8 @@ export class OperationMachine {
   private callAgainAfterLostCall(why: string): boolean {
     const search = this.resourceSearch;
     if (!search || this.cancelRequest || this.callsAfterNothingBought >= MAX_CALLS_AFTER_NOTHING_BOUGHT) return false;
+    // A refusal is not sent again: the seller answered it, and would answer the same.
+    if (mayHaveReachedSeller(search.error)) return false;
     this.resourceSearch = undefined;
     const waitMs = CALL_AFTER_NOTHING_BOUGHT_MS * 2 ** this.callsAfterNothingBought;
     this.callsAfterNothingBought += 1;

@@ -680,7 +680,8 @@ export class Observations {
     // The call's answer was lost, but a webhook bound the task it made: follow that task.
     if (this.state.taskId && taskBoundDuringCall)
       return { action: 'follow-task', why: `the seller's task ${this.state.taskId} is known` };
-    const lost = mutating && error.recovery === 'transient' && !this.state.taskId;
+    // Lost on the way, or refused after attempts that were: the seller may have acted on one of them.
+    const lost = mutating && !this.state.taskId && (error.recovery === 'transient' || mayHaveReachedSeller(error));
     if (IDEMPOTENCY_REFUSAL_CODES.has(error.code) || lost) return { action: 'reconcile' };
     return { action: 'fail', reason: 'call_failed', message: this.callFailedMessage(error) };
   }
@@ -704,6 +705,8 @@ export class Observations {
   ): ReconcileDecision {
     if (found === 'adopted' || this.state.taskId || this.terminal) return { action: 'adopted' };
     const refused = IDEMPOTENCY_REFUSAL_CODES.has(error.code);
+    // A refusal after attempts that may have reached the seller: the buy one of them made is looked for first.
+    if (mayHaveReachedSeller(error) && makesResource(this.state.task)) return { action: 'find-resource' };
     // The seller refused the old key and has no task from it: nothing happened there, so a new key duplicates nothing.
     if (refused && found === 'not_found' && keyGeneration === 0) return { action: 'rekey' };
     // No task route, and the answer was lost on the way (not a refusal the seller answered, such as RATE_LIMITED):
@@ -773,6 +776,15 @@ export class Observations {
   private touch(): void {
     this.state.updatedAt = iso(this.now());
   }
+}
+
+/**
+ * A call that ended with a refusal after earlier attempts that failed in ways that are retried (lost in transport, a
+ * 5xx): one of them may have made the resource at the seller, which then refuses the same request again (a duplicate
+ * order number, a conflict). Only a read of the seller's resources can say that nothing was made.
+ */
+export function mayHaveReachedSeller(error: AdcpError): boolean {
+  return error.recovery !== 'transient' && (error.earlierAttempts ?? 0) > 0;
 }
 
 /** The status a terminal snapshot settles on, for tests and views. */
