@@ -2,7 +2,7 @@
  * The operation's calls: `planCall` decides everything a call sends, once, and `sendCall` sends exactly that. The
  * plan is recorded in history, so every retry of a mutation sends the same bytes behind the same idempotency key.
  */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { type SellerConfig, type SellerRegistry, ConfigError } from '../config/sellers';
 import type { CallPlan, CallTimeouts, PlanCallInput, SendCallInput, SendCallOutcome } from '../contract/activities';
 import { contextWithOperation, taskSpec } from '../protocol';
@@ -146,12 +146,19 @@ export function createCallActivities(deps: CallActivityDependencies) {
             snapshot: answer.snapshot,
             webhookRegistered: push !== undefined,
             ...(schemaWarnings.length > 0 ? { schemaWarnings } : {}),
+            ...earlierAttemptsBefore(answer.callError === true),
           },
           `The ${callPlan.task} answer from ${callPlan.sellerId}`,
         );
       },
       callPlan.tenant,
     );
+  }
+
+  /** A refusal answered after earlier attempts says how many came before it (SendCallOutcome.earlierAttempts). */
+  function earlierAttemptsBefore(refused: boolean): { earlierAttempts?: number } {
+    const attempt = Context.current().info.attempt;
+    return refused && attempt > 1 ? { earlierAttempts: attempt - 1 } : {};
   }
 
   return {

@@ -94,6 +94,11 @@ export interface SendCallOutcome {
   schemaWarnings?: string[];
   /** The timeouts the call was planned with, when `sendCall` planned it itself (`planInput`). */
   timeouts?: CallTimeouts;
+  /**
+   * The answer is the seller's refusal of the call, and this many attempts came before it: they failed in ways that
+   * are retried (lost in transport, a 5xx), so one of them may have made what the refusal says cannot be made.
+   */
+  earlierAttempts?: number;
 }
 
 /** One read of a seller task, by whatever method works for this seller. */

@@ -3,9 +3,9 @@
  * media buys without finding one from it (every attempt lost in transport) is reopened: its workflow is reset to just
  * before that read, reads the buys again, and adopts a buy the seller made since (a request it processed late), so
  * the buy is known to exactly one operation and the buyer sees it. Otherwise a 409 problem with a clear code, not a
- * 5xx or a hang; a create that failed `call_failed` on a refusal after an earlier attempt had reached the seller
- * names the route that finds that buy: the seller's reconciliation lists it as an orphan naming the failed
- * operation, the buy its context echoes.
+ * 5xx or a hang. A create refused after an earlier attempt that made its buy (the answer lost) does not fail: the
+ * refusal does not prove nothing was made, so it reads the seller's buys and ends completed with that one. A create
+ * refused at its first attempt fails at once, and its failure names the seller's reconciliation.
  */
 import type { ScriptedSellerOptions } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
@@ -47,34 +47,37 @@ test('reconcile on a completed operation answers 409 OPERATION_ENDED as problem+
   expect(problem).toMatchObject({ status: 409, code: 'OPERATION_ENDED' });
 }, 120_000);
 
-test('a create that failed call_failed while the seller holds its buy: reconcile answers 409, and the failure names the seller reconciliation, which names the operation for the buy', async () => {
+test('a create whose retry was refused after its first attempt made the buy: it ends completed with that buy, no orphan; a create refused at its first attempt answers reconcile 409', async () => {
   const seller = gateway.sellers.ended;
   seller.script('create_media_buy', [{ status: 'completed' }]);
-  // The first attempt makes the buy and its answer is lost; the retry is refused for good.
+  // The first attempt makes the buy and its answer is lost; the retry is refused for good (a 400).
   seller.fault('create_media_buy', { kind: 'drop-after-processing' });
-  seller.fault('create_media_buy', { kind: 'http-status', status: 400 }, { times: 5 });
+  seller.fault('create_media_buy', { kind: 'http-status', status: 400 });
   const before = seller.mediaBuys().length;
   const operationId = await gateway.operations.start('ended', 'create_media_buy', createMediaBuyParams());
   const view = await gateway.operations.settled(operationId, 60_000);
-  expect(view.status).toBe('failed');
-  expect(view.failure?.reason).toBe('call_failed');
   expect(seller.mediaBuys()).toHaveLength(before + 1);
   const buy = seller.mediaBuys().at(-1)!;
-  expect(String(view.failure?.message)).toContain('/v1/sellers/ended/reconcile');
-
-  const refused = await gateway.http('POST', `/v1/operations/${operationId}/reconcile`, { requested_by: 'ops@buyer' });
-  expect(refused.status).toBe(409);
-  expect(refused.body.code).toBe('OPERATION_ENDED');
-
+  // The refusal came after an attempt that may have reached the seller: its buys were read, and this one adopted.
+  expect(view.status).toBe('completed');
+  expect(view.result?.media_buy_id).toBe(buy.mediaBuyId);
   const report = await gateway.http('POST', '/v1/sellers/ended/reconcile', { requested_by: 'ops@buyer' });
   expect(report.status).toBe(200);
-  expect(report.body.seller_buys.orphans).toContainEqual(
-    expect.objectContaining({
-      media_buy_id: buy.mediaBuyId,
-      named_operation_id: operationId,
-      named_operation_status: 'FAILED',
-    }),
-  );
+  expect(report.body.seller_buys.orphans).not.toContainEqual(expect.objectContaining({ media_buy_id: buy.mediaBuyId }));
+
+  // Refused at its first attempt: nothing reached the seller before the refusal, nothing to go back to.
+  seller.fault('create_media_buy', { kind: 'http-status', status: 400 });
+  const refusedAtOnce = await gateway.operations.start('ended', 'create_media_buy', createMediaBuyParams());
+  const failed = await gateway.operations.settled(refusedAtOnce, 60_000);
+  expect(failed.status).toBe('failed');
+  expect(failed.failure?.reason).toBe('call_failed');
+  expect(seller.mediaBuys()).toHaveLength(before + 1);
+  expect(String(failed.failure?.message)).toContain('/v1/sellers/ended/reconcile');
+  const refused = await gateway.http('POST', `/v1/operations/${refusedAtOnce}/reconcile`, {
+    requested_by: 'ops@buyer',
+  });
+  expect(refused.status).toBe(409);
+  expect(refused.body.code).toBe('OPERATION_ENDED');
 }, 120_000);
 
 test('a create that failed with nothing at the seller, whose buy the seller made later: reconcile reopens it, it adopts the buy and ends completed, known to exactly one workflow', async () => {

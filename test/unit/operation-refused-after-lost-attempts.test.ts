@@ -7,7 +7,7 @@
  */
 import type { StepResult } from '../../workflows/operation/machine';
 import { mayHaveReachedSeller } from '../../workflows/operation/observations';
-import { drive, expectStep, planFor } from '../harness/operation-machine';
+import { answered, drive, expectStep, planFor } from '../harness/operation-machine';
 
 const REFUSED_AFTER_LOST: StepResult = {
   kind: 'failed',
@@ -93,4 +93,29 @@ test('only a refusal after earlier attempts may have reached the seller; a trans
   );
   expect(mayHaveReachedSeller({ code: 'CONFLICT', message: '', recovery: 'correctable' })).toBe(false);
   expect(mayHaveReachedSeller({ code: 'TIMEOUT', message: '', recovery: 'transient', earlierAttempts: 3 })).toBe(false);
+});
+
+test('a refusal answered as a failed task after lost attempts is looked into the same way; at the first attempt it ends', () => {
+  for (const earlierAttempts of [1, 0]) {
+    const { machine } = drive();
+    const plan = expectStep(machine, 'planCall');
+    machine.resolve({ kind: 'planned', plan: planFor(plan.input) });
+    expectStep(machine, 'call');
+    const refusal = answered({
+      status: 'failed',
+      errors: [
+        { code: 'CONFLICT', message: 'a media buy with po_number PO-1 already exists', recovery: 'correctable' },
+      ],
+    });
+    if (refusal.kind !== 'answered') throw new Error('answered() made no answer');
+    machine.resolve({ ...refusal, answer: { ...refusal.answer, earlierAttempts } });
+    if (earlierAttempts === 0) {
+      expect(machine.state.status).toBe('failed');
+      continue;
+    }
+    expect(machine.state.status).not.toBe('failed');
+    expectStep(machine, 'reconcile');
+    machine.resolve({ kind: 'found', outcome: { supported: false, note: 'no task listing' } });
+    expect(expectStep(machine, 'readResource')).toMatchObject({ purpose: 'find-lost' });
+  }
 });

@@ -1161,6 +1161,19 @@ export class OperationMachine {
     }
   }
 
+  private refusalAfterEarlierAttempts(answer: SendCallOutcome): AdcpError | undefined {
+    const { snapshot } = answer;
+    if (!answer.earlierAttempts || !this.mutating || !makesResource(this.state.task) || this.state.taskId)
+      return undefined;
+    if (snapshot.taskId || (snapshot.status !== 'failed' && snapshot.status !== 'rejected')) return undefined;
+    const first = snapshot.errors?.[0];
+    return {
+      ...(first ?? { code: 'SELLER_REFUSED', message: snapshot.message ?? `the seller answered ${snapshot.status}` }),
+      recovery: first?.recovery === 'transient' || !first ? 'terminal' : first.recovery,
+      earlierAttempts: answer.earlierAttempts,
+    };
+  }
+
   private unexpected(step: string, result: StepResult): never {
     throw new Error(`invariant: result ${result.kind} for a ${step} step`);
   }
@@ -1172,6 +1185,16 @@ export class OperationMachine {
     this.beside = undefined;
     const state = this.state;
     if (!calling) throw new Error('invariant: a call result with no call in flight');
+    // A create the seller refused after attempts that may have made it (their answers lost): not the seller's word on
+    // what exists, so it is judged as a failed call, which looks for the buy before it ends.
+    const refusal = result.kind === 'answered' ? this.refusalAfterEarlierAttempts(result.answer) : undefined;
+    if (refusal) {
+      this.record.note(
+        'call',
+        `call ${calling.keyStep} was refused (${refusal.code}) after ${refusal.earlierAttempts} earlier attempt(s) that may have reached ${state.sellerId}; looking for what they made before it ends`,
+      );
+      result = { kind: 'failed', error: refusal };
+    }
     if (result.kind === 'answered') {
       this.watch.forgetMoves();
       const { answer } = result;
