@@ -11,7 +11,7 @@ import { configFailure, sellerTransientFailure } from './failures';
 import { idempotencyKeyFor, withBuyerRefs } from './idempotency';
 import { sellerConfig } from './seller-access';
 import type { AnswerCheck } from './schema-check';
-import type { GuardedCall } from './seller-call';
+import { type GuardedCall, earlierAttemptsOf } from './seller-call';
 import type { SellerClient } from './seller-client';
 import type { RetryBackoffPolicy } from './transport-errors';
 
@@ -146,19 +146,14 @@ export function createCallActivities(deps: CallActivityDependencies) {
             snapshot: answer.snapshot,
             webhookRegistered: push !== undefined,
             ...(schemaWarnings.length > 0 ? { schemaWarnings } : {}),
-            ...earlierAttemptsBefore(answer.callError === true),
+            // A refusal answered after earlier attempts says how many came before it.
+            ...(answer.callError ? earlierAttemptsOf(Context.current().info.attempt) : {}),
           },
           `The ${callPlan.task} answer from ${callPlan.sellerId}`,
         );
       },
       callPlan.tenant,
     );
-  }
-
-  /** A refusal answered after earlier attempts says how many came before it (SendCallOutcome.earlierAttempts). */
-  function earlierAttemptsBefore(refused: boolean): { earlierAttempts?: number } {
-    const attempt = Context.current().info.attempt;
-    return refused && attempt > 1 ? { earlierAttempts: attempt - 1 } : {};
   }
 
   return {

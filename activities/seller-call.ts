@@ -109,7 +109,7 @@ export function createGuardedCall(deps: GuardedCallDependencies): GuardedCall {
   };
 }
 
-function earlierAttemptsOf(attempt: number): { earlierAttempts?: number } {
+export function earlierAttemptsOf(attempt: number): { earlierAttempts?: number } {
   return attempt > 1 ? { earlierAttempts: attempt - 1 } : {};
 }
 
