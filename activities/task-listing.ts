@@ -60,7 +60,17 @@ const settingsSchema = z.object({
     .string()
     .regex(/^\d+(s|m|h)$/, 'must be a duration such as 15m, 30m or 2h')
     .default('30m'),
+  /** How often a watcher lists its seller's tasks: `30s`, `1m`, `5m` (a watcher started by this worker). */
+  ADCP_TASK_WATCHER_INTERVAL: z
+    .string()
+    .regex(/^\d+(s|m|h)$/, 'must be a duration such as 30s, 1m or 5m')
+    .default('1m'),
 });
+
+/** The shortest watcher round: a listing is one call per group, but not a poll loop. */
+const MIN_WATCH_INTERVAL_MS = 5_000;
+/** The longest: a change may reach its operation this late. */
+const MAX_WATCH_INTERVAL_MS = 3_600_000;
 
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
 
@@ -68,6 +78,12 @@ export interface TaskWatcherSettings {
   enabled: boolean;
   shards: number;
   safetyPollMs: number;
+  /** The round of the watchers this worker starts (default WATCH_INTERVAL_MS). */
+  intervalMs?: number;
+}
+
+function durationMs(value: string): number {
+  return Number.parseInt(value, 10) * UNIT_MS[value.slice(-1) as keyof typeof UNIT_MS];
 }
 
 export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskWatcherSettings {
@@ -77,16 +93,21 @@ export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskW
       `Invalid task watcher settings: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
     );
   }
+  const interval = parsed.data.ADCP_TASK_WATCHER_INTERVAL;
+  const intervalMs = durationMs(interval);
+  if (intervalMs < MIN_WATCH_INTERVAL_MS || intervalMs > MAX_WATCH_INTERVAL_MS)
+    throw new ConfigError(`ADCP_TASK_WATCHER_INTERVAL=${interval} is outside 5s to 1h.`);
   const safety = parsed.data.ADCP_TASK_WATCHER_SAFETY_POLL;
-  const safetyPollMs = Number.parseInt(safety, 10) * UNIT_MS[safety.slice(-1) as keyof typeof UNIT_MS];
-  if (safetyPollMs < WATCH_INTERVAL_MS)
+  const safetyPollMs = durationMs(safety);
+  if (safetyPollMs < intervalMs)
     throw new ConfigError(
-      `ADCP_TASK_WATCHER_SAFETY_POLL=${safety} is shorter than the watcher's own round (${WATCH_INTERVAL_MS / 1000} s): use at least 1m.`,
+      `ADCP_TASK_WATCHER_SAFETY_POLL=${safety} is shorter than the watcher's own round (ADCP_TASK_WATCHER_INTERVAL=${interval}).`,
     );
   return {
     enabled: parsed.data.ADCP_TASK_WATCHER === 'on',
     shards: parsed.data.ADCP_TASK_WATCHER_SHARDS,
     safetyPollMs,
+    ...(intervalMs !== WATCH_INTERVAL_MS ? { intervalMs } : {}),
   };
 }
 
@@ -384,9 +405,18 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
         const shard = taskWatcherShard(input.registration.taskId, settings.shards);
         const taskQueue = deps.taskQueue ?? Context.current().info.taskQueue;
         const watcherId = taskWatcherWorkflowId(taskQueue, input.sellerId, shard);
-        watchers.set(watcherId, { taskQueue, input: { sellerId: input.sellerId, shard, shards: settings.shards } });
+        const round = settings.intervalMs;
+        watchers.set(watcherId, {
+          taskQueue,
+          input: { sellerId: input.sellerId, shard, shards: settings.shards, ...(round ? { intervalMs: round } : {}) },
+        });
         await registrations.add(watcherId, input.registration);
-        return { watching: true, watcherId, safetyPollMs: settings.safetyPollMs };
+        return {
+          watching: true,
+          watcherId,
+          safetyPollMs: settings.safetyPollMs,
+          ...(round ? { watchIntervalMs: round } : {}),
+        };
       } catch (error) {
         return { watching: false, reason: `the task watcher could not take it: ${(error as Error).message}` };
       }

@@ -264,6 +264,8 @@ export interface RegisterWithWatcherOutcome {
   watcherId?: string;
   /** While watched, the operation still reads its task itself this often (the worker's ADCP_TASK_WATCHER_SAFETY_POLL). */
   safetyPollMs?: number;
+  /** The watcher's round (the worker's ADCP_TASK_WATCHER_INTERVAL; absent: WATCH_INTERVAL_MS): quick polls end there. */
+  watchIntervalMs?: number;
   /** Why not, when not (the seller cannot list, the watcher is off): the operation polls on its own. */
   reason?: string;
 }
@@ -278,6 +280,7 @@ export interface UnregisterFromWatcherInput {
 export interface CarriedTaskWatch {
   watcherId?: string;
   safetyPollMs?: number;
+  watchIntervalMs?: number;
   told?: { taskId: string; status: TaskStatus };
   declined?: { taskId: string; reason: string };
   inbox?: TaskWatchNotice[];

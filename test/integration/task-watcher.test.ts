@@ -2,22 +2,28 @@
  * Parked operations at a seller that lists its tasks: they join the seller's task watcher (workflows/task-watcher/),
  * and once past their quick polls make no poll of their own; when the seller completes their tasks, the watcher's
  * listing finds the moves and signals each moved task's operation, which reads its task once (its own read) and
- * completes with what it said. Real dev server, the scripted seller over MCP (which offers `tasks/list`).
+ * completes with what it said. Real dev server, the scripted seller over MCP (which offers `tasks/list`). The worker's
+ * watcher round is 10 s (ADCP_TASK_WATCHER_INTERVAL), so the quick polls end at the third (2, 6, 14 s) and the test
+ * takes seconds where the standard minute would take two minutes; the rule is the same (test/unit/operation-watching).
  */
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack } from '../harness/temporal';
 import type { OperationState } from '../../contract/operation';
-import {
-  type TaskWatcherView,
-  WATCH_INTERVAL_MS,
-  taskWatcherQuery,
-  taskWatcherWorkflowId,
-} from '../../contract/task-watcher';
+import { type TaskWatcherView, taskWatcherQuery, taskWatcherWorkflowId } from '../../contract/task-watcher';
+import { planWait } from '../../workflows/operation/cadence';
+import { quickPollCount } from '../../workflows/operation/watching';
 
 const PARKED = 4;
-/** The watcher's round plus the margin the issue allows: how late a change may reach the operation. */
-const LATEST_MS = WATCH_INTERVAL_MS + 5_000;
+/** The worker's watcher round (ADCP_TASK_WATCHER_INTERVAL). */
+const ROUND_MS = 10_000;
+/** The watcher's round plus a margin: how late a change may reach the operation. */
+const LATEST_MS = ROUND_MS + 5_000;
+/** The quick polls of a submitted wait before the watcher covers it. */
+const QUICK_POLLS = quickPollCount(
+  planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }),
+  ROUND_MS,
+);
 
 let seller: ScriptedSeller;
 let stack: TestStack;
@@ -26,7 +32,9 @@ beforeAll(async () => {
   seller = await startScriptedSeller();
   stack = await startTestStack({
     sellers: registry([{ id: 'fixture', url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]),
-    activities: { env: { FIXTURE_TOKEN: seller.authToken } },
+    activities: {
+      env: { FIXTURE_TOKEN: seller.authToken, ADCP_TASK_WATCHER_INTERVAL: `${ROUND_MS / 1000}s` },
+    },
   });
 });
 afterAll(async () => {
@@ -62,13 +70,20 @@ test('parked operations are told by the watcher when their tasks complete, and m
     return view && view.watching === PARKED ? view : undefined;
   }, 60_000);
 
-  // Each operation makes its quick polls (2, 6, 14, 30, 62 s) in its one polling activity, then only the safety poll.
+  // Each operation makes its quick polls (2, 6, 14 s) in its one polling activity, then only the safety poll.
+  expect(QUICK_POLLS).toBe(3);
   const taskIds = await Promise.all(
     operations.map(async (id) => (await stack.orchestrator.status(id)).state?.taskId as string),
   );
   const readsOf = (taskId: string) =>
     seller.callsTo('tasks/get').filter((call) => JSON.stringify(call.args).includes(taskId)).length;
-  await eventually(async () => (taskIds.every((taskId) => readsOf(taskId) >= 5) ? true : undefined), 180_000, 1_000);
+  await eventually(
+    async () => (taskIds.every((taskId) => readsOf(taskId) >= QUICK_POLLS) ? true : undefined),
+    60_000,
+    500,
+  );
+  // Half a round more, so a quick poll a loaded machine made late lands before the count below.
+  await new Promise((resolve) => setTimeout(resolve, ROUND_MS / 2));
   const parked = await Promise.all(
     operations.map(async (operationId) => (await stack.orchestrator.status(operationId)).state as OperationState),
   );
@@ -100,4 +115,4 @@ test('parked operations are told by the watcher when their tasks complete, and m
   expect(view.watching).toBe(0);
   expect(view.counters.moves).toBeGreaterThanOrEqual(PARKED);
   expect(view.counters.delivered).toBeGreaterThanOrEqual(PARKED);
-}, 300_000);
+}, 180_000);

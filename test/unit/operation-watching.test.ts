@@ -97,6 +97,17 @@ describe('operation and task watcher', () => {
     expect(pollOffsets(wait.plan, 62_000)).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
   });
 
+  it("a watcher with a shorter round (the worker's ADCP_TASK_WATCHER_INTERVAL) ends the quick polls there, carried on", () => {
+    const driven = drive(operationInput());
+    callWith(driven.machine, answered({ status: 'submitted', taskId: 't1' }));
+    expectStep(driven.machine, 'registerWithWatcher');
+    driven.machine.resolve({ ...WATCHING, outcome: { ...WATCHING.outcome, watchIntervalMs: 10_000 } });
+    const wait = expectStep(driven.machine, 'pollOnCadence');
+    // 2, 6, 14 s: the next interval (16 s) is past the 10 s round, so the watcher covers the task from there.
+    expect(wait.input.cadence.settle).toEqual({ afterPolls: 3, intervalMs: SAFETY });
+    expect(driven.machine.carried().watch).toMatchObject({ watcherId: WATCHER, watchIntervalMs: 10_000 });
+  });
+
   it('a move makes the operation read the task itself, with its own read; it ends without leaving the watcher', () => {
     const { machine } = parkedAndWatched();
     const pollsBefore = machine.state.pollCount;
@@ -309,5 +320,9 @@ describe('operation and task watcher', () => {
   it('the quick polls are those before the cadence reaches the watcher round, for both plans of a submitted wait', () => {
     expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }))).toBe(5);
     expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: true }))).toBe(5);
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }), 10_000)).toBe(
+      3,
+    );
+    expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }), 4_000)).toBe(1);
   });
 });

@@ -256,6 +256,26 @@ describe('registerWithTaskWatcher', () => {
     ]);
   });
 
+  test('a worker with its own watcher round starts watchers with it and tells the operation (its quick polls end there)', async () => {
+    const { seller } = fakeSeller([]);
+    const { client, starts } = fakeClient();
+    const activities = createTaskListingActivities({
+      sellers,
+      client,
+      seller,
+      env,
+      settings: taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '10s', ADCP_TASK_WATCHER_SAFETY_POLL: '5m' }),
+    });
+    const outcome = await run(activities.registerWithTaskWatcher, { sellerId: 'lister', registration });
+    expect(outcome).toEqual({
+      watching: true,
+      watcherId: 'task-watcher:operations:lister:0',
+      safetyPollMs: 300_000,
+      watchIntervalMs: 10_000,
+    });
+    expect(starts).toMatchObject([{ args: [{ sellerId: 'lister', shard: 0, shards: 1, intervalMs: 10_000 }] }]);
+  });
+
   test('registrations that arrive together go to their watcher as one signal; each is answered', async () => {
     const { seller } = fakeSeller([]);
     const { client, starts } = fakeClient();
@@ -351,5 +371,25 @@ describe('registerWithTaskWatcher', () => {
     ).resolves.toBeUndefined();
     // The watcher's own activities need a client: that worker runs no watchers.
     expect('listWatchedTasks' in activities).toBe(false);
+  });
+});
+
+describe('taskWatcherSettings', () => {
+  test('defaults: on, one shard, a 30-minute safety poll, the standard round (not named in the watcher input)', () => {
+    expect(taskWatcherSettings({})).toEqual({ enabled: true, shards: 1, safetyPollMs: 1_800_000 });
+    expect(taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '1m' })).not.toHaveProperty('intervalMs');
+  });
+
+  test('a round of its own, between 5 s and 1 h, and a safety poll no shorter than it', () => {
+    expect(taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '30s' })).toMatchObject({ intervalMs: 30_000 });
+    expect(() => taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '2s' })).toThrow(/ADCP_TASK_WATCHER_INTERVAL=2s/);
+    expect(() => taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '2h' })).toThrow(/outside 5s to 1h/);
+    expect(() => taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: 'often' })).toThrow(/ADCP_TASK_WATCHER_INTERVAL/);
+    expect(() =>
+      taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '10m', ADCP_TASK_WATCHER_SAFETY_POLL: '5m' }),
+    ).toThrow(/shorter than the watcher's own round/);
+    expect(
+      taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL: '10s', ADCP_TASK_WATCHER_INTERVAL: '10s' }),
+    ).toMatchObject({ safetyPollMs: 10_000, intervalMs: 10_000 });
   });
 });

@@ -66,10 +66,10 @@ export type NoticeEffect =
   { kind: 'readYourself' } | { kind: 'released'; reason: string } | { kind: 'none' };
 
 /** The quick polls of a plan: those made before its interval reaches the watcher's round. */
-export function quickPollCount(plan: WaitPlan): number {
+export function quickPollCount(plan: WaitPlan, watchIntervalMs: number = WATCH_INTERVAL_MS): number {
   let polls = 1;
   let interval = plan.initialIntervalMs;
-  while (interval < WATCH_INTERVAL_MS && interval < plan.maxIntervalMs) {
+  while (interval < watchIntervalMs && interval < plan.maxIntervalMs) {
     polls += 1;
     interval *= 2;
   }
@@ -87,6 +87,8 @@ export class TaskWatch {
   /** The watcher holding this operation, while it does. */
   private watcherId: string | undefined;
   private safetyPollMs: number;
+  /** The watcher's round: the quick polls of a submitted wait end where it begins to cover the task. */
+  private watchIntervalMs: number | undefined;
   /** What the watcher knows of the task: what the operation registered with, or the last move it told. */
   private told: { taskId: string; status: TaskStatus } | undefined;
   /** The task the watcher declined or released (the operation polls it on its own from then on). */
@@ -98,6 +100,7 @@ export class TaskWatch {
   constructor(carried?: CarriedTaskWatch) {
     this.watcherId = carried?.watcherId;
     this.safetyPollMs = carried?.safetyPollMs ?? SAFETY_POLL_MS;
+    this.watchIntervalMs = carried?.watchIntervalMs;
     this.told = carried?.told;
     this.declined = carried?.declined;
     this.inbox = [...(carried?.inbox ?? [])];
@@ -249,6 +252,7 @@ export class TaskWatch {
     if (outcome?.watching && outcome.watcherId) {
       this.watcherId = outcome.watcherId;
       this.safetyPollMs = outcome.safetyPollMs ?? this.safetyPollMs;
+      this.watchIntervalMs = outcome.watchIntervalMs ?? this.watchIntervalMs;
       this.told = { taskId, status: known.status };
       return;
     }
@@ -276,7 +280,7 @@ export class TaskWatch {
     if (!this.tells(facts) || plan.windowMs !== undefined) return plan;
     const safety = this.safetyPollMs;
     if (facts.status === 'submitted')
-      return { ...plan, settle: { afterPolls: quickPollCount(plan), intervalMs: safety } };
+      return { ...plan, settle: { afterPolls: quickPollCount(plan, this.watchIntervalMs), intervalMs: safety } };
     return { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety };
   }
 
@@ -284,6 +288,7 @@ export class TaskWatch {
     if (!this.watcherId && !this.declined && this.inbox.length === 0) return undefined;
     return {
       ...(this.watcherId ? { watcherId: this.watcherId, safetyPollMs: this.safetyPollMs } : {}),
+      ...(this.watcherId && this.watchIntervalMs ? { watchIntervalMs: this.watchIntervalMs } : {}),
       ...(this.told ? { told: this.told } : {}),
       ...(this.declined ? { declined: this.declined } : {}),
       ...(this.inbox.length > 0 ? { inbox: [...this.inbox] } : {}),
