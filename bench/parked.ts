@@ -314,6 +314,9 @@ export async function parkedOperations(
     const safetyPollsMs = (polls.perOperationHourMs * WATCH_INTERVAL_MS) / SAFETY_POLL_MS;
     const watchedMs = watcher.perOperationHourMs + safetyPollsMs;
     const goalRatio = ratio(watchedMs, polls.perOperationHourMs);
+    // The idle reading is subtracted from the window; on a machine busy with other work it can exceed the window's
+    // own CPU, and a negative or zero cost per operation-hour is no measurement: the goal is then not met, not "met".
+    const measurable = watcher.perOperationHourMs > 0 && polls.perOperationHourMs > 0;
     const watcherDelay = distribution(watcher.delays.filter(Number.isFinite));
     const pollsDelay = distribution(polls.delays.filter(Number.isFinite));
     const delayGoalMs = WATCH_INTERVAL_MS + DELAY_MARGIN_MS;
@@ -336,7 +339,7 @@ export async function parkedOperations(
           baseline: polls.perOperationHourMs,
           ratio: goalRatio,
           goal: `<= ${(1 / GOAL_RATIO).toFixed(2)}x`,
-          met: goalRatio <= 1 / GOAL_RATIO,
+          met: measurable && goalRatio <= 1 / GOAL_RATIO,
         },
         {
           metric: 'engine CPU per parked operation-hour in the window (idle subtracted, no safety poll fell in it)',
@@ -370,6 +373,11 @@ export async function parkedOperations(
         },
       ],
       notes: [
+        ...(measurable
+          ? []
+          : [
+              'NOT MEASURABLE: the idle CPU exceeded the window CPU of a mode (the machine was busy with other work); run B6 alone on an idle machine',
+            ]),
         describe(watcher),
         describe(polls),
         `per parked operation-hour = (window CPU - idle CPU for as long) / (operations x window hours); watched: plus ${safetyPollsMs.toFixed(1)} ms for ${3_600_000 / SAFETY_POLL_MS} safety polls an hour at the per-poll cost of the other mode; ${(polls.perOperationHourMs / watchedMs).toFixed(1)}x less with the watcher (goal at least ${GOAL_RATIO}x)`,
