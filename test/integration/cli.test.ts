@@ -59,7 +59,12 @@ interface Run {
 }
 
 /** Runs the CLI to its end, with the environment an operator of this stack would have. */
-function cli(args: string[], env: Record<string, string> = {}, loader: 'swc' | 'tsx' = 'swc'): Promise<Run> {
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+  loader: 'swc' | 'tsx' = 'swc',
+  onStdout?: (stdout: string) => void,
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const [command, loaderArgs] = loader === 'tsx' ? [TSX, []] : [process.execPath, ['--require', SWC_REGISTER]];
     const child = spawn(command, [...loaderArgs, 'cli/main.ts', ...args], {
@@ -76,7 +81,10 @@ function cli(args: string[], env: Record<string, string> = {}, loader: 'swc' | '
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      onStdout?.(stdout);
+    });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
     child.on('error', reject);
@@ -352,15 +360,25 @@ test('cancel ends a waiting operation canceled; its status then exits 1', async 
 
 test('while the seller fails, the call in flight shows its attempt, last failure and next retry (view and watch --json)', async () => {
   // Two 503s (fewer than the circuit breaker's threshold, so the retries are the retry policy's alone), then a third
-  // attempt that the seller holds for 5 s before answering: time enough for the CLI child to start and look.
+  // attempt that the seller holds until the CLI has shown the retried call (at most 45 s): a child process that
+  // starts slowly on a busy machine still finds the call in flight.
+  let showRetry = () => {};
+  const retryShown = new Promise<void>((resolve) => (showRetry = resolve));
   seller.fault('create_media_buy', { kind: 'http-status', status: 503 }, { times: 2 });
-  seller.fault('create_media_buy', { kind: 'hang', ms: 5_000, then: 'process' });
+  seller.fault('create_media_buy', { kind: 'hang', ms: 45_000, then: 'process', until: retryShown });
   const operationId = await startInProcess([{ status: 'completed' }], {
     maximumAttempts: 10,
     initialIntervalMs: 1_500,
     maximumIntervalMs: 1_500,
   });
-  const watching = cli(['watch', operationId, '--interval', '1', '--json']);
+  const retriedCall = (event: Record<string, unknown>) =>
+    event.event === 'call' &&
+    (event.attempt as number) > 1 &&
+    String((event.last_failure as { message?: string } | null)?.message).includes('503');
+  const watching = cli(['watch', operationId, '--interval', '1', '--json'], {}, 'swc', (stdout) => {
+    const complete = stdout.slice(0, stdout.lastIndexOf('\n') + 1);
+    if (jsonLines(complete).some(retriedCall)) showRetry();
+  });
   const handle = stack.client.workflow.getHandle(operationId);
   const retrying = await eventually(
     async () => {
@@ -380,13 +398,7 @@ test('while the seller fails, the call in flight shows its attempt, last failure
   const events = jsonLines(watched.stdout);
   const calls = events.filter((event) => event.event === 'call');
   expect(calls.length).toBeGreaterThan(0);
-  expect(
-    calls.some(
-      (call) =>
-        (call.attempt as number) > 1 &&
-        String((call.last_failure as { message?: string } | null)?.message).includes('503'),
-    ),
-  ).toBe(true);
+  expect(calls.some(retriedCall)).toBe(true);
   expect(events.at(-1)).toMatchObject({ event: 'end', exit_code: 0, operation: { status: 'completed' } });
 }, 120_000);
 
