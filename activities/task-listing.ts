@@ -28,6 +28,8 @@ import {
   type WatchRegistration,
   TASK_WATCHER_WORKFLOW_TYPE,
   type UnregisterFromWatcherInput,
+  MAX_WATCH_INTERVAL_MS,
+  MIN_WATCH_INTERVAL_MS,
   WATCH_INTERVAL_MS,
   taskMovedSignal,
   taskWatcherShard,
@@ -66,11 +68,6 @@ const settingsSchema = z.object({
     .regex(/^\d+(s|m|h)$/, 'must be a duration such as 30s, 1m or 5m')
     .default('1m'),
 });
-
-/** The shortest watcher round: a listing is one call per group, but not a poll loop. */
-const MIN_WATCH_INTERVAL_MS = 5_000;
-/** The longest: a change may reach its operation this late. */
-const MAX_WATCH_INTERVAL_MS = 3_600_000;
 
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
 
@@ -410,7 +407,8 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
           taskQueue,
           input: { sellerId: input.sellerId, shard, shards: settings.shards, ...(round ? { intervalMs: round } : {}) },
         });
-        await registrations.add(watcherId, input.registration);
+        // The watcher takes this worker's round from it, also when another build started it with another.
+        await registrations.add(watcherId, { ...input.registration, intervalMs: round ?? WATCH_INTERVAL_MS });
         return {
           watching: true,
           watcherId,

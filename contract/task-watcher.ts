@@ -59,6 +59,12 @@ export interface WatchRegistration {
   deadline: string;
   /** When the operation registered (ISO 8601, its workflow time). */
   registeredAt: string;
+  /**
+   * The round of the worker that sent the registration (its ADCP_TASK_WATCHER_INTERVAL; set by the worker, not the
+   * operation): the watcher lists at the round of its latest registration, so a changed setting reaches a watcher
+   * already running. Absent in registrations from before the setting: the watcher keeps its round.
+   */
+  intervalMs?: number;
 }
 
 export interface UnwatchRequest {
@@ -193,6 +199,8 @@ export interface TaskWatcherView {
   }>;
   counters: WatcherCounters;
   runs: number;
+  /** Between listings of one group while nothing fails (the round of the latest registration). */
+  intervalMs: number;
 }
 
 export const taskWatcherQuery = defineQuery<TaskWatcherView>('taskWatcher');
@@ -296,6 +304,10 @@ export interface ListingFailure {
 
 /** Between listings of one group (the `submitted` poll cadence of one operation: nobody learns later than today). */
 export const WATCH_INTERVAL_MS = 60_000;
+/** The shortest watcher round: a listing is one call per group, but not a poll loop. */
+export const MIN_WATCH_INTERVAL_MS = 5_000;
+/** The longest: a change may reach its operation this late. */
+export const MAX_WATCH_INTERVAL_MS = 3_600_000;
 /** A watched operation's own read of its task, in case the watcher misses a move: this often by default. */
 export const SAFETY_POLL_MS = 30 * 60_000;
 /** Longest wait after repeated listing failures. */

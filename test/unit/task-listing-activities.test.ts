@@ -15,6 +15,7 @@ import {
   type ListWatchedTasksInput,
   type PendingNotice,
   type WatchRegistration,
+  WATCH_INTERVAL_MS,
   taskWatcherShard,
 } from '../../contract/task-watcher';
 
@@ -254,6 +255,8 @@ describe('registerWithTaskWatcher', () => {
         signalArgs: [[registration]],
       },
     ]);
+    // The registration carries this worker's round: a watcher another build started takes it.
+    expect(starts[0]!.signalArgs).toEqual([[{ ...registration, intervalMs: WATCH_INTERVAL_MS }]]);
   });
 
   test('a worker with its own watcher round starts watchers with it and tells the operation (its quick polls end there)', async () => {
@@ -274,6 +277,7 @@ describe('registerWithTaskWatcher', () => {
       watchIntervalMs: 10_000,
     });
     expect(starts).toMatchObject([{ args: [{ sellerId: 'lister', shard: 0, shards: 1, intervalMs: 10_000 }] }]);
+    expect(starts[0]!.signalArgs).toEqual([[{ ...registration, intervalMs: 10_000 }]]);
   });
 
   test('registrations that arrive together go to their watcher as one signal; each is answered', async () => {

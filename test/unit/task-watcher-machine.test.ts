@@ -455,6 +455,25 @@ describe('task watcher machine', () => {
     expect(Date.parse(next.input.since!)).toBe(t0 + 1_500 - 10_000);
   });
 
+  it('lists at the round of the latest registration that names one within 5 s to 1 h', () => {
+    const machine = new TaskWatcherMachine(settings, 'w');
+    machine.register(registration('op1', 't1'), t0);
+    expect(machine.view(t0).intervalMs).toBe(INTERVAL);
+    machine.register(registration('op2', 't2', { intervalMs: 10_000 }), t0);
+    for (const ignored of [1_000, 2 * 3_600_000, 10_000.5, Number.NaN])
+      machine.register(registration('op3', 't3', { intervalMs: ignored }), t0);
+    expect(machine.intervalMs).toBe(10_000);
+    const step = machine.next(t0 + 2_000);
+    if (step.kind !== 'list') throw new Error('expected a listing');
+    machine.listed(
+      step.group,
+      step.input,
+      { supported: true, rows: [], truncated: false, ignoresUpdatedAfter: false, calls: 1 },
+      t0 + 2_000,
+    );
+    expect(Date.parse(machine.view(t0 + 2_000).groups[0]!.nextListingAt)).toBe(t0 + 2_000 + 10_000);
+  });
+
   it('asks no earlier wake-up for a registration into a group already listed', () => {
     const machine = new TaskWatcherMachine(settings, 'w');
     machine.register(registration('op1', 't1'), t0);

@@ -260,3 +260,40 @@ test('continues as new carrying every watched operation, and survives a worker r
     expect(view.counters.registrations).toBe(30);
   });
 });
+
+test('lists at the round of its latest registration, and keeps it across continue-as-new', async () => {
+  const h = harness();
+  const worker = await h.start();
+  const handle = env.client.workflow.getHandle(h.workflowId);
+  await worker.runUntil(async () => {
+    h.seller.set(undefined, undefined, 'task_1', 'submitted');
+    // Started at the default round, by a registration from before the setting (no round in it).
+    await h.register(h.seller.registration('op-1', 'task_1'), { continueAsNewAfterEvents: 60 });
+    await env.sleep(5_000);
+    expect((await handle.query(taskWatcherQuery)).intervalMs).toBe(WATCH_INTERVAL_MS);
+    // A worker set to a 10 s round registers the next operation: the running watcher takes that round.
+    h.seller.set(undefined, undefined, 'task_2', 'submitted');
+    await h.register({ ...h.seller.registration('op-2', 'task_2'), intervalMs: 10_000 });
+    await env.sleep(WATCH_INTERVAL_MS + 5_000); // the listing due at the old round; the next are 10 s apart
+    const firstRun = (await handle.describe()).runId;
+    const before = h.listings;
+    await env.sleep(10 * 10_000);
+    // Ten rounds in 100 s (a minute's round would list once or twice).
+    expect(h.listings - before).toBeGreaterThanOrEqual(9);
+    expect(h.listings - before).toBeLessThanOrEqual(11);
+    // Enough rounds to have continued as new: the next run lists at the same round.
+    await env.sleep(30 * 10_000);
+    expect((await handle.describe()).runId).not.toBe(firstRun);
+    const view = await handle.query(taskWatcherQuery);
+    expect(view.runs).toBeGreaterThan(0);
+    expect(view.intervalMs).toBe(10_000);
+    const afterRun = h.listings;
+    await env.sleep(5 * 10_000);
+    expect(h.listings - afterRun).toBeGreaterThanOrEqual(4);
+    // A round outside 5 s to 1 h is ignored.
+    h.seller.set(undefined, undefined, 'task_3', 'submitted');
+    await h.register({ ...h.seller.registration('op-3', 'task_3'), intervalMs: 1_000 });
+    await env.sleep(1_000);
+    expect((await handle.query(taskWatcherQuery)).intervalMs).toBe(10_000);
+  });
+});

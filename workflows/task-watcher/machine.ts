@@ -20,6 +20,8 @@ import {
   type ListingFailure,
   type ListingMode,
   MAX_LISTING_BACKOFF_MS,
+  MAX_WATCH_INTERVAL_MS,
+  MIN_WATCH_INTERVAL_MS,
   type PendingNotice,
   type TaskObservation,
   type TaskWatcherView,
@@ -153,12 +155,19 @@ export class TaskWatcherMachine {
   readonly counters: WatcherCounters;
   private idleSinceMs: number | undefined;
   runs: number;
+  /** Between listings of one group while nothing fails: the settings' round, then that of the latest registration. */
+  private round: number;
+
+  get intervalMs(): number {
+    return this.round;
+  }
 
   constructor(
     readonly settings: WatcherSettings,
     readonly watcherId: string,
     carried?: CarriedWatcherState,
   ) {
+    this.round = settings.intervalMs;
     this.counters = { ...emptyCounters(), ...(carried?.counters ?? {}) };
     this.runs = (carried?.runs ?? 0) + (carried ? 1 : 0);
     this.idleSinceMs = carried?.idleSinceMs;
@@ -253,6 +262,15 @@ export class TaskWatcherMachine {
     const deadlineMs = Date.parse(registration.deadline);
     if (!status || !Number.isFinite(deadlineMs) || typeof registration.task !== 'string') return;
     this.counters.registrations += 1;
+    // The registering worker's round (ADCP_TASK_WATCHER_INTERVAL): a changed setting reaches a running watcher.
+    const round = registration.intervalMs;
+    if (
+      typeof round === 'number' &&
+      Number.isInteger(round) &&
+      round >= MIN_WATCH_INTERVAL_MS &&
+      round <= MAX_WATCH_INTERVAL_MS
+    )
+      this.round = round;
     if (deadlineMs <= now) return;
     const key = groupKeyOf(registration.tenant, registration.account);
     let group = this.groups.get(key);
@@ -472,7 +490,7 @@ export class TaskWatcherMachine {
       soon = outcome.truncated;
     }
     if (mode === 'changes' && input.taskIds.length >= MAX_IDS_PER_LISTING) soon ||= this.hasUnconfirmed(groupKey);
-    group.nextDueAtMs = now + (soon ? CONTINUE_LISTING_MS : this.settings.intervalMs);
+    group.nextDueAtMs = now + (soon ? CONTINUE_LISTING_MS : this.round);
   }
 
   private hasUnconfirmed(groupKey: string): boolean {
@@ -527,8 +545,7 @@ export class TaskWatcherMachine {
       return;
     }
     // The operations keep their safety polls meanwhile; the seller is asked less often the longer it fails.
-    group.nextDueAtMs =
-      now + Math.min(this.settings.intervalMs * 2 ** Math.min(group.failures, 10), MAX_LISTING_BACKOFF_MS);
+    group.nextDueAtMs = now + Math.min(this.round * 2 ** Math.min(group.failures, 10), MAX_LISTING_BACKOFF_MS);
   }
 
   delivered(notices: readonly PendingNotice[], outcome: DeliverTaskNoticesOutcome, now: number): void {
@@ -619,6 +636,7 @@ export class TaskWatcherMachine {
       }),
       counters: { ...this.counters },
       runs: this.runs,
+      intervalMs: this.round,
     };
   }
 }

@@ -12,6 +12,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -87,7 +88,17 @@ export async function adcpTaskWatcher(input: TaskWatcherInput): Promise<TaskWatc
     input.carried,
   );
   setHandler(watchTaskSignal, (registrations) => {
-    for (const registration of [registrations].flat()) machine.register(registration, Date.now());
+    // A registration names the round of the worker that sent it, and the watcher lists at the latest one. Behind a
+    // patch because a watcher run from before ignored the field and its history replays that. Removal condition: no
+    // task watcher run started before this build is still open (a watcher continues as new every few thousand
+    // events and ends when idle, so that is days after the build became current).
+    const takesRound = patched('task-watcher-round-from-registration');
+    for (const registration of [registrations].flat()) {
+      if (!takesRound && registration && typeof registration === 'object') {
+        const { intervalMs: _ignored, ...asBefore } = registration;
+        machine.register(asBefore, Date.now());
+      } else machine.register(registration, Date.now());
+    }
   });
   setHandler(unwatchTaskSignal, (requests) => {
     for (const request of [requests].flat()) machine.unregister(request?.operationId);
@@ -101,7 +112,10 @@ export async function adcpTaskWatcher(input: TaskWatcherInput): Promise<TaskWatc
       (input.continueAsNewAfterEvents !== undefined && info.historyLength >= input.continueAsNewAfterEvents)
     ) {
       await condition(allHandlersFinished);
-      return await continueAsNew<typeof adcpTaskWatcher>({ ...input, carried: machine.carry() });
+      // The next run lists at the round this one ended with (a registration may have changed it).
+      const round =
+        machine.intervalMs === (input.intervalMs ?? WATCH_INTERVAL_MS) ? {} : { intervalMs: machine.intervalMs };
+      return await continueAsNew<typeof adcpTaskWatcher>({ ...input, ...round, carried: machine.carry() });
     }
     const step = machine.next(Date.now());
     if (step.kind === 'end') {
