@@ -16,6 +16,13 @@ if (!source) {
   console.error('usage: node scripts/test-durations.mjs <jest results json>');
   process.exit(2);
 }
+/** The file's path inside the project that ran it (a run in another clone names its own absolute paths). */
+function projectPath(name) {
+  const parts = name.split(path.sep);
+  const at = parts.lastIndexOf('test');
+  return at < 0 ? undefined : parts.slice(at).join('/');
+}
+
 const results = JSON.parse(readFileSync(source, 'utf8'));
 if (!Array.isArray(results.testResults)) {
   console.error(`${source}: no testResults (not a Jest --json file)`);
@@ -23,7 +30,8 @@ if (!Array.isArray(results.testResults)) {
 }
 const rows = results.testResults
   .filter((file) => Number.isFinite(file.startTime) && Number.isFinite(file.endTime))
-  .map((file) => [path.relative(ROOT, file.name).split(path.sep).join('/'), (file.endTime - file.startTime) / 1000])
+  .map((file) => [projectPath(file.name), (file.endTime - file.startTime) / 1000])
+  .filter(([file]) => file !== undefined)
   .filter(([, seconds]) => seconds >= MIN_SECONDS)
   .sort((a, b) => b[1] - a[1]);
 const durations = Object.fromEntries(rows.map(([file, seconds]) => [file, Math.round(seconds)]));
