@@ -270,7 +270,7 @@ export interface CarriedState {
   /** The notifications started so far, by idempotency key (their child workflow IDs dedupe them too). */
   notified?: string[];
   /** How long the task has been in the status the polls wait on (its working window, its polls). */
-  sellerWait?: { status: OperationStatus; polls: number; workingSince: string };
+  sellerWait?: { status: OperationStatus; polls: number; workingSince: string; quickPollsOver?: boolean };
   /** A lost create's buy being looked for among the seller's media buys: the call step and the call's error. */
   resourceSearch?: { keyStep: string; error: AdcpError };
   /** The operation's side of its seller's task watcher (workflows/operation/watching.ts). */

@@ -83,10 +83,45 @@ const PROJECT_DYNAMIC_CONFIG: Record<string, unknown> = {
 };
 
 const DEFAULT_SQLITE_PRAGMAS = { journal_mode: 'WAL', synchronous: 'NORMAL' };
+const OUTPUT_HEAD_CHARS = 2000;
 const OUTPUT_TAIL_CHARS = 4000;
 const POLL_INTERVAL_MS = 200;
+/** Starts made when the server dies at start-up on a port it picked for itself (see `startDevServer`). */
+const START_ATTEMPTS = 3;
+/**
+ * Output of a server that died binding a port: the CLI picks free ports for its internal services (history,
+ * matching, worker, metrics) and another process can take one before the server binds it. It then panics.
+ */
+const LOST_PORT_RACE = /address already in use|bind: /;
 
+/** The server exited before it was ready; `output` is what it printed (its head and tail). */
+export class DevServerExitedEarly extends Error {
+  constructor(
+    message: string,
+    readonly output: string,
+  ) {
+    super(message);
+    this.name = 'DevServerExitedEarly';
+  }
+}
+
+/**
+ * Starts the server and waits until its namespace answers. A server that dies at start-up because another process
+ * took one of the ports it picked for itself is started again (up to three times in all); any other early exit, or a
+ * timeout, is reported at once with the server's own output.
+ */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      const lostRace = error instanceof DevServerExitedEarly && LOST_PORT_RACE.test(error.output);
+      if (!lostRace || attempt >= START_ATTEMPTS) throw error;
+    }
+  }
+}
+
+async function startOnce(options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const port = options.port ?? 7233;
   const namespace = options.namespace ?? 'default';
@@ -122,11 +157,23 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   }
 
   const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
+  // The head keeps the first error (a Go panic's message comes before its long stack), the tail the last words.
+  let head = '';
+  let tail = '';
+  let dropped = false;
   const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS);
+    let text = chunk.toString('utf8');
+    if (head.length < OUTPUT_HEAD_CHARS) {
+      const room = OUTPUT_HEAD_CHARS - head.length;
+      head += text.slice(0, room);
+      text = text.slice(room);
+    }
+    const joined = tail + text;
+    if (joined.length > OUTPUT_TAIL_CHARS) dropped = true;
+    tail = joined.slice(-OUTPUT_TAIL_CHARS);
     if (options.echoOutput) process.stderr.write(chunk);
   };
+  const output = () => (tail ? `${head}${dropped ? '\n[…]\n' : ''}${tail}` : head).trim() || '(none)';
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
 
@@ -163,8 +210,9 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       const how = spawnError
         ? `could not start (${spawnError.message})`
         : `exited (code ${child.exitCode}, signal ${child.signalCode})`;
-      throw new Error(
-        `Temporal dev server ${how} before it was ready.\nCommand: ${describe()}\nOutput (tail):\n${output.trim() || '(none)'}`,
+      throw new DevServerExitedEarly(
+        `Temporal dev server ${how} before it was ready.\nCommand: ${describe()}\nOutput:\n${output()}`,
+        output(),
       );
     }
     if (await namespaceAnswers(address, namespace)) break;
@@ -172,7 +220,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       await stop('SIGKILL');
       throw new Error(
         `Temporal dev server did not answer on ${address} (namespace ${namespace}) within ${startTimeoutMs} ms; killed it. ` +
-          `Raise startTimeoutMs if the machine is busy.\nCommand: ${describe()}\nOutput (tail):\n${output.trim() || '(none)'}`,
+          `Raise startTimeoutMs if the machine is busy.\nCommand: ${describe()}\nOutput:\n${output()}`,
       );
     }
     await sleep(POLL_INTERVAL_MS);

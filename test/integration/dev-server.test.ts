@@ -2,13 +2,20 @@
  * The embedded dev server as `npm start` and the tests use it: real `temporal server start-dev` processes from
  * the provisioned CLI, on free loopback ports. Starts its own servers (it restarts them), not the shared one.
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { type DevServer, ensureSearchAttributes, freePort, startDevServer } from '../../scripts/lib/dev-server';
+import {
+  type DevServer,
+  DevServerExitedEarly,
+  ensureSearchAttributes,
+  freePort,
+  startDevServer,
+} from '../../scripts/lib/dev-server';
+import { resolveTemporalCli } from '../../scripts/lib/temporal-binaries';
 import { SA_SELLER, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
 
 const INDEXED = temporal.api.enums.v1.IndexedValueType;
@@ -136,6 +143,42 @@ describe('startDevServer', () => {
     await expect(start({ port: await freePort(), cliPath })).rejects.toThrow(
       /exited \(code 3, signal null\) before it was ready[\s\S]*Error: failed starting server: simulated/,
     );
+  });
+});
+
+describe('startDevServer when the server loses a race for a port it picked', () => {
+  it('starts it again after a panic binding an internal port, and keeps the head of the output of one that fails', async () => {
+    const realCli = resolveTemporalCli();
+    const marker = join(scratch, 'lost-race-once');
+    const cliPath = join(scratch, 'loses-a-port-race-once');
+    // The first start dies as the CLI does when another process took a port it picked (a panic, then a long stack).
+    writeFileSync(
+      cliPath,
+      `#!/bin/sh\nif [ ! -e "${marker}" ]; then touch "${marker}"; ` +
+        `echo "panic: listen tcp 127.0.0.1:39999: bind: address already in use" >&2; ` +
+        `i=0; while [ $i -lt 400 ]; do echo "go.uber.org/dig.paramList.BuildList(...) frame $i" >&2; i=$((i+1)); done; exit 2; fi\n` +
+        `exec "${realCli}" "$@"\n`,
+    );
+    chmodSync(cliPath, 0o755);
+    const server = await start({ port: await freePort(), cliPath });
+    const connection = await connect(server);
+    await expect(connection.workflowService.describeNamespace({ namespace: 'default' })).resolves.toBeDefined();
+
+    // One that always loses: three starts, then the error names the panic (the head) and the stack's end (the tail).
+    const alwaysPath = join(scratch, 'always-loses-a-port-race');
+    const starts = join(scratch, 'starts');
+    writeFileSync(
+      alwaysPath,
+      `#!/bin/sh\necho x >> "${starts}"\necho "panic: listen tcp 127.0.0.1:39999: bind: address already in use" >&2\n` +
+        `i=0; while [ $i -lt 1000 ]; do echo "frame $i" >&2; i=$((i+1)); done; exit 2\n`,
+    );
+    chmodSync(alwaysPath, 0o755);
+    const failure = await start({ port: await freePort(), cliPath: alwaysPath }).catch((error: Error) => error);
+    expect(failure).toBeInstanceOf(DevServerExitedEarly);
+    expect((failure as Error).message).toMatch(/^panic: listen tcp 127\.0\.0\.1:39999: bind: address already in use$/m);
+    expect((failure as Error).message).toContain('[…]');
+    expect((failure as Error).message).toContain('frame 999');
+    expect(readFileSync(starts, 'utf8').trim().split('\n')).toHaveLength(3);
   });
 });
 

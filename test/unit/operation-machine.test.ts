@@ -41,13 +41,14 @@ describe('operation machine: what next', () => {
     expect(call).toMatchObject({ local: false, send: { plan: { step: 'call' } } });
     expect(machine.state.callInFlight?.step).toBe('call');
     machine.resolve(answered({ status: 'submitted', taskId: 't1' }));
+    // Its quick polls first (2 to 62 s): a task that moves within them never involves the seller's task watcher.
     const polls = expectStep(machine, 'pollOnCadence');
     expect(polls).toMatchObject({
-      until: 'deadline',
+      until: 'quick-polls',
       plan: { firstPollAfterMs: 2_000, maxIntervalMs: 60_000 },
       input: { taskId: 't1', since: { status: 'submitted', progress: null }, account: { account_id: 'acc_1' } },
     });
-    expect(polls.budgetMs).toBe(DAY - 0);
+    expect(polls.budgetMs).toBe(92_000);
     machine.resolve(moved({ status: 'completed', taskId: 't1', result: BUY }, 3));
     expect(machine.state).toMatchObject({ status: 'completed', pollCount: 3, readMethod: 'tasks/get' });
     expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
@@ -99,7 +100,14 @@ describe('operation machine: what next', () => {
   it('the deadline: the polls end at it, one last poll, then timed out with the last status', () => {
     const { machine, clock } = drive();
     callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
-    expectStep(machine, 'pollOnCadence');
+    expect(expectStep(machine, 'pollOnCadence').until).toBe('quick-polls');
+    clock.now += 92_000;
+    machine.resolve({ kind: 'budgetRanOut', polls: 5 });
+    // The seller cannot list its tasks (the harness declines the registration): its own cadence to the deadline.
+    expect(expectStep(machine, 'pollOnCadence')).toMatchObject({
+      until: 'deadline',
+      plan: { firstPollAfterMs: 30_000, initialIntervalMs: 60_000 },
+    });
     // The server ended the polls early: the next poll would have come after the deadline.
     clock.now = 1_000 + DAY - 30_000;
     machine.resolve({ kind: 'budgetRanOut', polls: 1_400 });

@@ -4,10 +4,10 @@
  * its deadline), what a notice means (the watcher's read applied as a poll's, a read of its own, a hand-back), and
  * when it leaves.
  */
-import type { TaskWatchNotice } from '../../contract/task-watcher';
+import type { RegisterWithWatcherOutcome, TaskWatchNotice } from '../../contract/task-watcher';
 import type { TaskSnapshot } from '../../protocol';
 import type { OperationMachine } from '../../workflows/operation/machine';
-import { quickPollCount } from '../../workflows/operation/watching';
+import { quickPollCount, quickWindow } from '../../workflows/operation/watching';
 import { planWait, pollOffsets } from '../../workflows/operation/cadence';
 import {
   BUY,
@@ -42,16 +42,27 @@ function movedNotice(listed: TaskSnapshot, taskId = 't1'): TaskWatchNotice {
   };
 }
 
-/** A create at a seller that can list its tasks, answered `submitted`, registered and waiting (past its quick polls). */
-function parkedAndWatched(input = operationInput()) {
+/** The quick window of a submitted wait (2, 6, 14, 30, 62 s), ended by its budget with nothing moved. */
+const QUICK_BUDGET_MS = 92_000;
+function pastQuickPolls(driven: ReturnType<typeof drive>) {
+  const quick = expectStep(driven.machine, 'pollOnCadence');
+  expect(quick).toMatchObject({ until: 'quick-polls', budgetMs: QUICK_BUDGET_MS });
+  driven.clock.now += quick.budgetMs;
+  driven.machine.resolve({ kind: 'budgetRanOut', polls: 5 });
+  return quick;
+}
+
+/** A create at a seller that can list its tasks, answered `submitted`, past its quick polls, registered and waiting. */
+function parkedAndWatched(input = operationInput(), outcome: Partial<RegisterWithWatcherOutcome> = {}) {
   const driven = drive(input);
   const { machine, clock } = driven;
   callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+  const quick = pastQuickPolls(driven);
   const registration = expectStep(machine, 'registerWithWatcher');
-  machine.resolve(WATCHING);
+  machine.resolve({ ...WATCHING, outcome: { ...WATCHING.outcome, ...outcome } });
   const wait = expectStep(machine, 'pollOnCadence');
   clock.now += 120_000;
-  return { ...driven, registration, wait };
+  return { ...driven, quick, registration, wait };
 }
 
 /** The operation's own read of its task (a `poll` step's answer). */
@@ -67,8 +78,11 @@ function wake(machine: OperationMachine): void {
 }
 
 describe('operation and task watcher', () => {
-  it('a parked operation registers as it starts to wait, then makes its quick polls and only the safety poll', () => {
-    const { registration, wait, clock } = parkedAndWatched();
+  it('a parked operation makes its quick polls on its own, joins the watcher once they are over, then makes only the safety poll', () => {
+    const { quick, registration, wait, clock } = parkedAndWatched();
+    // The quick polls (2, 6, 14, 30, 62 s) in one activity that ends half an interval after the last.
+    expect(quick.input.cadence).toEqual({ firstPollAfterMs: 2_000, initialIntervalMs: 4_000, maxIntervalMs: 60_000 });
+    expect(pollOffsets(quick.plan, quick.budgetMs)).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
     expect(registration.input).toEqual({
       sellerId: 'seller',
       registration: {
@@ -78,34 +92,42 @@ describe('operation and task watcher', () => {
         account: { account_id: 'acc_1' },
         known: { status: 'submitted' },
         deadline: new Date(1_000 + DAY).toISOString(),
-        registeredAt: new Date(1_000).toISOString(),
+        registeredAt: new Date(1_000 + QUICK_BUDGET_MS).toISOString(),
       },
     });
-    // One activity to the deadline: the quick polls (2, 6, 14, 30, 62 s), then one every safety interval.
+    // One activity to the deadline, one poll every safety interval.
     expect(wait).toMatchObject({
       until: 'deadline',
-      input: {
-        cadence: {
-          firstPollAfterMs: 2_000,
-          initialIntervalMs: 4_000,
-          maxIntervalMs: 60_000,
-          settle: { afterPolls: 5, intervalMs: SAFETY },
-        },
-      },
+      input: { cadence: { firstPollAfterMs: SAFETY, initialIntervalMs: SAFETY, maxIntervalMs: SAFETY } },
     });
+    expect(wait.input.cadence.settle).toBeUndefined();
     expect(wait.budgetMs).toBe(1_000 + DAY - (clock.now - 120_000));
-    expect(pollOffsets(wait.plan, 62_000)).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
   });
 
-  it("a watcher with a shorter round (the worker's ADCP_TASK_WATCHER_INTERVAL) ends the quick polls there, carried on", () => {
-    const driven = drive(operationInput());
-    callWith(driven.machine, answered({ status: 'submitted', taskId: 't1' }));
-    expectStep(driven.machine, 'registerWithWatcher');
-    driven.machine.resolve({ ...WATCHING, outcome: { ...WATCHING.outcome, watchIntervalMs: 10_000 } });
-    const wait = expectStep(driven.machine, 'pollOnCadence');
+  it('an operation its seller finishes within the quick polls never joins or leaves the watcher', () => {
+    const { machine } = drive();
+    callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    expect(expectStep(machine, 'pollOnCadence').until).toBe('quick-polls');
+    machine.resolve(moved({ status: 'completed', taskId: 't1', result: BUY }));
+    expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
+    expect(machine.state).toMatchObject({ status: 'completed', resource: { mediaBuyId: 'mb_1' } });
+  });
+
+  it("a watcher with a shorter round (the worker's ADCP_TASK_WATCHER_INTERVAL) ends a later wait's quick polls there, carried on", () => {
+    const { machine } = parkedAndWatched(operationInput(), { watchIntervalMs: 10_000 });
+    expect(machine.carried().watch).toMatchObject({ watcherId: WATCHER, watchIntervalMs: 10_000 });
+    // Its own safety poll sees the task working, then submitted again: told to the watcher at once each time.
+    machine.resolve(moved({ status: 'working', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve(WATCHING);
+    expect(expectStep(machine, 'pollOnCadence').until).toBe('working-window');
+    machine.resolve(moved({ status: 'submitted', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve({ ...WATCHING, outcome: { ...WATCHING.outcome, watchIntervalMs: 10_000 } });
     // 2, 6, 14 s: the next interval (16 s) is past the 10 s round, so the watcher covers the task from there.
+    const wait = expectStep(machine, 'pollOnCadence');
+    expect(wait).toMatchObject({ until: 'deadline' });
     expect(wait.input.cadence.settle).toEqual({ afterPolls: 3, intervalMs: SAFETY });
-    expect(driven.machine.carried().watch).toMatchObject({ watcherId: WATCHER, watchIntervalMs: 10_000 });
   });
 
   it('a move makes the operation read the task itself, with its own read; it ends without leaving the watcher', () => {
@@ -167,21 +189,33 @@ describe('operation and task watcher', () => {
     const driven = drive();
     const { machine, clock } = driven;
     callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    pastQuickPolls(driven);
     expectStep(machine, 'registerWithWatcher');
     machine.resolve({ kind: 'watchAnswered', outcome: { watching: false, reason: 'no list_tasks' } });
+    // Its cadence goes on where the quick polls left it: the next poll 60 s after the last (62 s), then every 60 s.
     const own = expectStep(machine, 'pollOnCadence');
-    expect(own).toMatchObject({ until: 'deadline', plan: { firstPollAfterMs: 2_000, maxIntervalMs: 60_000 } });
+    expect(own).toMatchObject({
+      until: 'deadline',
+      plan: { firstPollAfterMs: 30_000, initialIntervalMs: 60_000, maxIntervalMs: 60_000 },
+    });
     clock.now += 10_000;
     machine.resolve(moved({ status: 'working', taskId: 't1' }));
     // No registration again for this task, whatever its status: straight to its own polls.
     expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+    // Submitted again: a fresh cadence, in one activity to the deadline (no quick window: it will not join).
     machine.resolve(moved({ status: 'submitted', taskId: 't1' }));
-    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'deadline' });
+    expect(machine.next()).toMatchObject({
+      kind: 'pollOnCadence',
+      until: 'deadline',
+      plan: { firstPollAfterMs: 2_000 },
+    });
   });
 
   it('a failed registration (the activity is missing or failed) leaves the operation polling on its own', () => {
-    const { machine } = drive();
+    const driven = drive();
+    const { machine } = driven;
     callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    pastQuickPolls(driven);
     expectStep(machine, 'registerWithWatcher');
     machine.resolve({
       kind: 'failed',
@@ -217,6 +251,10 @@ describe('operation and task watcher', () => {
     const driven = drive();
     const { machine } = driven;
     callWith(machine, answered({ status: 'submitted', taskId: 't1' }, true));
+    // The webhook backup cadence (up to 120 s) has the same quick polls; its next interval is 64 s.
+    const quick = expectStep(machine, 'pollOnCadence');
+    expect(quick).toMatchObject({ until: 'quick-polls', budgetMs: 62_000 + 32_000, plan: { maxIntervalMs: 120_000 } });
+    machine.resolve({ kind: 'budgetRanOut', polls: 5 });
     expectStep(machine, 'registerWithWatcher');
     machine.resolve(WATCHING);
     expectStep(machine, 'pollOnCadence');
@@ -225,6 +263,18 @@ describe('operation and task watcher', () => {
     expect(expectStep(machine, 'unregisterFromWatcher').input.watcherId).toBe(WATCHER);
     machine.resolve({ kind: 'watchLeft' });
     expect(machine.next().kind).toBe('pollOnCadence');
+  });
+
+  it('a webhook within the quick polls: the operation never joins and waits as it would without a watcher', () => {
+    const { machine } = drive();
+    callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
+    expect(expectStep(machine, 'pollOnCadence').until).toBe('quick-polls');
+    machine.receiveWebhook(webhook({ status: 'working', taskId: 't1' }));
+    wake(machine);
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'working-window' });
+    machine.resolve(moved({ status: 'submitted', taskId: 't1' }));
+    // Back to submitted after a webhook: its own cadence to the deadline, no quick window, no registration.
+    expect(machine.next()).toMatchObject({ kind: 'pollOnCadence', until: 'deadline' });
   });
 
   it('a webhook it did not register for still makes it leave: it then waits as it would without a watcher', () => {
@@ -284,14 +334,14 @@ describe('operation and task watcher', () => {
     expect(machine.next()).toMatchObject({ kind: 'poll', purpose: 'requested' });
   });
 
-  it('a working task keeps its quick window of polls while watched, then only the safety poll', () => {
+  it('a working task makes its window of quick polls on its own, then joins the watcher and makes only the safety poll', () => {
     const { machine, clock } = drive();
     callWith(machine, answered({ status: 'working', taskId: 't1' }));
-    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('working');
-    machine.resolve(WATCHING);
     expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'working-window', budgetMs: 120_000 });
     clock.now += 120_000;
     machine.resolve({ kind: 'budgetRanOut', polls: 24 });
+    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('working');
+    machine.resolve(WATCHING);
     expect(expectStep(machine, 'pollOnCadence')).toMatchObject({ until: 'deadline', plan: { maxIntervalMs: SAFETY } });
   });
 
@@ -304,8 +354,12 @@ describe('operation and task watcher', () => {
     expect(carried.watch).toMatchObject({ watcherId: WATCHER, told: { taskId: 't1', status: 'submitted' } });
     driven.history.long = false;
     const next = driven.continued();
-    // Still watched: its quick polls, then only the safety poll.
-    expect(expectStep(next.machine, 'pollOnCadence').plan.settle).toEqual({ afterPolls: 5, intervalMs: SAFETY });
+    // Still watched, its quick polls long over: only the safety poll.
+    expect(expectStep(next.machine, 'pollOnCadence').plan).toEqual({
+      firstPollAfterMs: SAFETY,
+      initialIntervalMs: SAFETY,
+      maxIntervalMs: SAFETY,
+    });
     next.machine.receiveTaskNotice(movedNotice({ status: 'completed', taskId: 't1' }));
     wake(next.machine);
     expect(expectStep(next.machine, 'poll')).toMatchObject({ purpose: 'requested' });
@@ -324,5 +378,22 @@ describe('operation and task watcher', () => {
       3,
     );
     expect(quickPollCount(planWait({ status: 'submitted', workingForMs: 0, webhookRegistered: false }), 4_000)).toBe(1);
+  });
+
+  it('the quick window ends between its last quick poll and the next, and the cadence after it keeps the plan', () => {
+    for (const webhookRegistered of [false, true]) {
+      const plan = planWait({ status: 'submitted', workingForMs: 0, webhookRegistered });
+      for (const round of [5_000, 10_000, 60_000, 3_600_000]) {
+        const { polls, budgetMs, after } = quickWindow(plan, round);
+        const offsets = pollOffsets(plan, 24 * 3_600_000);
+        expect(polls).toBe(quickPollCount(plan, round));
+        // The last quick poll is inside the budget, the next one outside it.
+        expect(offsets[polls - 1]).toBeLessThan(budgetMs);
+        expect(offsets[polls]).toBeGreaterThan(budgetMs);
+        // The wait after the window polls where the plan would have, from its end.
+        const resumed = pollOffsets(after, 24 * 3_600_000 - budgetMs).map((at) => at + budgetMs);
+        expect(resumed.slice(0, 20)).toEqual(offsets.slice(polls, polls + 20));
+      }
+    }
   });
 });

@@ -57,7 +57,7 @@ import {
   credentialsRefreshProblem,
   providedInputProblem,
 } from '../../contract/validators';
-import { type WaitPlan, planWait } from './cadence';
+import { type WaitPlan, WORKING_WINDOW_MS, planWait } from './cadence';
 import {
   Observations,
   isQuietRepeat,
@@ -126,7 +126,7 @@ export type Step = { shielded?: true } &
         kind: 'pollOnCadence';
         plan: WaitPlan;
         budgetMs: number;
-        until: 'deadline' | 'working-window';
+        until: 'deadline' | 'working-window' | 'quick-polls';
         input: AwaitTaskMoveOnCadenceInput;
       }
     /** A wait with nothing to poll: until `untilMs` (ms since epoch), or until `wakes()`. */
@@ -238,7 +238,13 @@ export class OperationMachine {
   private keyGeneration: number;
   private readonly plans: Map<string, CallPlan>;
   private readonly notified: Set<string>;
-  private readonly sellerWait: { status: OperationStatus; polls: number; workingSinceMs: number };
+  private readonly sellerWait: {
+    status: OperationStatus;
+    polls: number;
+    workingSinceMs: number;
+    /** The quick polls of a `submitted` wait were made (./watching.ts quickWindow): it may join the watcher. */
+    quickPollsOver?: boolean;
+  };
   private current: Step | undefined;
   private followUp: FollowUp | undefined;
   private calling: CallInFlight | undefined;
@@ -323,7 +329,12 @@ export class OperationMachine {
     this.notified = new Set(carried?.notified ?? []);
     if (carried?.resourceSearch) this.resourceSearch = { ...carried.resourceSearch, nextReadAtMs: startedAtMs };
     this.sellerWait = carried?.sellerWait
-      ? { ...carried.sellerWait, workingSinceMs: Date.parse(carried.sellerWait.workingSince) }
+      ? {
+          status: carried.sellerWait.status,
+          polls: carried.sellerWait.polls,
+          workingSinceMs: Date.parse(carried.sellerWait.workingSince),
+          ...(carried.sellerWait.quickPollsOver ? { quickPollsOver: true } : {}),
+        }
       : { status: this.state.status, polls: 0, workingSinceMs: startedAtMs };
     this.watch = new TaskWatch(carried?.watch);
     if (this.state.status === 'pending' && !this.state.taskId)
@@ -860,7 +871,20 @@ export class OperationMachine {
       workingForMs: state.status === 'working' ? this.now() - wait.workingSinceMs : 0,
       webhookRegistered: state.webhookRegistered,
     });
-    return this.pollsOnCadence(this.watch.parkedWait(plan, this.watchFacts()));
+    const facts = this.watchFacts();
+    // Before it may join the watcher, a submitted wait makes only its quick polls (most tasks finish within them).
+    const quick = this.watch.quickWait(plan, facts);
+    if (quick) return this.pollsOnCadence(plan, { budgetMs: quick.budgetMs, until: 'quick-polls' });
+    return this.pollsOnCadence(this.watch.parkedWait(plan, facts));
+  }
+
+  /** Whether the quick polls of the wait on the current status are over (./watching.ts WatchFacts). */
+  private quickPollsOver(): boolean {
+    const status = this.state.status;
+    const wait = this.sellerWait;
+    if (status === 'submitted') return wait.status === 'submitted' && wait.quickPollsOver === true;
+    if (status === 'working') return wait.status === 'working' && this.now() - wait.workingSinceMs >= WORKING_WINDOW_MS;
+    return true;
   }
 
   /**
@@ -888,6 +912,7 @@ export class OperationMachine {
       deadline: state.deadline,
       webhooksApplied: state.webhooksApplied,
       ...(state.sellerUpdatedAt ? { sellerUpdatedAt: state.sellerUpdatedAt } : {}),
+      quickPollsOver: this.quickPollsOver(),
       provisional: state.provisional !== undefined,
       now: this.now(),
     };
@@ -913,18 +938,23 @@ export class OperationMachine {
    * activity. Without a task ID there is nothing to poll: only a webhook, an adoption, a poll request or a cancel can
    * move the operation then.
    */
-  private pollsOnCadence(plan: WaitPlan): Step | undefined {
+  private pollsOnCadence(plan: WaitPlan, quick?: { budgetMs: number; until: 'quick-polls' }): Step | undefined {
     const state = this.state;
     const untilDeadline = this.deadlineMs - this.now();
     if (untilDeadline <= 0) return undefined;
     if (!state.taskId) return { kind: 'wait', for: 'seller', untilMs: this.deadlineMs };
-    const windowed = plan.windowMs !== undefined && plan.windowMs < untilDeadline;
+    const limit =
+      quick && quick.budgetMs < untilDeadline
+        ? quick
+        : plan.windowMs !== undefined && plan.windowMs < untilDeadline
+          ? { budgetMs: plan.windowMs, until: 'working-window' as const }
+          : { budgetMs: untilDeadline, until: 'deadline' as const };
     this.pollsWaitingOn = state.status;
     return {
       kind: 'pollOnCadence',
       plan,
-      budgetMs: windowed ? plan.windowMs! : untilDeadline,
-      until: windowed ? 'working-window' : 'deadline',
+      budgetMs: limit.budgetMs,
+      until: limit.until,
       input: {
         ...this.readInput(state.taskId),
         // The seller's own word too: its records may move (pending, then requires_approval) within one status.
@@ -951,6 +981,7 @@ export class OperationMachine {
     if (status === 'working' && wait.status !== 'working') wait.workingSinceMs = this.now();
     wait.status = status;
     wait.polls = 0;
+    delete wait.quickPollsOver;
   }
 
   private timeOut(): void {
@@ -1332,9 +1363,11 @@ export class OperationMachine {
         return;
       case 'budgetRanOut':
         state.pollCount += result.polls;
-        // At the end of the working window the next wait is at the slower cadence. Otherwise the next poll would
-        // have come after the deadline: wait for it (still interruptible), then the last poll is taken.
-        if (step.until === 'deadline' && this.deadlineMs > this.now())
+        // After the quick polls the operation may join the watcher; at the end of the working window the next wait
+        // is at the slower cadence. Otherwise the next poll would have come after the deadline: wait for it (still
+        // interruptible), then the last poll is taken.
+        if (step.until === 'quick-polls') this.sellerWait.quickPollsOver = true;
+        else if (step.until === 'deadline' && this.deadlineMs > this.now())
           this.followUp = { kind: 'pause', untilMs: this.deadlineMs };
         return;
       case 'failed':
@@ -1735,6 +1768,7 @@ export class OperationMachine {
         status: this.sellerWait.status,
         polls: this.sellerWait.polls,
         workingSince: iso(this.sellerWait.workingSinceMs),
+        ...(this.sellerWait.quickPollsOver ? { quickPollsOver: true } : {}),
       },
       ...this.carriedWatch(),
     };

@@ -5,11 +5,12 @@
  * it the watcher's notices; everything else about the operation stays the machine's.
  *
  * The rule: an operation waiting on its seller (`submitted`, `working`, `input-required`) with a task to name, to
- * which no webhook has come yet, registers with the watcher as it starts to wait (and again when it learned of a
- * move the watcher did not tell it). Once a webhook arrives it leaves the watcher and waits exactly as it would
- * without one: what webhooks told it may be ahead of the seller's listing. Watched, it still makes the quick polls of
- * its wait on its own (most tasks finish within seconds: the first polls of a `submitted` wait, a `working` task's
- * window), then keeps only its deadline and a long safety poll, in the same polling activity. A seller that cannot
+ * which no webhook has come yet, makes the quick polls of its wait on its own (most tasks finish within seconds: the
+ * first polls of a `submitted` wait, a `working` task's window) and joins the watcher only once they are over, so an
+ * operation that finishes within them never joins or leaves. Joined, it tells the watcher again when it learned of a
+ * move the watcher did not tell it. Once a webhook arrives it leaves the watcher and waits exactly as it would
+ * without one: what webhooks told it may be ahead of the seller's listing. Watched, it keeps only its deadline and a
+ * long safety poll. A seller that cannot
  * list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
  * off as before. A notice of a move makes the operation read the task itself, with the read its own poll makes, so
  * batching changes when it learns, never what. A notice is news only to an operation the watcher still holds, to
@@ -56,6 +57,11 @@ export interface WatchFacts {
   webhooksApplied: number;
   /** The seller's time of the last observation applied (a listing older than it is no news). */
   sellerUpdatedAt?: string;
+  /**
+   * Whether the quick polls of the wait on this status are over: for `submitted` those of a quick window
+   * (`quickWindow`), for `working` its window; a wait with no quick polls (`input-required`) has them over at once.
+   */
+  quickPollsOver: boolean;
   provisional: boolean;
   now: number;
 }
@@ -74,6 +80,34 @@ export function quickPollCount(plan: WaitPlan, watchIntervalMs: number = WATCH_I
     interval *= 2;
   }
   return polls;
+}
+
+/**
+ * The wait an operation makes before it joins the watcher: the quick polls of `plan` only, in a budget that ends
+ * half an interval after the last of them (the server ends the polling activity there: the next poll would come
+ * later). `after` is the plan's cadence from that point on, for an operation the watcher then declines.
+ */
+export function quickWindow(
+  plan: WaitPlan,
+  watchIntervalMs: number = WATCH_INTERVAL_MS,
+): { polls: number; budgetMs: number; after: WaitPlan } {
+  const polls = quickPollCount(plan, watchIntervalMs);
+  let lastAt = plan.firstPollAfterMs;
+  let interval = plan.initialIntervalMs;
+  for (let poll = 1; poll < polls; poll += 1) {
+    lastAt += interval;
+    interval = Math.min(interval * 2, plan.maxIntervalMs);
+  }
+  const half = Math.floor(interval / 2);
+  return {
+    polls,
+    budgetMs: lastAt + half,
+    after: {
+      firstPollAfterMs: interval - half,
+      initialIntervalMs: Math.min(interval * 2, plan.maxIntervalMs),
+      maxIntervalMs: plan.maxIntervalMs,
+    },
+  };
 }
 
 function isNotice(value: unknown): value is TaskWatchNotice {
@@ -190,14 +224,24 @@ export class TaskWatch {
     );
   }
 
+  /**
+   * The quick window of a `submitted` wait (`quickWindow`) while the operation could still join the watcher and its
+   * quick polls are not over; undefined otherwise (it waits as `parkedWait` says).
+   */
+  quickWait(plan: WaitPlan, facts: WatchFacts): ReturnType<typeof quickWindow> | undefined {
+    if (facts.status !== 'submitted' || facts.quickPollsOver || plan.windowMs !== undefined) return undefined;
+    if (this.watcherId !== undefined || !this.watchable(facts)) return undefined;
+    return quickWindow(plan, this.watchIntervalMs);
+  }
+
   private tells(facts: WatchFacts): boolean {
     return this.watcherId !== undefined && this.told?.taskId === facts.taskId && this.told?.status === facts.status;
   }
 
   /**
-   * The step before the operation waits: join the watcher (or tell it what the operation knows now, when that
-   * changed), or leave it when the operation no longer waits on the seller. Ended operations leave it too, unless
-   * the watcher saw the end itself (it forgets finished tasks).
+   * The step before the operation waits: join the watcher once the wait's quick polls are over (or tell it what the
+   * operation knows now, when that changed), or leave it when the operation no longer waits on the seller. Ended
+   * operations leave it too, unless the watcher saw the end itself (it forgets finished tasks).
    */
   step(facts: WatchFacts, ended: boolean): WatchStep | undefined {
     const taskId = facts.taskId;
@@ -216,6 +260,7 @@ export class TaskWatch {
       });
     }
     if (this.tells(facts)) return undefined;
+    if (this.watcherId === undefined && !facts.quickPollsOver) return undefined;
     return this.begin({
       kind: 'registerWithWatcher',
       input: {
@@ -272,14 +317,19 @@ export class TaskWatch {
   }
 
   /**
-   * How a parked wait polls. Watched: a working task keeps its window of quick polls; a submitted wait makes its
-   * quick polls, then only the safety poll up to the deadline, in the same activity (no second wait to schedule);
-   * past its quick window, only the safety poll. Not watched: its own cadence (`plan`).
+   * How a parked wait polls. Watched: a working task keeps its window of quick polls; a submitted wait whose quick
+   * polls are not over (it told the watcher a new status) makes them, then only the safety poll up to the deadline,
+   * in the same activity; past its quick polls, only the safety poll. Not watched: its own cadence (`plan`), taken
+   * up after the quick polls where it made them before the watcher declined it.
    */
   parkedWait(plan: WaitPlan, facts: WatchFacts): WaitPlan {
-    if (!this.tells(facts) || plan.windowMs !== undefined) return plan;
+    if (plan.windowMs !== undefined) return plan;
+    if (!this.tells(facts))
+      return facts.status === 'submitted' && facts.quickPollsOver
+        ? quickWindow(plan, this.watchIntervalMs).after
+        : plan;
     const safety = this.safetyPollMs;
-    if (facts.status === 'submitted')
+    if (facts.status === 'submitted' && !facts.quickPollsOver)
       return { ...plan, settle: { afterPolls: quickPollCount(plan, this.watchIntervalMs), intervalMs: safety } };
     return { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety };
   }
