@@ -22,6 +22,7 @@ import { createMediaBuyParams, getProductsParams } from '../test/harness/demo-re
 import { eventually, registry, startTestStack } from '../test/harness/temporal';
 import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
 import { type WebhookDelivery, webhookReceivedSignal } from '../contract/operation';
+import { taskWatcherQuery, taskWatcherWorkflowId } from '../contract/task-watcher';
 
 const ROOT = path.resolve(__dirname, '..');
 const OUT = path.join(ROOT, 'test', 'histories');
@@ -57,7 +58,11 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
   const stack = await startTestStack({
     address: server.address,
     sellers,
-    activities: { env: { FIXTURE_TOKEN: seller.authToken, LISTING_TOKEN: listing.authToken }, callTimeoutMs: 2_000 },
+    activities: {
+      // A 10 s watcher round: the watched operation below is told of its task's move seconds after it joins.
+      env: { FIXTURE_TOKEN: seller.authToken, LISTING_TOKEN: listing.authToken, ADCP_TASK_WATCHER_INTERVAL: '10s' },
+      callTimeoutMs: 2_000,
+    },
   });
   const show = (workflowId: string) =>
     // Exactly what operators export with the CLI, and what the replayer reads back.
@@ -180,6 +185,26 @@ async function recordOperations(operationsOnly: boolean): Promise<void> {
     listing.chaos('get_media_buys', undefined);
     await stack.orchestrator.reconcileOperation(unknown, 'recorder');
     await record('reconcile-update-adopts', unknown);
+
+    // Parked past its quick polls, the operation joins the seller's task watcher; the seller completes the task, the
+    // watcher's listing sees it and tells the operation, which reads it and completes. Both histories are kept.
+    seller.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1_000_000 }]);
+    const watched = await start();
+    const watcherId = taskWatcherWorkflowId(stack.taskQueue, 'fixture', 0);
+    await eventually(async () => {
+      const view = await stack.client.workflow
+        .getHandle(watcherId)
+        .query(taskWatcherQuery)
+        .catch(() => undefined);
+      return view && view.watching > 0 ? true : undefined;
+    }, 180_000);
+    seller.advanceTask((await stack.orchestrator.status(watched)).state!.taskId!);
+    await record('watched-completed', watched);
+    write('task-watcher-told-a-move', show(watcherId));
+    await stack.client.workflow
+      .getHandle(watcherId)
+      .terminate('recorded')
+      .catch(() => undefined);
 
     if (operationsOnly) return;
 

@@ -11,7 +11,7 @@ import { workflowBundle } from '../harness/temporal';
 const dir = path.resolve(__dirname, '..', 'histories');
 const files = readdirSync(dir).filter((file) => file.endsWith('.json'));
 
-test('there are committed histories of operations, a reconciliation and a seller capabilities workflow', () => {
+test('there are committed histories of operations, a reconciliation, a task watcher and a seller capabilities workflow', () => {
   expect(files.filter((file) => file.startsWith('operation-')).length).toBeGreaterThanOrEqual(7);
   expect(files).toEqual(
     expect.arrayContaining([
@@ -21,6 +21,9 @@ test('there are committed histories of operations, a reconciliation and a seller
       'operation-buy-found-by-listing.json',
       'operation-reconcile-update-adopts.json',
       'reconciliation-orphan-reported.json',
+      // A parked operation told of its task's move by the seller's task watcher, and the watcher's own history.
+      'operation-watched-completed.json',
+      'task-watcher-told-a-move.json',
     ]),
   );
 });
