@@ -50,16 +50,24 @@ export function planWait(input: CadenceInput): WaitPlan {
   };
 }
 
+/** The polls of a plan in order: when each falls (from the start of the wait) and the gap to the one after it. */
+export function* pollSchedule(plan: WaitPlan): Generator<{ atMs: number; nextGapMs: number }, never> {
+  let atMs = plan.firstPollAfterMs;
+  let nextGapMs = plan.initialIntervalMs;
+  for (;;) {
+    yield { atMs, nextGapMs };
+    atMs += nextGapMs;
+    nextGapMs = Math.min(nextGapMs * 2, plan.maxIntervalMs);
+  }
+}
+
 /** The polls a plan makes in its first `horizonMs` (for docs and tests): offsets from the start of the wait. */
 export function pollOffsets(plan: WaitPlan, horizonMs: number): number[] {
   const offsets: number[] = [];
-  let at = plan.firstPollAfterMs;
-  let interval = plan.initialIntervalMs;
   const end = Math.min(horizonMs, plan.windowMs ?? Infinity);
-  while (at <= end) {
-    offsets.push(at);
-    at += interval;
-    interval = Math.min(interval * 2, plan.maxIntervalMs);
+  for (const { atMs } of pollSchedule(plan)) {
+    if (atMs > end) break;
+    offsets.push(atMs);
   }
   return offsets;
 }

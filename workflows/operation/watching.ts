@@ -30,7 +30,7 @@ import {
   SAFETY_POLL_MS,
   WATCH_INTERVAL_MS,
 } from '../../contract/task-watcher';
-import type { WaitPlan } from './cadence';
+import { pollSchedule, type WaitPlan } from './cadence';
 
 /** Statuses in which an operation waits on its seller and may be watched. */
 const WATCHABLE: ReadonlySet<OperationStatus> = new Set(['submitted', 'working', 'input-required']);
@@ -73,13 +73,16 @@ export type NoticeEffect =
 
 /** The quick polls of a plan: those made before its interval reaches the watcher's round. */
 export function quickPollCount(plan: WaitPlan, watchIntervalMs: number = WATCH_INTERVAL_MS): number {
-  let polls = 1;
-  let interval = plan.initialIntervalMs;
-  while (interval < watchIntervalMs && interval < plan.maxIntervalMs) {
+  return lastQuickPoll(plan, watchIntervalMs).polls;
+}
+
+function lastQuickPoll(plan: WaitPlan, watchIntervalMs: number): { polls: number; atMs: number; nextGapMs: number } {
+  let polls = 0;
+  for (const { atMs, nextGapMs } of pollSchedule(plan)) {
     polls += 1;
-    interval *= 2;
+    if (nextGapMs >= watchIntervalMs || nextGapMs >= plan.maxIntervalMs) return { polls, atMs, nextGapMs };
   }
-  return polls;
+  throw new Error('unreachable: a poll schedule never ends');
 }
 
 /**
@@ -91,20 +94,14 @@ export function quickWindow(
   plan: WaitPlan,
   watchIntervalMs: number = WATCH_INTERVAL_MS,
 ): { polls: number; budgetMs: number; after: WaitPlan } {
-  const polls = quickPollCount(plan, watchIntervalMs);
-  let lastAt = plan.firstPollAfterMs;
-  let interval = plan.initialIntervalMs;
-  for (let poll = 1; poll < polls; poll += 1) {
-    lastAt += interval;
-    interval = Math.min(interval * 2, plan.maxIntervalMs);
-  }
-  const half = Math.floor(interval / 2);
+  const { polls, atMs, nextGapMs } = lastQuickPoll(plan, watchIntervalMs);
+  const half = Math.floor(nextGapMs / 2);
   return {
     polls,
-    budgetMs: lastAt + half,
+    budgetMs: atMs + half,
     after: {
-      firstPollAfterMs: interval - half,
-      initialIntervalMs: Math.min(interval * 2, plan.maxIntervalMs),
+      firstPollAfterMs: nextGapMs - half,
+      initialIntervalMs: Math.min(nextGapMs * 2, plan.maxIntervalMs),
       maxIntervalMs: plan.maxIntervalMs,
     },
   };
