@@ -1,5 +1,7 @@
 /** Layers (docs/testing.md): unit (no server), workflow (time-skipping server, activity stand-ins), integration (real servers and sellers). */
 const swc = { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } };
+const os = require('node:os');
+
 const transform = { '^.+\\.(t|j|mj)sx?$': ['@swc/jest', swc] };
 // Node 20 loads ESM-only dependencies (jose, used by @adcp/sdk) through require(esm); Jest's module runtime
 // cannot, so those few packages are compiled to CommonJS for tests.
@@ -25,7 +27,11 @@ module.exports = {
       globalTeardown: '<rootDir>/test/harness/global-teardown.ts',
     },
   ],
-  maxWorkers: 2,
+  // Two files per core: an integration file spends most of its wall time waiting on timers, sellers and Temporal
+  // (convergence.test.ts alone uses 0.45 of a core), so on 2 cores two workers left the machine 39% idle and four
+  // keep it 93% busy (docs/testing.md). Capped at one worker per 3 GiB of memory; `--maxWorkers` on the command line
+  // still wins.
+  maxWorkers: Math.max(1, Math.min(os.availableParallelism() * 2, Math.floor(os.totalmem() / 3 / 2 ** 30))),
   // The longest files start first, from Jest's cache of earlier runs or, in a clean clone, a list of known durations.
   testSequencer: '<rootDir>/test/harness/sequencer.cjs',
   // A worker that ran ~30 integration files holds a 1.5-2.7 GB heap (each file's module graph, Temporal bundles);
