@@ -28,7 +28,7 @@ module.exports = {
     },
   ],
   // Two files per core: an integration file spends most of its wall time waiting on timers, sellers and Temporal
-  // (convergence.test.ts alone uses 0.45 of a core), so on 2 cores two workers left the machine 39% idle and four
+  // (convergence.test.ts alone uses 0.45 of a core), so on 2 cores two workers left the machine about 40% idle and four
   // keep it 93% busy (docs/testing.md). Capped at one worker per 3 GiB of memory; `--maxWorkers` on the command line
   // still wins.
   maxWorkers: Math.max(1, Math.min(os.availableParallelism() * 2, Math.floor(os.totalmem() / 3 / 2 ** 30))),
