@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
 import { OrchestratorClient } from '../client/orchestrator-client';
 import { dataConverter } from '../client/payload-codec';
@@ -26,6 +26,7 @@ import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { workflowPreloadModules } from '../workers/bundle-options';
 import { WORKFLOWS_PATH, createOperationWorker } from '../workers/worker';
 import { ROOT } from './processes';
+import { connectGrpc } from '../config/grpc-connection';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
     logger: new DefaultLogger('WARN'),
   });
   const connection = await NativeConnection.connect({ address: server.address });
-  const clientConnection = await Connection.connect({ address: server.address });
+  const clientConnection = await connectGrpc({ address: server.address });
   const client = new Client({
     connection: clientConnection,
     namespace: server.namespace,

@@ -24,7 +24,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { OrchestratorClient } from '../client/orchestrator-client';
@@ -40,6 +40,7 @@ import { mapConcurrent, sleep } from './async';
 import { type MemoryReading, readMemory, workflowThreadHeap, writeMemoryProbe } from './memory-probe';
 import { ROOT, childEnv, startNodeScript, waitUntil } from './processes';
 import { formatBytes, median, quantile } from './stats';
+import { connectGrpc } from '../config/grpc-connection';
 
 const optionsSchema = z.object({
   operations: z.coerce.number().int().min(1).max(100_000).default(10_000),
@@ -255,7 +256,7 @@ async function main(): Promise<void> {
       if (!stopping) log(`the worker exited (${code ?? signal}); its last output:\n${worker.output().slice(-3_000)}`);
     });
 
-    const connection = await Connection.connect({ address: server.address });
+    const connection = await connectGrpc({ address: server.address });
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: server.namespace, dataConverter: dataConverter() });
     await waitUntil(worker, `pollers on ${taskQueue}`, async () => {

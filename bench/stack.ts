@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import os from 'node:os';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import { OrchestratorClient } from '../client/orchestrator-client';
@@ -32,6 +32,7 @@ import { WORKER_NODE_FLAGS } from '../config/worker-tuning';
 import { WORKFLOWS_PATH } from '../workers/worker';
 import { workflowPreloadModules } from '../workers/bundle-options';
 import { BARE_WORKFLOWS_PATH } from './bare/paths';
+import { connectGrpc } from '../config/grpc-connection';
 
 /** A worker's name as part of its task queue, which also names its Worker Deployment (no ':' or spaces there). */
 function queueSafe(name: string): string {
@@ -170,7 +171,7 @@ export async function startBenchStack(log: (line: string) => void): Promise<Benc
     const [agent] = parseAgentsFile(agentsJson, agentsFile).sellers;
     writeFileSync(agentsFile, agentsJson);
 
-    const connection = await Connection.connect({ address: temporalServer.address });
+    const connection = await connectGrpc({ address: temporalServer.address });
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: temporalServer.namespace, dataConverter: dataConverter() });
 

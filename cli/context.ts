@@ -23,6 +23,7 @@ import { ENCRYPTED_ENCODING, PayloadDecryptionError } from '../client/encryption
 import { dataConverter } from '../client/payload-codec';
 import { type PendingActivityView, pendingActivityView } from '../client/pending-activity';
 import { isTemporalUnavailable } from '../client/temporal-errors';
+import { connectGrpc } from '../config/grpc-connection';
 
 export const EXIT = {
   OK: 0,
@@ -103,7 +104,7 @@ export async function connect(options: GlobalOptions, env: NodeJS.ProcessEnv = p
   const namespace = options.namespace ?? settings.namespace;
   let connection: Connection;
   try {
-    connection = await Connection.connect({ ...settings.connectionOptions, address, connectTimeout: '5s' });
+    connection = await connectGrpc({ ...settings.connectionOptions, address, connectTimeout: '5s' });
   } catch (error) {
     throw new CliError(
       `Temporal at ${address} is unavailable: ${(error as Error).message}. Start it (npm start) or set TEMPORAL_ADDRESS.`,

@@ -1,16 +1,11 @@
-import {
-  Client,
-  type ClientInterceptors,
-  Connection,
-  type ConnectionLike,
-  isGrpcServiceError,
-} from '@temporalio/client';
+import { Client, type ClientInterceptors, type ConnectionLike, isGrpcServiceError } from '@temporalio/client';
 import type { Logger as TemporalLogger } from '@temporalio/common';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnection } from '@temporalio/worker';
 import { z } from 'zod';
 import { dataConverter } from '../client/payload-codec';
 import { ConfigError } from './errors';
+import { connectGrpc } from './grpc-connection';
 
 /**
  * Temporal connection settings come from the usual Temporal environment variables (TEMPORAL_ADDRESS,
@@ -74,7 +69,7 @@ export async function connectClient(
   const connection: ConnectionLike =
     options.transport === 'native'
       ? await connectNative(connectionOptions, options.runtimeLogger)
-      : await Connection.connect(connectionOptions);
+      : await connectGrpc(connectionOptions);
   return new Client({
     connection,
     namespace,

@@ -35,13 +35,14 @@ import { createOperationWorker } from '../workers/worker';
 import { temporalSettings } from '../config/temporal-connection';
 import { ensureSearchAttributes, freePort, startDevServer } from './lib/dev-server';
 import { reportInDemoTime } from './lib/demo-seller';
+import { connectGrpc } from '../config/grpc-connection';
 
 /** The Temporal server of a running stack (TEMPORAL_ADDRESS, else npm start's 127.0.0.1:7233), if one answers. */
 async function runningTemporal(): Promise<{ address: string; namespace: string } | undefined> {
   const { connectionOptions, namespace } = temporalSettings(process.env);
   let connection: Connection | undefined;
   try {
-    connection = await Connection.connect({ ...connectionOptions, connectTimeout: '2s' });
+    connection = await connectGrpc({ ...connectionOptions, connectTimeout: '2s' });
     await connection.withDeadline(Date.now() + 3_000, () => connection!.workflowService.getSystemInfo({}));
     await ensureSearchAttributes(connection, namespace);
     return { address: connectionOptions.address, namespace };
@@ -115,7 +116,7 @@ async function main(): Promise<void> {
     const registry = new SellerRegistry(agents, 'demo:campaign sellers');
     const taskQueue = `demo-campaign-${randomUUID()}`;
     const { connectionOptions } = temporalSettings(process.env);
-    const connection = await Connection.connect({ ...connectionOptions, address: temporal.address });
+    const connection = await connectGrpc({ ...connectionOptions, address: temporal.address });
     stops.unshift(() => connection.close());
     const client = new Client({ connection, namespace: temporal.namespace, dataConverter: dataConverter() });
     const workerConnection = await NativeConnection.connect({ ...connectionOptions, address: temporal.address });

@@ -7,7 +7,6 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
 import { describeDevelopmentKey, generateApiKey, loadAuthConfig } from '../api/auth';
 import { loadRuntimeConfig } from '../config/runtime';
 import { temporalSettings } from '../config/temporal-connection';
@@ -17,6 +16,7 @@ import { type DevServer, type DevServerOptions, ensureSearchAttributes, startDev
 import { type ManagedProcess, startProcess } from './lib/processes';
 import { type RecordedProcess, StackPidFile } from './lib/stack-pids';
 import { type RunningProcess, Supervised } from './lib/supervisor';
+import { connectGrpc } from '../config/grpc-connection';
 
 const root = path.resolve(__dirname, '..');
 
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
     const settings = temporalSettings(env);
     address = settings.connectionOptions.address;
     namespace = settings.namespace;
-    const connection = await Connection.connect(settings.connectionOptions);
+    const connection = await connectGrpc(settings.connectionOptions);
     await ensureSearchAttributes(connection, namespace);
     await connection.close();
   } else {
@@ -190,7 +190,7 @@ async function main(): Promise<void> {
     env.TEMPORAL_NAMESPACE = namespace;
     // A history kept from an older version lacks attributes added since (the dev server registers its
     // --search-attribute flags only on a new database): add the missing ones.
-    const connection = await Connection.connect({ address });
+    const connection = await connectGrpc({ address });
     await ensureSearchAttributes(connection, namespace);
     await connection.close();
   }

@@ -18,6 +18,7 @@ import {
   type SearchAttributeTypeName,
 } from '../../config/search-attributes';
 import { resolveTemporalCli } from './temporal-binaries';
+import { connectGrpc } from '../../config/grpc-connection';
 
 export interface DevServerOptions {
   /** Address the gRPC frontend (and the UI) bind to. Default 127.0.0.1. */
@@ -234,7 +235,7 @@ async function namespaceAnswers(address: string, namespace: string): Promise<boo
   if (!(await canConnect(port, host))) return false;
   let connection: Connection | undefined;
   try {
-    connection = await Connection.connect({ address, connectTimeout: 2_000 });
+    connection = await connectGrpc({ address, connectTimeout: 2_000 });
     await connection.workflowService.describeNamespace({ namespace });
     return true;
   } catch {

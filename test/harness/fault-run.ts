@@ -26,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProtocolClient } from '@adcp/sdk/advanced';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { idempotencyKeyFor } from '../../activities/idempotency';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
@@ -41,6 +41,7 @@ import { type Fault, type ScriptedSeller, startScriptedSeller } from '../fixture
 import { DEFAULT_RETRY_BACKOFF } from '../../activities/transport-errors';
 import { createMediaBuyParams } from './demo-requests';
 import { startWorkerProcess, writeAgentsFile } from './worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 export interface FaultScenario {
   address: string;
@@ -238,7 +239,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     ADCP_RECONCILE_EVERY: 'off',
     ...(gateway ? { ADCP_PUBLIC_BASE_URL: gateway.base } : {}),
   };
-  const connection = await Connection.connect({ address: scenario.address });
+  const connection = await connectGrpc({ address: scenario.address });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   if (gateway) {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import {
   NativeConnection,
   Runtime,
@@ -19,6 +19,7 @@ import { dataConverter } from '../../client/payload-codec';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 import { TEST_RETRY_BACKOFF } from './retry-backoff';
 import { sharedBuild } from './shared-build';
+import { connectGrpc } from '../../config/grpc-connection';
 
 let runtimeInstalled = false;
 export function quietRuntime(): void {
@@ -89,7 +90,7 @@ export async function startTestStack(options: {
   quietRuntime();
   const address = options.address ?? testAddress();
   const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
-  const connection = await Connection.connect({ address });
+  const connection = await connectGrpc({ address });
   const converter = options.dataConverter ?? dataConverter();
   const client = new Client({ connection, dataConverter: converter });
   const workerConnection = await NativeConnection.connect({ address });

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { CampaignClient } from '../../client/campaign-client';
 import { dataConverter } from '../../client/payload-codec';
 import { freePort } from '../../scripts/lib/dev-server';
@@ -22,6 +22,7 @@ import type { LifeBuy } from '../fixtures/media-buy-seller';
 import { type BuyingSellers, startBuyingSellers } from '../fixtures/campaign-sellers';
 import { eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const DAY = 86_400_000;
 const TOTAL = 10_000;
@@ -56,7 +57,7 @@ function budgetChanges(buy: LifeBuy) {
 test('a worker SIGKILLed between a move’s decrease and its increase: the move completes once, no money lost or doubled', async () => {
   const taskQueue = `campaign-move-kill-${randomUUID()}`;
   const agentsFile = writeAgentsFile(sellers.agents);
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const campaigns = new CampaignClient({ client, taskQueue });
   const start = (env: NodeJS.ProcessEnv = {}) =>

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { CampaignClient } from '../../client/campaign-client';
 import { dataConverter } from '../../client/payload-codec';
 import type { ManagedProcess } from '../../scripts/lib/processes';
@@ -14,6 +14,7 @@ import { type CampaignSellers, startCampaignSellers } from '../fixtures/campaign
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const DAY = 86_400_000;
 let sellers: CampaignSellers;
@@ -38,7 +39,7 @@ test('the approved campaign makes exactly one buy per chosen seller while the wo
   ];
   const agentsFile = writeAgentsFile(agents);
   const env = { ...sellers.env, STEADY_TOKEN: steady.authToken };
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const campaigns = new CampaignClient({ client, taskQueue });
   const start = () => startWorkerProcess({ address: testAddress(), taskQueue, agentsFile, env });

@@ -24,6 +24,7 @@ import {
   payloadCodecs,
 } from '../../client/encryption-codec';
 import { testAddress } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const WEB_UI = 'http://127.0.0.1:8233';
 const TEMPORAL_CLI = path.join(__dirname, '../../.temporal/bin/temporal');
@@ -70,7 +71,7 @@ beforeAll(async () => {
   });
   codecUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/codec`;
 
-  connection = await Connection.connect({ address: testAddress() });
+  connection = await connectGrpc({ address: testAddress() });
   encrypted = new Client({ connection, dataConverter: encryptedDataConverter(env) });
   plain = new Client({ connection });
   // No worker polls this queue: the start alone writes the input into history, which is all this test reads.

@@ -8,8 +8,9 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { testAddress } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 jest.setTimeout(300_000);
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -69,7 +70,7 @@ test('with a Temporal server running, the campaign runs there, proposes a move a
   for (const [, , , , to] of proposed) expect(held[to].seller).toBeGreaterThan(3_000);
   expect(run.stdout).toMatch(/demo:campaign: [1-9]\d* moves applied; the sellers hold 9000 of the campaign's 9000/);
 
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   try {
     const handle = new Client({ connection }).workflow.getHandle(campaignId!);
     expect((await handle.describe()).type).toBe('adcpCampaign');

@@ -17,6 +17,7 @@ import {
 } from '../../scripts/lib/dev-server';
 import { resolveTemporalCli } from '../../scripts/lib/temporal-binaries';
 import { SA_SELLER, SA_STATUS, SA_TASK, SEARCH_ATTRIBUTES } from '../../config/search-attributes';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const INDEXED = temporal.api.enums.v1.IndexedValueType;
 /** The server's type for each of our attribute type names. */
@@ -50,7 +51,7 @@ async function start(options: Parameters<typeof startDevServer>[0]): Promise<Dev
 }
 
 async function connect(server: DevServer): Promise<Connection> {
-  const connection = await Connection.connect({ address: server.address });
+  const connection = await connectGrpc({ address: server.address });
   connections.push(connection);
   return connection;
 }

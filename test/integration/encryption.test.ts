@@ -12,7 +12,7 @@ import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-s
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type MountedTestGateway, mountTestGateway, reserveServer } from '../harness/mounted-gateway';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { closeIdleMcpConnections } from '../../activities/mcp-connection';
 import { msToTs } from '@temporalio/common/lib/time';
 import { NativeConnection } from '@temporalio/worker';
@@ -21,6 +21,7 @@ import { listOperations } from '../../client/operation-list';
 import { createOperationWorker } from '../../workers/worker';
 import { ensureSearchAttributes } from '../../scripts/lib/dev-server';
 import { type TestStack, eventually, quietRuntime, registry, testAddress, workflowBundle } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const BRAND_DOMAIN = `zyxquorp-${randomUUID().slice(0, 8)}.example`;
 const BUDGET = 731_942 + Math.floor(Math.random() * 1000);
@@ -75,7 +76,7 @@ async function startEncryptedStack(
   quietRuntime();
   const address = testAddress();
   const namespace = `encryption-${randomUUID().slice(0, 8)}`;
-  const connection = await Connection.connect({ address });
+  const connection = await connectGrpc({ address });
   await connection.workflowService.registerNamespace({
     namespace,
     workflowExecutionRetentionPeriod: msToTs('1 day'),

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { createGateway } from '../../api/app';
 import { createAuthentication } from '../../api/auth';
 import { createCampaignRouter } from '../../api/campaigns';
@@ -28,6 +28,7 @@ import { DEMO_SELLER_TOKEN } from '../../scripts/lib/demo-seller';
 import { freePort } from '../../scripts/lib/dev-server';
 import { getProductsParams } from '../harness/demo-requests';
 import { type TestStack, demoSellerConfig, eventually, registry, startTestStack } from '../harness/temporal';
+import { connectGrpc, lazyGrpc } from '../../config/grpc-connection';
 
 let stack: TestStack;
 let server: Server;
@@ -92,7 +93,7 @@ test('healthz says when no worker polls the task queue (Temporal up, operations 
 
 test('with Temporal down, /v1 calls answer 503 with Retry-After within seconds, not after the client gives up', async () => {
   // Nothing listens there: every call is UNAVAILABLE, which the Temporal client would otherwise retry for ~20 s.
-  const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}` });
+  const connection = lazyGrpc({ address: `127.0.0.1:${await freePort()}` });
   const orchestrator = new OrchestratorClient({ client: new Client({ connection }), taskQueue: 'none' });
   const gateway = await listen(createGateway({ orchestrator }));
   try {
@@ -121,7 +122,7 @@ test('with Temporal down, /v1 calls answer 503 with Retry-After within seconds, 
 });
 
 test('healthz answers 503 when Temporal is not reachable', async () => {
-  const connection = await Connection.connect({ address: process.env.TEMPORAL_TEST_ADDRESS! });
+  const connection = await connectGrpc({ address: process.env.TEMPORAL_TEST_ADDRESS! });
   const unreachable = new OrchestratorClient({ client: new Client({ connection }), taskQueue: 'none' });
   await connection.close();
   const app = createGateway({ orchestrator: unreachable });

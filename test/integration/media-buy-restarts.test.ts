@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import express from 'express';
 import { createReportingWebhookRouter } from '../../api/reporting-webhooks';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
@@ -23,6 +23,7 @@ import type { ManagedProcess } from '../../scripts/lib/processes';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { eventually, registry, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -128,7 +129,7 @@ test('a worker SIGKILLed while a pause is at the seller and reports arrive: the 
   const taskQueue = `media-buy-kill-${randomUUID()}`;
   const agentsFile = writeAgentsFile([agent]);
   const workerEnv = { LIFE_TOKEN: seller.authToken };
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   client = new Client({ connection, dataConverter: dataConverter() });
   const buys = new MediaBuyClient({ client, taskQueue, reportingBaseUrl: base });
   try {
@@ -185,7 +186,7 @@ test('the dev server restarted on its SQLite file mid-flight: a report refused w
     env: { LIFE_TOKEN: seller.authToken },
   });
   running.push(worker);
-  let connection = await Connection.connect({ address: temporal.address });
+  let connection = await connectGrpc({ address: temporal.address });
   client = new Client({ connection, dataConverter: dataConverter() });
   try {
     const buyKey = `restart-${randomUUID()}`;
@@ -203,7 +204,7 @@ test('the dev server restarted on its SQLite file mid-flight: a report refused w
 
     temporal = await startDevServer({ port, headless: true, dbFilename });
     await connection.close();
-    connection = await Connection.connect({ address: temporal.address });
+    connection = await connectGrpc({ address: temporal.address });
     client = new Client({ connection, dataConverter: dataConverter() });
     const buys = new MediaBuyClient({ client, taskQueue, reportingBaseUrl: base });
     expect(await postReport(id, mediaBuyId, 2, periods[1])).toEqual([200]);

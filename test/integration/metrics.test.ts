@@ -18,7 +18,7 @@ import {
 } from '../../observability/monitoring-files';
 import { startProcess } from '../../scripts/lib/processes';
 import { createMediaBuyParams } from '../harness/demo-requests';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { freePort } from '../../scripts/lib/dev-server';
 import type { ManagedProcess } from '../../scripts/lib/processes';
@@ -27,6 +27,7 @@ import { getProductsParams } from '../harness/demo-requests';
 import { eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
 import { dataConverter } from '../../client/payload-codec';
+import { connectGrpc } from '../../config/grpc-connection';
 
 let seller: ScriptedSeller;
 let worker: ManagedProcess | undefined;
@@ -57,7 +58,7 @@ test('the worker serves operation, seller and Temporal metrics in Prometheus for
       ADCP_CIRCUIT_COOL_OFF_MS: '1000',
     },
   });
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   try {
     const orchestrator = new OrchestratorClient({
       client: new Client({ connection, dataConverter: dataConverter() }),

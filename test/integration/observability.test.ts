@@ -29,6 +29,7 @@ import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-s
 import { getProductsParams } from '../harness/demo-requests';
 import { eventually, registry, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const SELLER_ID = 'observed-seller';
 const lines: string[] = [];
@@ -68,7 +69,7 @@ beforeAll(async () => {
     preloadModules: workflowPreloadModules(),
     logger: new DefaultLogger('WARN'),
   }));
-  connection = await Connection.connect({ address: testAddress() });
+  connection = await connectGrpc({ address: testAddress() });
   const client = new Client({
     connection,
     dataConverter: dataConverter(),

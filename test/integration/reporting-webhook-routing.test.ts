@@ -22,6 +22,7 @@ import type { SellerRegistry } from '../../config/sellers';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
 import { type TestStack, eventually, registry, startTestStack, testAddress } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -67,7 +68,7 @@ beforeAll(async () => {
     },
   ]);
   stack = await startTestStack({ sellers: sellerRegistry, activities: { env } });
-  gatewayConnection = await Connection.connect({
+  gatewayConnection = await connectGrpc({
     address: testAddress(),
     interceptors: [countCalls, makeGrpcRetryInterceptor(defaultGrpcRetryOptions())],
   });

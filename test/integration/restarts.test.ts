@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { freePort, startDevServer } from '../../scripts/lib/dev-server';
 import { DEMO_SELLER_TOKEN, demoOrders } from '../../scripts/lib/demo-seller';
@@ -16,6 +16,7 @@ import { createMediaBuyParams, uniqueBudget } from '../harness/demo-requests';
 import { demoSellerConfig, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
 import { dataConverter } from '../../client/payload-codec';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const upstream = () => process.env.DEMO_UPSTREAM_URL!;
 const workerEnv = { DEMO_SELLER_TOKEN };
@@ -29,7 +30,7 @@ afterAll(async () => {
 test('a worker SIGKILLed during an operation: the restarted worker completes it with exactly one media buy', async () => {
   const taskQueue = `kill-${randomUUID()}`;
   const agentsFile = writeAgentsFile([demoSellerConfig()]);
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const orchestrator = new OrchestratorClient({ client, taskQueue });
   try {
@@ -77,7 +78,7 @@ test('the dev server stopped and restarted on its SQLite file during an operatio
   const agentsFile = writeAgentsFile([demoSellerConfig()]);
   const worker = await startWorkerProcess({ address: server.address, taskQueue, agentsFile, env: workerEnv });
   running.push(worker);
-  let connection = await Connection.connect({ address: server.address });
+  let connection = await connectGrpc({ address: server.address });
   try {
     const budget = uniqueBudget();
     const orchestrator = new OrchestratorClient({
@@ -94,7 +95,7 @@ test('the dev server stopped and restarted on its SQLite file during an operatio
     await connection.close();
 
     server = await startDevServer({ port, headless: true, dbFilename });
-    connection = await Connection.connect({ address: server.address });
+    connection = await connectGrpc({ address: server.address });
     const client = new Client({ connection, dataConverter: dataConverter() });
     expect((await client.workflow.getHandle(operationId).describe()).status.name).not.toBe('TERMINATED');
     const state = await new OrchestratorClient({ client, taskQueue }).result(operationId);

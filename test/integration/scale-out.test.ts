@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { closeMCPConnections } from '@adcp/sdk';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { createGateway } from '../../api/app';
 import { BoundedReplayStore, createWebhookAuthenticator } from '../../api/webhook-verification';
 import { partitionedBySeller } from '../../api/webhook-verification/replay-store';
@@ -34,6 +34,7 @@ import { createMediaBuyParams, uniqueBudget } from '../harness/demo-requests';
 import { type TestPostgres, startTestPostgres } from '../harness/postgres';
 import { eventually, registry, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 interface Gateway {
   name: string;
@@ -92,7 +93,7 @@ async function startLoadBalancer(targets: () => string[]) {
 
 /** A gateway as `npm run gateway` builds it: its own Temporal connection, authenticator and replay store. */
 async function startGateway(name: string, publicBaseUrl: string, replayStore: WebhookReplayStoreHandle) {
-  const connection = await Connection.connect({ address: testAddress() });
+  const connection = await connectGrpc({ address: testAddress() });
   const client = new Client({ connection, dataConverter: dataConverter() });
   const sellerRegistry = registry([agent]);
   const orchestrator = new OrchestratorClient({ client, taskQueue, knownSeller: (id) => sellerRegistry.has(id) });

@@ -34,6 +34,7 @@ import { createMediaBuyParams } from '../harness/demo-requests';
 import { eventually, quietRuntime, registry } from '../harness/temporal';
 import { startEncryptedWorker } from '../harness/encrypted-worker';
 import { launchChromium, parseCssColor, screenshotPath } from '../harness/web-ui';
+import { connectGrpc } from '../../config/grpc-connection';
 
 jest.setTimeout(240_000);
 
@@ -98,7 +99,7 @@ beforeAll(async () => {
     }),
     startScriptedSeller(),
   ]);
-  connection = await Connection.connect({ address: temporal.address });
+  connection = await connectGrpc({ address: temporal.address });
   const client = new Client({ connection, dataConverter: encryptedDataConverter(env) });
   const taskQueue = `web-ui-${randomUUID()}`;
   ({ worker, run: workerRun } = await startEncryptedWorker({

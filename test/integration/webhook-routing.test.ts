@@ -18,6 +18,7 @@ import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-s
 import { type SignedWebhook, mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { type TestStack, eventually, registry, startTestStack, testAddress } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const webhookKey = mintWebhookSigningKey(`routing-test-key-${randomUUID()}`);
 /** Another seller the buyer also works with, with a key of its own. */
@@ -63,7 +64,7 @@ beforeAll(async () => {
     sellers: sellerRegistry,
     activities: { env: { FIXTURE_TOKEN: seller.authToken }, publicBaseUrl: base },
   });
-  gatewayConnection = await Connection.connect({
+  gatewayConnection = await connectGrpc({
     address: testAddress(),
     interceptors: [countCalls, makeGrpcRetryInterceptor(defaultGrpcRetryOptions())],
   });

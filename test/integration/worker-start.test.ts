@@ -14,13 +14,14 @@ import { sellerCapabilitiesWorkflowId } from '../../contract/seller-capabilities
 import { getProductsParams } from '../harness/demo-requests';
 import { demoSellerConfig, eventually, testAddress } from '../harness/temporal';
 import { startWorkerProcess, writeAgentsFile } from '../harness/worker-process';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const running: ManagedProcess[] = [];
 let connection: Connection;
 let client: Client;
 
 beforeAll(async () => {
-  connection = await Connection.connect({ address: testAddress() });
+  connection = await connectGrpc({ address: testAddress() });
   client = new Client({ connection, dataConverter: dataConverter() });
 });
 

@@ -30,6 +30,7 @@ import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-s
 import { BUILD_B_PATCH } from '../fixtures/upgrade-build';
 import { createMediaBuyParams } from '../harness/demo-requests';
 import { eventually, quietRuntime, registry, workflowBundle } from '../harness/temporal';
+import { connectGrpc } from '../../config/grpc-connection';
 
 const { EventType, VersioningBehavior, VersionDrainageStatus } = temporal.api.enums.v1;
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
@@ -84,7 +85,7 @@ beforeAll(async () => {
   [seller, buys] = await Promise.all([startScriptedSeller({ a2a: false }), startMediaBuySeller()]);
   // Operations stay `working` until the test moves them on.
   seller.setDefaultScript('create_media_buy', [{ status: 'working' }, { status: 'completed', afterMs: 600_000 }]);
-  connection = await Connection.connect({ address: server.address });
+  connection = await connectGrpc({ address: server.address });
   client = new Client({ connection, dataConverter: dataConverter() });
   workerConnection = await NativeConnection.connect({ address: server.address });
 });

@@ -19,6 +19,7 @@ import {
   securityHeaders,
 } from '../../api/hardening';
 import { OrchestratorClient } from '../../client/orchestrator-client';
+import { lazyGrpc } from '../../config/grpc-connection';
 
 let connection: Connection;
 let server: Server;
@@ -26,7 +27,7 @@ let base: string;
 let port: number;
 
 beforeAll(async () => {
-  connection = Connection.lazy({ address: '127.0.0.1:1' });
+  connection = lazyGrpc({ address: '127.0.0.1:1' });
   const orchestrator = new OrchestratorClient({
     client: new Client({ connection }),
     taskQueue: 'unused',
