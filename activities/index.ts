@@ -15,14 +15,14 @@
  * What they share: seller-call.ts (one guarded call), seller-access.ts, failures.ts, heartbeat.ts, timeouts.ts,
  * answer-size.ts, task-reader.ts, schema-check.ts (answers against their version's schemas), request-shaping.ts
  * (fields a seller refuses); the seller client (seller-client.ts) and what wraps it (stored-capabilities.ts,
- * reporting-credentials.ts, observability/seller-spans.ts).
+ * reporting-credentials.ts, seller-spans.ts).
  *
  * The operation's activities and its workflow share contract/activities.ts.
  */
 import type { Client } from '@temporalio/client';
 import type { SellerRegistry } from '../config/sellers';
 import type { NotificationSigningKey } from '../config/notification-key';
-import { tracedSellerClient } from '../observability/seller-spans';
+import { tracedSellerClient } from './seller-spans';
 import { DEFAULT_MAX_ANSWER_BYTES, storableWithin } from './answer-size';
 import { type CallActivities, createCallActivities } from './calls';
 import { createCampaignActivities } from './campaign';

@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   const { createReconciliationActivities } = await import('../activities/reconciliation');
   const { loadSellers } = await import('../config/sellers');
   const { loadRuntimeConfig } = await import('../config/runtime');
-  const { connectClient } = await import('../config/temporal-connection');
+  const { connectClient } = await import('../client/connect');
   const { dataConverter } = await import('../client/payload-codec');
   const { WORKFLOWS_PATH } = await import('../workers/worker');
   const { workflowPreloadModules } = await import('../workers/bundle-options');

@@ -1,9 +1,8 @@
-import { Client, type ClientInterceptors, type ConnectionLike, isGrpcServiceError } from '@temporalio/client';
+import { type ConnectionLike, isGrpcServiceError } from '@temporalio/client';
 import type { Logger as TemporalLogger } from '@temporalio/common';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnection } from '@temporalio/worker';
 import { z } from 'zod';
-import { dataConverter } from '../client/payload-codec';
 import { ConfigError } from './errors';
 import { connectGrpc } from './grpc-connection';
 
@@ -59,23 +58,20 @@ export interface ConnectClientOptions {
   runtimeLogger?: TemporalLogger;
 }
 
-export async function connectClient(
+/**
+ * A connection to the Temporal the environment names (temporalSettings), over the transport asked for, and the
+ * namespace to use on it. client/connect.ts makes the orchestrator's Client of it.
+ */
+export async function connectTemporal(
   env: NodeJS.ProcessEnv = process.env,
-  /** Client interceptors, e.g. tracing's (observability/tracing.ts). */
-  interceptors?: ClientInterceptors,
   options: ConnectClientOptions = {},
-): Promise<Client> {
+): Promise<{ connection: ConnectionLike; namespace: string }> {
   const { connectionOptions, namespace } = temporalSettings(env);
   const connection: ConnectionLike =
     options.transport === 'native'
       ? await connectNative(connectionOptions, options.runtimeLogger)
       : await connectGrpc(connectionOptions);
-  return new Client({
-    connection,
-    namespace,
-    dataConverter: dataConverter(),
-    ...(interceptors ? { interceptors } : {}),
-  });
+  return { connection, namespace };
 }
 
 /** gRPC status codes (grpc/status.proto), as client/temporal-errors.ts reads them. */

@@ -2,7 +2,7 @@
  * OpenTelemetry traces: client → workflow → activity → the seller's HTTP call, through
  * @temporalio/interceptors-opentelemetry (client, activity and workflow interceptors, and the sink that exports
  * the spans workflows make in their sandbox) plus one span of our own around each @adcp/sdk call
- * (observability/seller-spans.ts). Exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or
+ * (activities/seller-spans.ts). Exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; otherwise nothing is installed: no provider, no interceptors, and the
  * seller span is the OpenTelemetry API's no-op.
  */

@@ -15,11 +15,8 @@ import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
 import { isTemporalUnavailable } from '../../client/temporal-errors';
-import {
-  DEFAULT_GATEWAY_TEMPORAL_TRANSPORT,
-  connectClient,
-  gatewayTemporalTransport,
-} from '../../config/temporal-connection';
+import { connectClient } from '../../client/connect';
+import { DEFAULT_GATEWAY_TEMPORAL_TRANSPORT, gatewayTemporalTransport } from '../../config/temporal-connection';
 import { type ScriptedSeller, startScriptedSeller } from '../fixtures/scripted-seller';
 import { type SignedWebhook, mintWebhookSigningKey, signWebhookRequest } from '../fixtures/webhook-signing';
 import { createMediaBuyParams } from '../harness/demo-requests';

@@ -15,7 +15,7 @@ import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@o
 import { OrchestratorClient } from '../../client/orchestrator-client';
 import { dataConverter } from '../../client/payload-codec';
 import { TemporalPinoLogger, createLogger } from '../../observability/logger';
-import { SELLER_SPAN_ATTRIBUTES } from '../../observability/seller-spans';
+import { SELLER_SPAN_ATTRIBUTES } from '../../activities/seller-spans';
 import {
   type Tracing,
   startTracing,

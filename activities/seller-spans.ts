@@ -4,7 +4,7 @@
  * OpenTelemetry API hands out no-op spans, so this costs nothing when tracing is off.
  */
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { CallContext, SellerClient } from '../activities/seller-client';
+import type { CallContext, SellerClient } from './seller-client';
 
 const tracer = trace.getTracer('adcp-orchestrator');
 
