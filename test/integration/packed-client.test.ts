@@ -273,7 +273,7 @@ import { OrchestratorClient, dataConverter, type OperationView } from '@adcp-orc
 import type { OperationState, OperationStatus } from '@adcp-orchestrator/client/types';
 
 async function main(): Promise<void> {
-  const connection = await connectGrpc({ address: process.env.TEMPORAL_ADDRESS! });
+  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
   try {
     const client = new Client({ connection, dataConverter: dataConverter() });
     const orchestrator = new OrchestratorClient({ client, taskQueue: process.env.ADCP_TASK_QUEUE! });
@@ -311,6 +311,5 @@ main().catch((error: unknown) => {
 
 const MISUSE_SOURCE = `
 import type { OperationStatus } from '@adcp-orchestrator/client/types';
-import { connectGrpc } from '../../config/grpc-connection';
 export const status: OperationStatus = 'finished';
 `;
