@@ -27,7 +27,9 @@ afterAll(async () => {
   await seller?.close();
 });
 
-test('a 24-hour approval that completes at hour 23 completes, by polling, with a bounded history', async () => {
+test('an approval that comes at hour 6 of its 24 completes, by polling, with a bounded history', async () => {
+  // Six hours of polls (about 360) show that history does not grow with them as well as a day's 1,400 did, for a
+  // quarter of the CPU; the test below waits out the whole day.
   seller.script('create_media_buy', [
     { status: 'submitted', message: 'Pending manual approval' },
     { status: 'completed', afterPolls: 1_000_000 },
@@ -38,7 +40,7 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
     params: createMediaBuyParams(),
     idempotencyKey: randomUUID(),
   });
-  await stack.env.sleep(23 * HOUR);
+  await stack.env.sleep(6 * HOUR);
   const task = seller.tasks().find((t) => t.tool === 'create_media_buy' && t.status === 'submitted');
   expect(task).toBeDefined();
   seller.advanceTask(task!.taskId);
@@ -49,13 +51,13 @@ test('a 24-hour approval that completes at hour 23 completes, by polling, with a
   expect(state.status).toBe('completed');
   expect(typeof state.result?.media_buy_id).toBe('string');
   expect(seller.mediaBuys()).toHaveLength(1);
-  expect(tookMs).toBeGreaterThanOrEqual(23 * HOUR);
-  expect(tookMs).toBeLessThan(24 * HOUR);
-  expect(state.pollCount).toBeGreaterThan(1_000); // about one poll a minute for 23 hours
+  expect(tookMs).toBeGreaterThanOrEqual(6 * HOUR);
+  expect(tookMs).toBeLessThan(7 * HOUR);
+  expect(state.pollCount).toBeGreaterThan(300); // about one poll a minute for 6 hours
   const history = await stack.env.client.workflow.getHandle(operationId).fetchHistory();
   const events = history.events?.length ?? 0;
   console.log(
-    `24-hour approval completed at hour ${(tookMs / HOUR).toFixed(2)} after ${state.pollCount} polls: ${events} history events`,
+    `approval completed at hour ${(tookMs / HOUR).toFixed(2)} after ${state.pollCount} polls: ${events} history events`,
   );
   expect(events).toBeLessThan(50);
 });
@@ -126,6 +128,23 @@ test('working for longer than about 120 s falls back from 5-second polls to the 
   seller.advanceTask(task.taskId);
   const state = await stack.orchestrator.result(operationId);
   expect(state.status).toBe('completed');
+  if (state.pollCount >= 120) {
+    // Seen once in a loaded run (722 polls: the 5-second cadence for the whole hour), not reproduced since: what
+    // the history says of the polling activities, for the next time.
+    const history = await stack.env.client.workflow.getHandle(operationId).fetchHistory();
+    const activities = (history.events ?? [])
+      .filter((event) => String(event.eventType).includes('ACTIVITY'))
+      .map((event) => ({
+        id: event.eventId?.toString(),
+        type: event.eventType,
+        scheduleToClose: event.activityTaskScheduledEventAttributes?.scheduleToCloseTimeout?.seconds?.toString(),
+        failed: event.activityTaskFailedEventAttributes?.failure?.message,
+        timedOut: event.activityTaskTimedOutEventAttributes?.failure?.message,
+        retryState:
+          event.activityTaskFailedEventAttributes?.retryState ?? event.activityTaskTimedOutEventAttributes?.retryState,
+      }));
+    console.error(`working fallback: ${state.pollCount} polls; activities ${JSON.stringify(activities)}`);
+  }
   // About 25 polls in the first 2 minutes at the working cadence, then one a minute: about 85 in an hour.
   // At 5 s for the whole hour it would have been about 720.
   expect(state.pollCount).toBeGreaterThan(60);
