@@ -171,7 +171,14 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     if (lostListingAnswers > 0)
       listingSeller.fault('create_media_buy', { kind: 'drop-after-processing' }, { times: lostListingAnswers });
   }
-  seller.setDefaultScript('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
+  // A task completes on the seller's own clock (2 s) or at its first read, whichever comes first, as a seller's work
+  // does. A task that moved only when read would never show in a listing: an operation whose quick polls a worker kill
+  // cut short joins the seller's task watcher, and its 30-minute safety poll was then its only read (one run took an
+  // hour that way).
+  seller.setDefaultScript('create_media_buy', [
+    { status: 'submitted' },
+    { status: 'completed', afterPolls: 1, afterMs: 2_000 },
+  ]);
   const faults: Fault[] = [
     { kind: 'http-status' as const, status: 500 },
     { kind: 'http-status' as const, status: 503 },

@@ -146,6 +146,30 @@ describe('operation and task watcher', () => {
     expect(machine.state.pollCount).toBe(pollsBefore + 1);
   });
 
+  it('a move whose read failed is read again when the watcher tells it again after the new registration', () => {
+    // Seen in `npm run fault-test`: the read after a `completed` move timed out; the operation registered again (the
+    // watcher forgets a finished task), the watcher listed the task and sent the same move (same event key), and
+    // the operation dropped it as a redelivery: it waited for its 30-minute safety poll, watched by nobody.
+    const { machine } = parkedAndWatched();
+    const finished = movedNotice({ status: 'completed', taskId: 't1' });
+    machine.receiveTaskNotice(finished);
+    wake(machine);
+    expect(expectStep(machine, 'poll')).toMatchObject({ purpose: 'requested' });
+    machine.resolve({
+      kind: 'failed',
+      error: { code: 'TRANSPORT_TIMEOUT', message: 'no answer', recovery: 'transient' },
+    });
+    const again = expectStep(machine, 'registerWithWatcher');
+    expect(again.input.registration.known.status).toBe('submitted');
+    // The watcher's answer to the new registration may arrive before the registration's own answer.
+    machine.receiveTaskNotice({ ...finished, observedAt: new Date(60_000).toISOString() });
+    machine.resolve(WATCHING);
+    expect(expectStep(machine, 'poll')).toMatchObject({ purpose: 'requested' });
+    machine.resolve(read({ status: 'completed', taskId: 't1', result: BUY }));
+    expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
+    expect(machine.state).toMatchObject({ status: 'completed', resource: { mediaBuyId: 'mb_1' } });
+  });
+
   it('a redelivered notice is applied once; a notice about another task or from another watcher changes nothing', () => {
     const { machine } = parkedAndWatched();
     const working = movedNotice({ status: 'working', taskId: 't1' });

@@ -282,6 +282,11 @@ export class TaskWatch {
 
   private begin(step: WatchStep): WatchStep {
     this.pending = step;
+    // A registration starts the conversation again: the watcher holds the task as the operation knows it now, and
+    // each move it lists from here on is news, even one it sent before (the same event key). The operation got that
+    // one and could not read the task (a failed read): the watcher, which forgets a finished task, tells it again,
+    // and dropping it as a redelivery would leave the operation on its safety poll, watched by nobody.
+    if (step.kind === 'registerWithWatcher') this.seen.clear();
     return step;
   }
 
