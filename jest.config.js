@@ -7,7 +7,8 @@ const transform = { '^.+\\.(t|j|mj)sx?$': ['@swc/jest', swc] };
 // cannot, so those few packages are compiled to CommonJS for tests.
 const transformIgnorePatterns = ['/node_modules/(?!(jose)/)'];
 const common = {
-  testEnvironment: 'node',
+  // With ADCP_TEST_CPU_FILE set, each file's CPU is written down (test/harness/cpu-environment.cjs, docs/testing.md).
+  testEnvironment: process.env.ADCP_TEST_CPU_FILE ? '<rootDir>/test/harness/cpu-environment.cjs' : 'node',
   transform,
   transformIgnorePatterns,
   moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
