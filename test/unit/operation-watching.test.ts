@@ -170,6 +170,23 @@ describe('operation and task watcher', () => {
     expect(machine.state).toMatchObject({ status: 'completed', resource: { mediaBuyId: 'mb_1' } });
   });
 
+  it('a move whose read saw the task disagree is not read again for the same listing: the safety poll reads later', () => {
+    // A seller whose listing is ahead of its task read: reading again at every listing round would cost a
+    // registration and a read a minute until the read caught up.
+    const { machine } = parkedAndWatched();
+    const finished = movedNotice({ status: 'completed', taskId: 't1' });
+    machine.receiveTaskNotice(finished);
+    wake(machine);
+    expectStep(machine, 'poll');
+    machine.resolve(read({ status: 'submitted', taskId: 't1' }));
+    expect(expectStep(machine, 'registerWithWatcher').input.registration.known.status).toBe('submitted');
+    machine.resolve(WATCHING);
+    const wait = expectStep(machine, 'pollOnCadence');
+    machine.receiveTaskNotice({ ...finished, observedAt: new Date(60_000).toISOString() });
+    expect(machine.wakes()).toBe(false);
+    expect(wait.plan.maxIntervalMs).toBe(SAFETY);
+  });
+
   it('a redelivered notice is applied once; a notice about another task or from another watcher changes nothing', () => {
     const { machine } = parkedAndWatched();
     const working = movedNotice({ status: 'working', taskId: 't1' });

@@ -1330,6 +1330,7 @@ export class OperationMachine {
       // A missed poll is not a failed operation: the next one, a webhook or reconciliation will tell.
       this.record.note('poll', `read failed, will poll again: ${result.error.code}: ${result.error.message}`);
     } else this.unexpected('poll', result);
+    this.watch.afterRead(seen);
     switch (purpose) {
       case 'confirm-held':
         if (!seen) this.record.acceptHeldUnconfirmed(`no read of task ${taskId} is possible at ${state.sellerId} now`);

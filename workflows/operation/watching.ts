@@ -127,6 +127,8 @@ export class TaskWatch {
   private readonly inbox: TaskWatchNotice[];
   private readonly seen: Set<string>;
   private pending: WatchStep | undefined;
+  /** The event key of the move the operation is reading the task for, until that read answers. */
+  private reading: string | undefined;
 
   constructor(carried?: CarriedTaskWatch) {
     this.watcherId = carried?.watcherId;
@@ -183,6 +185,7 @@ export class TaskWatch {
       this.told = { taskId: notice.taskId, status: notice.listed.status };
       if (TERMINAL_STATUSES.has(notice.listed.status)) this.watcherId = undefined; // the watcher forgot a finished task
       if (!this.isNews(notice.listed, facts)) continue;
+      this.reading = notice.eventKey;
       effects.push({ kind: 'readYourself' });
     }
     return effects;
@@ -198,6 +201,18 @@ export class TaskWatch {
     const listedAt = listed.updatedAt === undefined ? NaN : Date.parse(listed.updatedAt);
     const appliedAt = facts.sellerUpdatedAt === undefined ? NaN : Date.parse(facts.sellerUpdatedAt);
     return !(listedAt < appliedAt); // NaN (either time unknown) compares false: then it is news
+  }
+
+  /**
+   * The operation's read answered. A move whose read could not see the task (it failed, or the task was unreadable)
+   * is news again if the watcher tells it again: the watcher forgets a finished task, the operation, still waiting,
+   * joins again, and the watcher's next listing sends the same move, with the same event key. Dropped as a
+   * redelivery, it would leave the operation on its safety poll, watched by nobody. A read that saw the task and
+   * disagreed with the listing keeps the key seen: the same listing again is no news (the safety poll reads later).
+   */
+  afterRead(sawTask: boolean): void {
+    if (this.reading !== undefined && !sawTask) this.seen.delete(this.reading);
+    this.reading = undefined;
   }
 
   /**
@@ -282,11 +297,6 @@ export class TaskWatch {
 
   private begin(step: WatchStep): WatchStep {
     this.pending = step;
-    // A registration starts the conversation again: the watcher holds the task as the operation knows it now, and
-    // each move it lists from here on is news, even one it sent before (the same event key). The operation got that
-    // one and could not read the task (a failed read): the watcher, which forgets a finished task, tells it again,
-    // and dropping it as a redelivery would leave the operation on its safety poll, watched by nobody.
-    if (step.kind === 'registerWithWatcher') this.seen.clear();
     return step;
   }
 
