@@ -3,11 +3,12 @@
  * poll, keeping the poll cadence itself through `nextRetryDelay` (no timer, no worker slot held between polls).
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type {
-  AwaitTaskMoveOnCadenceInput,
-  AwaitTaskMoveOutcome,
-  ReadTaskInput,
-  ReadTaskOutcome,
+import {
+  type AwaitTaskMoveOnCadenceInput,
+  type AwaitTaskMoveOutcome,
+  POLL_BUDGET_SPENT,
+  type ReadTaskInput,
+  type ReadTaskOutcome,
 } from '../contract/activities';
 import type { TaskReadDependencies } from './task-reader';
 
@@ -55,9 +56,24 @@ export function createPollActivities(deps: PollActivityDependencies) {
      * poll, and each attempt names the delay of the next one itself (the cadence of AwaitTaskMoveOnCadenceInput).
      */
     async awaitTaskMoveOnCadence(input: AwaitTaskMoveOnCadenceInput): Promise<AwaitTaskMoveOutcome> {
-      const attempt = Context.current().info.attempt;
+      const info = Context.current().info;
+      const attempt = info.attempt;
       const cadence = input.cadence;
       const waitsFirst = cadence.firstPollAfterMs > 0;
+      // The budget (the deadline, the working or quick window) is the activity's schedule-to-close timeout, which the
+      // server enforces across retries. Where it did not (a server before temporalio/temporal#6545; once, it seems,
+      // the time-skipping test server), an attempt comes after the budget's end: it ends the activity itself, from
+      // the server's own timestamps, so a window still ends.
+      const budgetEndMs =
+        info.scheduleToCloseTimeoutMs > 0 ? info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs : undefined;
+      if (attempt > 1 && budgetEndMs !== undefined && info.currentAttemptScheduledTimestampMs > budgetEndMs) {
+        throw ApplicationFailure.create({
+          type: POLL_BUDGET_SPENT,
+          message: `attempt ${attempt} came ${info.currentAttemptScheduledTimestampMs - budgetEndMs} ms after the polling budget ended`,
+          nonRetryable: true,
+          details: [{ polls: Math.max(waitsFirst ? attempt - 2 : attempt - 1, 0) }],
+        });
+      }
       if (waitsFirst && attempt === 1) {
         // The wait before the first poll, kept by the server as a retry delay: no timer, no worker slot held.
         throw ApplicationFailure.create({

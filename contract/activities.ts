@@ -189,6 +189,13 @@ export interface ReadResourceOutcome {
  * The retry policy's own interval is then short: it only applies to an attempt that was lost (a killed worker), so a
  * lost poll is made again seconds after its heartbeat times out, not a backoff interval later.
  */
+/**
+ * The failure type of a polling activity's attempt that Temporal scheduled after the activity's budget
+ * (schedule-to-close) had ended: it ends the activity as the timeout would have (the workflow reads it as the budget
+ * running out). A server that enforces the timeout across retries never schedules such an attempt.
+ */
+export const POLL_BUDGET_SPENT = 'TaskPollBudgetSpent';
+
 export interface AwaitTaskMoveOnCadenceInput extends ReadTaskInput {
   /**
    * What the last observation showed. `sellerStatus`: the seller's own word (`rawStatus`, null when it used AdCP's);

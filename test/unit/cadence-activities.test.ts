@@ -6,10 +6,13 @@
  * MockActivityEnvironment for the activity context (attempt numbers).
  */
 import { ApplicationFailure } from '@temporalio/activity';
+import { ActivityFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { callTimeouts, createActivities } from '../../activities';
 import type { SellerAnswer, SellerClient, TaskCallRequest } from '../../activities/seller-client';
 import { type SellerConfig, SellerRegistry } from '../../config/sellers';
+import { POLL_BUDGET_SPENT } from '../../contract/activities';
+import { budgetRanOut, pollsBeforeBudgetRanOut } from '../../workflows/operation/activity-options';
 import { pollOffsets, planWait } from '../../workflows/operation/cadence';
 
 const sellerRegistry = new SellerRegistry(
@@ -40,7 +43,12 @@ function fakeSeller(options: { answer?: SellerAnswer; read?: () => Promise<Selle
 function run<P extends unknown[], R>(
   fn: (...args: P) => Promise<R>,
   args: P,
-  info: { attempt?: number } = {},
+  info: {
+    attempt?: number;
+    scheduledTimestampMs?: number;
+    scheduleToCloseTimeoutMs?: number;
+    currentAttemptScheduledTimestampMs?: number;
+  } = {},
 ): Promise<R> {
   const environment: { run(fn: unknown, ...args: unknown[]): Promise<unknown> } = new MockActivityEnvironment(info);
   return environment.run(fn, ...args) as Promise<R>;
@@ -118,6 +126,45 @@ describe('awaitTaskMoveOnCadence', () => {
     expect(failure.nextRetryDelay).toBe(plan.firstPollAfterMs);
     expect(failure.details?.[0]).toMatchObject({ polls: 0 });
     expect(fake.reads()).toBe(0);
+  });
+
+  test('an attempt scheduled after the budget ended ends the activity as its timeout would, without a poll', async () => {
+    // Temporal ends the activity at its schedule-to-close timeout; where a server scheduled another attempt past it
+    // anyway, the attempt ends it, non-retryable, with the polls made so far.
+    const fake = fakeSeller({});
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const budget = { scheduledTimestampMs: 1_000_000, scheduleToCloseTimeoutMs: 120_000 };
+    const late = await failureOf(
+      run(activities.awaitTaskMoveOnCadence, [pollInput], {
+        ...budget,
+        attempt: 26,
+        currentAttemptScheduledTimestampMs: 1_125_000,
+      }),
+    );
+    expect(late.type).toBe(POLL_BUDGET_SPENT);
+    expect(late.nonRetryable).toBe(true);
+    expect(late.details?.[0]).toMatchObject({ polls: 24 });
+    expect(late.message).toMatch(/attempt 26 came 5000 ms after the polling budget ended/);
+    expect(fake.reads()).toBe(0);
+    // Within the budget (to its last millisecond) the attempt polls as usual.
+    const inTime = await failureOf(
+      run(activities.awaitTaskMoveOnCadence, [pollInput], {
+        ...budget,
+        attempt: 26,
+        currentAttemptScheduledTimestampMs: 1_120_000,
+      }),
+    );
+    expect(inTime.type).toBe('TaskUnchanged');
+    expect(fake.reads()).toBe(1);
+  });
+
+  test('the workflow reads that end as the budget running out, with its polls, and other failures as failures', () => {
+    const spent = ApplicationFailure.create({ type: POLL_BUDGET_SPENT, nonRetryable: true, details: [{ polls: 24 }] });
+    const ended = new ActivityFailure('failed', 'awaitTaskMoveOnCadence', '7', 'NON_RETRYABLE_FAILURE', 'w', spent);
+    expect(budgetRanOut(ended)).toBe(true);
+    expect(pollsBeforeBudgetRanOut(ended)).toBe(24);
+    const refused = ApplicationFailure.create({ type: 'ConfigurationError', nonRetryable: true });
+    expect(budgetRanOut(new ActivityFailure('failed', 'x', '8', 'NON_RETRYABLE_FAILURE', 'w', refused))).toBe(false);
   });
 
   test('each unchanged poll asks for the next interval of the cadence, so the polls fall where pollOffsets says', async () => {

@@ -12,7 +12,7 @@ import {
 } from '@temporalio/workflow';
 import type { OperationActivities } from '../../activities';
 import type { TaskListingActivities } from '../../activities/task-listing';
-import type { CallTimeouts } from '../../contract/activities';
+import { type CallTimeouts, POLL_BUDGET_SPENT } from '../../contract/activities';
 import type { OperationInput } from '../../contract/operation';
 import { type AdcpError, taskSpec } from '../../protocol';
 
@@ -115,6 +115,7 @@ export function cadencedPollingActivities(budgetMs: number, timeouts: CallTimeou
 /** The polling activity stopped because its time budget (deadline or working window) ended, not because it failed. */
 export function budgetRanOut(failure: unknown): boolean {
   if (!(failure instanceof ActivityFailure)) return false;
+  if (failure.cause instanceof ApplicationFailure && failure.cause.type === POLL_BUDGET_SPENT) return true;
   return failure.cause instanceof TimeoutFailure || failure.retryState === 'TIMEOUT';
 }
 
