@@ -76,6 +76,8 @@ export const PRELOADED_WORKFLOW_SOURCES = [
   '../contract/notification',
   '../contract/task-watcher',
   '../contract/validators',
+  // Types only, and the polling activity's failure type (a string constant) the operation workflow reads.
+  '../contract/activities',
   // The I/O-free protocol core: status tables, error classes, parsers; constants and read-only Sets.
   '../protocol/index',
   '../protocol/status',
