@@ -1,6 +1,7 @@
 import { JsonRpcTransport } from '@a2a-js/sdk/client';
 import { ProtocolClient } from '@adcp/sdk/advanced';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { SellerConfig } from '../config/sellers';
 import {
   type TaskRecordAdapterName,
@@ -513,7 +514,8 @@ export function createSdkSellerClient(): SellerClient {
             }
             const status = MCP_TASK_STATUS[task.status] ?? 'unknown';
             if (status === 'completed') {
-              const result = await mcp.experimental.tasks.getTaskResult(taskId);
+              // Without a result schema the MCP SDK cannot parse the answer (it throws reading `_zod`).
+              const result = await mcp.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
               return { snapshot: { ...snapshotFromMcpToolResult(result), taskId }, callError: false };
             }
             return {

@@ -16,6 +16,7 @@ import {
   StaticJwksResolver,
   verifyWebhookSignature,
 } from '@adcp/sdk/signing/server';
+import { createSdkSellerClient } from '../../activities/seller-client';
 import { snapshotFromMcpToolResult, snapshotFromTasksGet } from '../../protocol/snapshot';
 import { type ScriptedSeller, type ScriptedSellerOptions, startScriptedSeller } from '../fixtures/scripted-seller';
 
@@ -396,6 +397,25 @@ describe('mcp-tasks', () => {
     expect(again.result?.media_buy_id).toBe(done.result?.media_buy_id);
     expect(s.tasks()).toHaveLength(1);
     expect(s.mediaBuys()).toHaveLength(1);
+  });
+
+  test("our seller client reads a completed MCP task's result (tasks/get, then tasks/result) into the snapshot", async () => {
+    const s = await sellerWith({ profile: 'mcp-tasks' });
+    s.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
+    await call('create_media_buy', createArgs(newKey()));
+    const [task] = s.tasks();
+    expect(await mcpTaskStatus(s, task.taskId)).toMatchObject({ status: 'completed' });
+    const answer = await createSdkSellerClient().readTask({
+      agent: { id: 'scripted', url: s.url, protocol: 'mcp' },
+      token: s.authToken,
+      signal: AbortSignal.timeout(15_000),
+      method: 'mcp-tasks',
+      task: 'create_media_buy',
+      taskId: task.taskId,
+    });
+    expect(answer.callError).toBe(false);
+    expect(answer.snapshot).toMatchObject({ status: 'completed', taskId: task.taskId });
+    expect(answer.snapshot.result?.media_buy_id).toBe(s.mediaBuys()[0].mediaBuyId);
   });
 
   test('a failed scripted task is a failed MCP task whose result carries the AdCP error', async () => {
