@@ -88,6 +88,17 @@ function sellerOf(state: SellerCapabilitiesState): BuyDigest['seller'] {
   };
 }
 
+/** Heartbeats while `work` runs: a worker that dies while the buy answers is noticed within the heartbeat timeout. */
+async function heartbeating<T>(work: Promise<T>): Promise<T> {
+  const context = Context.current();
+  const timer = setInterval(() => context.heartbeat(), 1_000);
+  try {
+    return await work;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 export function createCampaignActivities(deps: CampaignActivityDependencies) {
   return {
     /** Attach the library to one buy through its `attachCreatives` Update (the buy runs sync_creatives). */
@@ -175,7 +186,9 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
           : {}),
       };
       try {
-        const answer = await handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: input.updateId });
+        const answer = await heartbeating(
+          handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: input.updateId }),
+        );
         return {
           outcome: buyOutcome(answer.outcome),
           status: answer.status,

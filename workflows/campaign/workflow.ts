@@ -78,6 +78,7 @@ const { changeCampaignBuy } = proxyActivities<CampaignActivities>({
 // holding the campaign's loop for a day; the update ID makes every retry the same change at the buy.
 const { changeCampaignBuy: changeBuyForMove } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
+  heartbeatTimeout: '5s',
   scheduleToCloseTimeout: '30m',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
 });
