@@ -14,6 +14,11 @@
  * sellers that deliver; the demo prints the plan, approves it through `POST /v1/campaigns/:id/budget-moves/decision`
  * (the route a person uses), and prints the moves applied: the decrease confirmed by a read, the increases, and each
  * seller's budget as the seller itself holds it. Then it cancels the campaign and stops everything it started.
+ *
+ * Settings (environment): TEMPORAL_ADDRESS (a running stack's server), DEMO_CAMPAIGN_OBSERVATION_SECONDS (30: how long
+ * the campaign watches a buy deliver before it judges its pacing; at least 10, one reporting period),
+ * ADCP_WORKFLOW_BUNDLE (a workflow bundle built ahead of time, `npm run build:workflows`, as a worker takes it; unset,
+ * the demo's worker bundles the workflows at start).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -32,6 +37,7 @@ import { dataConverter } from '../client/payload-codec';
 import { SellerCapabilitiesClient } from '../client/seller-capabilities-client';
 import { type SellerConfig, SellerRegistry } from '../config/sellers';
 import { createOperationWorker } from '../workers/worker';
+import { loadWorkflowBundle } from '../workers/workflow-bundle';
 import { temporalSettings } from '../config/temporal-connection';
 import { ensureSearchAttributes, freePort, startDevServer } from './lib/dev-server';
 import { reportInDemoTime } from './lib/demo-seller';
@@ -60,11 +66,21 @@ const SECOND = 1_000;
 const FLIGHT_MS = 4 * 60 * SECOND;
 const TOTAL_BUDGET = 9_000;
 
+/** How long the campaign watches a buy deliver before it judges its pacing (DEMO_CAMPAIGN_OBSERVATION_SECONDS). */
+function observationMs(env: NodeJS.ProcessEnv = process.env): number {
+  const name = 'DEMO_CAMPAIGN_OBSERVATION_SECONDS';
+  const seconds = env[name] === undefined ? 30 : Number(env[name]);
+  if (!Number.isFinite(seconds) || seconds < 10)
+    throw new Error(`${name} must be a number of seconds >= 10 (one reporting period); got "${env[name]}".`);
+  return seconds * SECOND;
+}
+
 // The gateway's JSON answers, read field by field as a person reading them would.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = Record<string, any>;
 
 async function main(): Promise<void> {
+  const graceMs = observationMs();
   // The demo prints its own lines; the worker's go to the log only when something is wrong.
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const { startMediaBuySeller } = await import('../test/fixtures/media-buy-seller');
@@ -120,13 +136,19 @@ async function main(): Promise<void> {
     stops.unshift(() => connection.close());
     const client = new Client({ connection, namespace: temporal.namespace, dataConverter: dataConverter() });
     const workerConnection = await NativeConnection.connect({ ...connectionOptions, address: temporal.address });
-    console.log('demo:campaign: bundling the workflows and starting a worker');
+    const prebuilt = process.env.ADCP_WORKFLOW_BUNDLE ? await loadWorkflowBundle() : undefined;
+    console.log(
+      prebuilt
+        ? `demo:campaign: starting a worker on the workflow bundle ${prebuilt.codePath} (ADCP_WORKFLOW_BUNDLE)`
+        : 'demo:campaign: bundling the workflows and starting a worker',
+    );
     const worker = await createOperationWorker({
       connection: workerConnection,
       namespace: temporal.namespace,
       taskQueue,
       activities: { sellers: registry, env },
       client,
+      ...(prebuilt ? { workflowBundle: { codePath: prebuilt.codePath } } : {}),
     });
     const running = worker.run();
     stops.unshift(async () => {
@@ -197,17 +219,18 @@ async function main(): Promise<void> {
       timeBudgetMs: 5_000,
       allocation: { kind: 'top_ranked' },
       // Demo time: the buys report every second, so the campaign counts in periods of 10 s and judges delivery after
-      // 30 s of flight; a plan waits 10 minutes for a person; nothing moves in the flight's last minute.
+      // 30 s of flight (DEMO_CAMPAIGN_OBSERVATION_SECONDS); a plan waits 10 minutes for a person; nothing moves in the
+      // flight's last minute.
       budgetAllocation: {
         mode: 'propose',
         reportingPeriodMs: 10 * SECOND,
-        underDeliveryGraceMs: 30 * SECOND,
+        underDeliveryGraceMs: graceMs,
         approvalTimeoutMs: 10 * 60 * SECOND,
         freezeBeforeEndMs: 60 * SECOND,
         maxShare: 0.5,
         minMoveAmount: 50,
       },
-      monitoring: { intervalMs: 2 * SECOND, underDeliveryGraceMs: 30 * SECOND },
+      monitoring: { intervalMs: 2 * SECOND, underDeliveryGraceMs: graceMs },
       requestedBy: 'planner@buyer',
     });
     console.log(`demo:campaign: campaign ${campaignId} (search attribute AdcpCampaign = "${campaignKey}")`);

@@ -4,6 +4,8 @@
  * are how the interop tests learn what real AdCP 3.0.6 sellers answer. Everything comes from node_modules, so CI
  * runs them offline. Same process handling as the demo seller (scripts/lib/demo-seller.ts).
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -83,6 +85,12 @@ export interface ExampleSeller {
   agent: SellerConfig;
   /** The last lines the seller and its upstream printed, for failure messages. */
   output(): string;
+  /**
+   * Moves the seller's Date.now() `byMs` further ahead of the real clock (test/fixtures/example-clock.cjs; a seller
+   * started with `clock: true` only). The seller is told by a signal and applies it on a later turn of its event
+   * loop: a test confirms the move from what the seller answers.
+   */
+  advanceClock(byMs: number): void;
   stop(): Promise<void>;
 }
 
@@ -106,12 +114,27 @@ export async function startExampleSeller(
     port?: number;
     /** Environment for this run on top of the spec's (e.g. NODE_ENV=production: the seller as deployed). */
     env?: Record<string, string>;
+    /**
+     * A clock the test can move forward (`advanceClock`): for an example whose answers follow its own clock, such as
+     * the error-compliant server's 60 s rate-limit window (test/fixtures/example-clock.cjs).
+     */
+    clock?: boolean;
   } = {},
 ): Promise<ExampleSeller> {
   const spec = EXAMPLE_SELLERS[name];
   const timeoutMs = options.startTimeoutMs ?? 180_000;
   const started: ManagedProcess[] = [];
   let upstreamUrl: string | undefined;
+  const clockDir = options.clock ? mkdtempSync(path.join(os.tmpdir(), 'adcp-example-clock-')) : undefined;
+  const clockFile = clockDir ? path.join(clockDir, 'ahead-ms') : undefined;
+  const removeClock = () => {
+    if (clockDir) rmSync(clockDir, { recursive: true, force: true });
+  };
+  let clockAheadMs = 0;
+  const preloads = [
+    ...(spec.fixedPort !== undefined ? [path.join(root, 'test', 'fixtures', 'example-port.cjs')] : []),
+    ...(clockFile ? [path.join(root, 'test', 'fixtures', 'example-clock.cjs')] : []),
+  ];
   try {
     if (spec.upstream) {
       const upstreamPort = await freePort();
@@ -138,11 +161,13 @@ export async function startExampleSeller(
         ...(upstreamUrl ? { UPSTREAM_URL: upstreamUrl } : {}),
         ...spec.env,
         ...options.env,
-        ...(spec.fixedPort !== undefined
+        ...(spec.fixedPort !== undefined ? { ADCP_EXAMPLE_FIXED_PORT: String(spec.fixedPort) } : {}),
+        ...(clockFile ? { ADCP_EXAMPLE_CLOCK_FILE: clockFile } : {}),
+        ...(preloads.length > 0
           ? {
-              ADCP_EXAMPLE_FIXED_PORT: String(spec.fixedPort),
-              NODE_OPTIONS:
-                `${process.env.NODE_OPTIONS ?? ''} --require ${path.join(root, 'test', 'fixtures', 'example-port.cjs')}`.trim(),
+              NODE_OPTIONS: [process.env.NODE_OPTIONS ?? '', ...preloads.map((preload) => `--require ${preload}`)]
+                .join(' ')
+                .trim(),
             }
           : {}),
       },
@@ -167,12 +192,21 @@ export async function startExampleSeller(
           : {}),
       },
       output: () => started.map((process) => `[${process.name}]\n${process.output()}`).join('\n'),
+      advanceClock: (byMs: number) => {
+        if (!clockFile || seller.child.pid === undefined)
+          throw new Error(`${name} was not started with a clock to move (startExampleSeller(name, { clock: true })).`);
+        clockAheadMs += byMs;
+        writeFileSync(clockFile, String(clockAheadMs));
+        process.kill(seller.child.pid, 'SIGUSR2');
+      },
       stop: async () => {
         await Promise.all([...started].reverse().map((process) => process.stop()));
+        removeClock();
       },
     };
   } catch (error) {
     await Promise.all(started.map((process) => process.stop()));
+    removeClock();
     throw error;
   }
 }

@@ -17,9 +17,9 @@ const SWC_REGISTER = path.join(root, 'test', 'harness', 'swc-register.cjs');
  * A worker process bundles its workflows at start, in a child process (workers/workflow-bundle.ts): seconds of CPU
  * per start, and the integration files start dozens. In a Jest run they share one bundle instead, written once with
  * the script `npm run build:workflows` runs and passed as ADCP_WORKFLOW_BUNDLE (the operator's prebuilt bundle).
- * Outside a Jest run the worker bundles at start as usual.
+ * Outside a Jest run the worker bundles at start as usual. (demo-campaign.test.ts hands it to the demo's worker too.)
  */
-function sharedWorkerBundle(): Promise<string> | undefined {
+export function sharedWorkerBundle(): Promise<string> | undefined {
   return sharedBuild('worker-workflow-bundle.js', async (partial) => {
     await promisify(execFile)(TSX, [path.join(root, 'workers', 'workflow-bundle.ts'), partial], {
       cwd: root,

@@ -285,15 +285,13 @@ test('POST budget-moves/decision: a waiting plan is approved and applied; invali
   const next = await eventually(async () => (await view()).budget_allocation.proposal ?? undefined, 60_000);
   expect(next.plan).toBeGreaterThan(plan);
   expect(Date.parse(next.deadline) - Date.parse(next.since)).toBe(HOUR / 60);
-  const lapsed = await eventually(
-    async () => {
-      const current = await view();
-      const moves = (current.budget_allocation.moves as Row[]).filter((move) => move.plan === next.plan);
-      return moves.length > 0 && moves.every((move) => move.status === 'expired') ? current : undefined;
-    },
-    120_000,
-    1_000,
-  );
+  // Nothing to see before its deadline: look from then on.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(Date.parse(next.deadline) - Date.now(), 0)));
+  const lapsed = await eventually(async () => {
+    const current = await view();
+    const moves = (current.budget_allocation.moves as Row[]).filter((move) => move.plan === next.plan);
+    return moves.length > 0 && moves.every((move) => move.status === 'expired') ? current : undefined;
+  }, 120_000);
   expect(lapsed.budget_allocation.proposal).toBeNull();
   const expired = await decide({ plan: next.plan, decision: 'approve', decided_by: 'cfo@acme' });
   expect({ status: expired.status, code: expired.body.code }).toEqual({ status: 409, code: 'INVALID_STATE' });

@@ -5,21 +5,35 @@
  * worker (on a task queue of its own), and stops them at the end. Its campaign proposes a budget move away from the
  * under-delivering seller; the demo approves it through the decision route, and the move is applied: the decrease
  * confirmed by a read, the increase applied, and the sellers' own budgets add up to the campaign's.
+ *
+ * What the demo waits on is its campaign's observation window (30 s of flight before pacing is judged): the test asks
+ * for 15 s (DEMO_CAMPAIGN_OBSERVATION_SECONDS), after which the campaign proposes as soon as the delivering sellers
+ * pace at or above 0.95. Its worker runs the run's prebuilt workflow bundle (ADCP_WORKFLOW_BUNDLE) instead of
+ * bundling its own. It stays under tsx: under the SWC require hook (test/harness/swc-register.cjs), api/app.ts's
+ * `./openapi` resolves to api/openapi.json (node's own extensions come before the hook's .ts).
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
 import { testAddress } from '../harness/temporal';
+import { sharedWorkerBundle } from '../harness/worker-process';
 import { connectGrpc } from '../../config/grpc-connection';
 
 jest.setTimeout(300_000);
 const ROOT = path.resolve(__dirname, '..', '..');
 
 test('with a Temporal server running, the campaign runs there, proposes a move away from the under-delivering seller, and the approved move is applied at the sellers', async () => {
+  // The run's prebuilt bundle (none outside a Jest run with the global setup: the demo then bundles its own).
+  const bundle = await sharedWorkerBundle();
   const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
     const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['scripts/demo-campaign.ts'], {
       cwd: ROOT,
-      env: { ...process.env, TEMPORAL_ADDRESS: testAddress() },
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: testAddress(),
+        DEMO_CAMPAIGN_OBSERVATION_SECONDS: '15',
+        ...(bundle ? { ADCP_WORKFLOW_BUNDLE: bundle } : {}),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -5,6 +5,11 @@
  * must show the buy's life in order, and the buy it made must really have lived it: reports applied through the
  * gateway's HMAC-verified reporting route (the per-buy credential derived from the seller's configured secret), the
  * final report, and totals reconciled with the seller's lifetime numbers.
+ *
+ * Each demo spends most of its minute waiting for its flight's wall clock, so both run side by side from the start:
+ * each with a life seller of its own (its own port and seller ID, DEMO_MEDIA_BUY_AGENT_ID) and a gateway of its own.
+ * The second runs under node with the SWC require hook (test/harness/swc-register.cjs), the first under tsx, as
+ * `npm run demo:media-buy` does.
  */
 import { createGateway } from '../../api/app';
 import { spawn } from 'node:child_process';
@@ -23,6 +28,9 @@ import { type TestStack, registry, startTestStack } from '../harness/temporal';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+const SWC_REGISTER = path.join(ROOT, 'test', 'harness', 'swc-register.cjs');
+/** The pull-only demo's seller: its own life seller, so neither demo stops the other's. */
+const READS_SELLER_ID = 'demo-life-seller-reads';
 const API_KEY = `demo-key-${randomBytes(8).toString('hex')}`;
 
 let stack: TestStack;
@@ -32,20 +40,26 @@ let base: string;
 let pullOnlyServer: Server;
 let pullOnlyBase: string;
 let sellerPort: number;
+let readsSellerPort: number;
 const requests = { authorized: 0, refused: 0 };
+type DemoRun = { code: number | null; stdout: string; stderr: string };
+/** The two demos, started together once the gateways answer; each test awaits its own. */
+let withWebhooks: Promise<DemoRun>;
+let pullOnlyRun: Promise<DemoRun>;
 
 beforeAll(async () => {
   sellerPort = await freePort();
+  do readsSellerPort = await freePort();
+  while (readsSellerPort === sellerPort);
   const env = { DEMO_SELLER_TOKEN, DEMO_SELLER_WEBHOOK_SECRET: randomBytes(32).toString('base64url') };
-  const sellers = registry([
-    {
-      id: 'demo-life-seller',
-      url: `http://127.0.0.1:${sellerPort}/mcp`,
-      protocol: 'mcp',
-      token_env: 'DEMO_SELLER_TOKEN',
-      webhooks: { scheme: 'hmac-sha256', secret_env: 'DEMO_SELLER_WEBHOOK_SECRET' } as never,
-    },
-  ]);
+  const lifeSeller = (id: string, port: number) => ({
+    id,
+    url: `http://127.0.0.1:${port}/mcp`,
+    protocol: 'mcp' as const,
+    token_env: 'DEMO_SELLER_TOKEN',
+    webhooks: { scheme: 'hmac-sha256', secret_env: 'DEMO_SELLER_WEBHOOK_SECRET' } as never,
+  });
+  const sellers = registry([lifeSeller('demo-life-seller', sellerPort), lifeSeller(READS_SELLER_ID, readsSellerPort)]);
   stack = await startTestStack({ sellers, activities: { env } });
   server = await new Promise<Server>((resolve) => {
     const listening = createServer().listen(0, '127.0.0.1', () => resolve(listening));
@@ -98,6 +112,24 @@ beforeAll(async () => {
     }),
   );
   pullOnlyServer.on('request', pullOnly);
+
+  withWebhooks = runDemo({
+    ADCP_GATEWAY_URL: base,
+    ADCP_API_KEY: API_KEY,
+    DEMO_LIFE_SELLER_PORT: String(sellerPort),
+    DEMO_FLIGHT_SECONDS: '30',
+    DEMO_REPORT_EVERY_MS: '1500',
+  });
+  pullOnlyRun = runDemo(
+    {
+      ADCP_GATEWAY_URL: pullOnlyBase,
+      DEMO_MEDIA_BUY_AGENT_ID: READS_SELLER_ID,
+      DEMO_LIFE_SELLER_PORT: String(readsSellerPort),
+      DEMO_FLIGHT_SECONDS: '25',
+      DEMO_REPORT_EVERY_MS: '1500',
+    },
+    'swc',
+  );
 });
 
 afterAll(async () => {
@@ -106,9 +138,10 @@ afterAll(async () => {
   await stack?.close();
 });
 
-function runDemo(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runDemo(env: Record<string, string>, loader: 'tsx' | 'swc' = 'tsx'): Promise<DemoRun> {
+  const [command, args] = loader === 'tsx' ? [TSX, []] : [process.execPath, ['--require', SWC_REGISTER]];
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, ['scripts/demo-media-buy.ts'], {
+    const child = spawn(command, [...args, 'scripts/demo-media-buy.ts'], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -127,13 +160,7 @@ function runDemo(env: Record<string, string>): Promise<{ code: number | null; st
 }
 
 test('the demo shows a media buy living its life through the gateway, and the buy really lived it', async () => {
-  const run = await runDemo({
-    ADCP_GATEWAY_URL: base,
-    ADCP_API_KEY: API_KEY,
-    DEMO_LIFE_SELLER_PORT: String(sellerPort),
-    DEMO_FLIGHT_SECONDS: '30',
-    DEMO_REPORT_EVERY_MS: '1500',
-  });
+  const run = await withWebhooks;
   if (run.code !== 0 || process.env.DEMO_MEDIA_BUY_PRINT) console.info(run.stdout, run.stderr);
   expect(run.code).toBe(0);
   const out = run.stdout;
@@ -199,12 +226,7 @@ test('the demo shows a media buy living its life through the gateway, and the bu
 }, 300_000);
 
 test('without a reporting URL at the gateway the demo moves the buy by reads and ends on the lifetime pull', async () => {
-  const run = await runDemo({
-    ADCP_GATEWAY_URL: pullOnlyBase,
-    DEMO_LIFE_SELLER_PORT: String(sellerPort),
-    DEMO_FLIGHT_SECONDS: '25',
-    DEMO_REPORT_EVERY_MS: '1500',
-  });
+  const run = await pullOnlyRun;
   if (run.code !== 0 || process.env.DEMO_MEDIA_BUY_PRINT) console.info(run.stdout, run.stderr);
   expect(run.code).toBe(0);
   const out = run.stdout;

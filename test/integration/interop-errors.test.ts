@@ -6,7 +6,8 @@
  * - error_compliant (examples/error-compliant-server.ts): answers AdCP structured errors built with adcpError() -
  *   INVALID_REQUEST with field and suggestion, PRODUCT_NOT_FOUND, BUDGET_TOO_LOW with details, and RATE_LIMITED with
  *   retry_after once 50 requests arrive within its 60 s window - and MCP input validation for requests its lenient
- *   schema still refuses.
+ *   schema still refuses. It runs with a clock the test can move forward (test/fixtures/example-clock.cjs), so a
+ *   used-up window ends in seconds rather than most of a minute.
  * - comply_controller (examples/comply-controller-seller.ts) and seller_test_controller
  *   (examples/seller-test-controller.ts): only the compliance test controller (comply_test_controller: seed and force
  *   resource statuses), which answers its own error shape `{success: false, error, error_detail}`; no sales tools.
@@ -31,6 +32,7 @@ import {
   EXAMPLE_SELLER_TOKEN_ENV,
   type ExampleSeller,
   listTools,
+  startExampleSeller,
   startExampleSellers,
   stopExampleSellers,
 } from '../harness/example-sellers';
@@ -40,6 +42,12 @@ import { type RecordingProxy, startRecordingProxy } from '../fixtures/recording-
 
 const SELLERS = ['error_compliant', 'comply_controller', 'seller_test_controller'] as const;
 type ErrorSeller = (typeof SELLERS)[number];
+
+/**
+ * The retry_after the RATE_LIMITED test has the operation refused with: long enough to see the call waiting for its
+ * next attempt on a loaded machine, short enough not to wait out most of the seller's 60 s window.
+ */
+const RATE_LIMITED_WAIT_S = 10;
 
 type Row = Record<string, any>;
 
@@ -52,7 +60,17 @@ const startedBuys: string[] = [];
 const mediaBuys = () => new MediaBuyClient({ client: stack!.client, taskQueue: stack!.taskQueue });
 
 beforeAll(async () => {
-  sellers = await startExampleSellers(SELLERS);
+  // The error-compliant seller runs with a clock the RATE_LIMITED test moves forward (its window is a fixed 60 s).
+  const [errorCompliant, controllers] = await Promise.allSettled([
+    startExampleSeller('error_compliant', { clock: true }),
+    startExampleSellers(['comply_controller', 'seller_test_controller'] as const),
+  ]);
+  if (errorCompliant.status === 'rejected' || controllers.status === 'rejected') {
+    if (errorCompliant.status === 'fulfilled') await errorCompliant.value.stop();
+    if (controllers.status === 'fulfilled') await stopExampleSellers(controllers.value);
+    throw errorCompliant.status === 'rejected' ? errorCompliant.reason : (controllers as PromiseRejectedResult).reason;
+  }
+  sellers = { error_compliant: errorCompliant.value, ...controllers.value };
   for (const name of SELLERS) {
     proxies[name] = await startRecordingProxy(sellers[name].mcpUrl);
   }
@@ -348,14 +366,25 @@ describe('the error-compliant example seller (adcpError answers)', () => {
   test('RATE_LIMITED is transient: the same create (and a read) is retried after retry_after with the same idempotency_key, and completes once', async () => {
     // The seller limits every tool to 50 requests per 60 s window (module-scoped). Use up the window directly, then
     // start the operation: its first call is refused with retry_after = the seconds left in the window.
-    let retryAfter = await exhaustRateLimit(sellers![name].mcpUrl);
+    const seller = sellers![name];
+    let retryAfter = await exhaustRateLimit(seller.mcpUrl);
     if (retryAfter < 5) {
       // The window is about to turn: let it, and use up the next one, so the refusal below is seen while it waits.
       await new Promise((resolve) => setTimeout(resolve, (retryAfter + 1) * 1000));
-      retryAfter = await exhaustRateLimit(sellers![name].mcpUrl);
+      retryAfter = await exhaustRateLimit(seller.mcpUrl);
     }
     expect(retryAfter).toBeGreaterThan(0);
     expect(retryAfter).toBeLessThanOrEqual(60);
+    if (retryAfter > RATE_LIMITED_WAIT_S) {
+      // Most of the window is left: move the seller's clock forward so that only RATE_LIMITED_WAIT_S of it is, rather
+      // than wait it out, and see the seller say so. Its retry_after is then that much, and it really refuses every
+      // request until that many seconds have passed.
+      seller.advanceClock((retryAfter - RATE_LIMITED_WAIT_S) * 1000);
+      retryAfter = await eventually(async () => {
+        const left = await exhaustRateLimit(seller.mcpUrl);
+        return left <= RATE_LIMITED_WAIT_S ? left : undefined;
+      });
+    }
     const begun = await begin(name, 'create_media_buy', buy([{ ...display, budget: 2_000 }]));
     // A read in the same window takes the other path: reads are local activities (workflows/operation/activity-options.ts).
     const read = await begin(name, 'get_products', { buying_mode: 'wholesale' });

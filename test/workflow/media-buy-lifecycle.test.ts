@@ -3,7 +3,7 @@
  * the create, a flight that ends and settles with the lifetime pull, a cancel, a create the seller refuses, reports
  * counted once per event key, and continue-as-new carrying what the buy knows. Days of flight pass in seconds.
  */
-import type { WorkflowHandle } from '@temporalio/client';
+import { type WorkflowHandle, WorkflowNotFoundError } from '@temporalio/client';
 import {
   type MediaBuyState,
   attachCreativesUpdate,
@@ -40,6 +40,30 @@ async function stateWhen(
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`not reached in ${timeoutMs} ms; last state: ${JSON.stringify(state)?.slice(0, 2_000)}`);
+}
+
+/** Whether a run has a workflow task or an activity open in its history. */
+async function inFlight(handle: WorkflowHandle): Promise<boolean> {
+  const { events } = await handle.fetchHistory();
+  let task = false;
+  const activities = new Set<string>();
+  for (const event of events ?? []) {
+    if (event.workflowTaskScheduledEventAttributes) task = true;
+    if (
+      event.workflowTaskCompletedEventAttributes ||
+      event.workflowTaskFailedEventAttributes ||
+      event.workflowTaskTimedOutEventAttributes
+    )
+      task = false;
+    if (event.activityTaskScheduledEventAttributes) activities.add(String(event.eventId));
+    const closed =
+      event.activityTaskCompletedEventAttributes ??
+      event.activityTaskFailedEventAttributes ??
+      event.activityTaskTimedOutEventAttributes ??
+      event.activityTaskCanceledEventAttributes;
+    if (closed) activities.delete(String(closed.scheduledEventId));
+  }
+  return task || activities.size > 0;
 }
 
 async function createdBuy(options: { startInMs: number; flightMs: number }) {
@@ -152,17 +176,32 @@ test('continue-as-new carries the buy: its state, its changes, the update IDs it
     params: await stack.seller.createParams({ startInMs: DAY, flightMs: 30 * DAY }),
     historyEventLimit: 60,
   });
+  const firstRunId = (await handle.describe()).runId;
   const created = await stateWhen(handle, (state) => state.status !== 'creating');
   const paused = await handle.executeUpdate(changeMediaBuyUpdate, {
     args: [{ kind: 'pause', requestedBy: 'ops' }],
     updateId: 'pause-before-the-new-run',
   });
   expect(paused.outcome).toBe('applied');
-  // Each refresh is a read (an activity): history grows until the run continues as new.
-  for (let refresh = 0; refresh < 40; refresh += 1) {
-    await handle.signal(refreshMediaBuySignal, { requestedBy: 'test' });
-    const state = await handle.query(mediaBuyStateQuery);
-    if (state.run >= 2) break;
+  // Each refresh is a read (an activity): history grows until the run continues as new. One refresh at a time, each
+  // once the run has nothing in flight (a refresh that arrives during a read is read after it, so a stream of them
+  // keeps the run busy and it never continues), and no query until it has continued: the time-skipping server
+  // answered a query that met the continue-as-new only after about 90 s.
+  const firstRun = stack.env.client.workflow.getHandle(handle.workflowId, firstRunId);
+  const deadline = Date.now() + 60_000;
+  let refreshes = 0;
+  while ((await firstRun.describe()).status.name === 'RUNNING') {
+    if (Date.now() > deadline) throw new Error(`the run did not continue as new after ${refreshes} refreshes`);
+    if (await inFlight(firstRun)) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      continue;
+    }
+    expect(refreshes).toBeLessThan(10);
+    refreshes += 1;
+    // The run may continue as new between the look at its history and the signal; the loop then sees it has.
+    await firstRun.signal(refreshMediaBuySignal, { requestedBy: 'test' }).catch((error: unknown) => {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    });
   }
   const continued = await stateWhen(handle, (state) => state.run >= 2);
   expect(continued).toMatchObject({ mediaBuyId: created.mediaBuyId, status: 'paused', changeCount: 1 });
