@@ -88,9 +88,11 @@ test('brief to end: selection, approval, one buy per seller, the guard, fan-out,
 
   // The guard refuses a raise past the campaign budget before it enters history; one within it is applied.
   await expect(
-    handle.executeUpdate(changeCampaignUpdate, {
-      args: [{ kind: 'budget', sellerId: 'a', budget: 6_500, requestedBy: 'ops@buyer' }],
-    }),
+    answered(
+      handle.executeUpdate(changeCampaignUpdate, {
+        args: [{ kind: 'budget', sellerId: 'a', budget: 6_500, requestedBy: 'ops@buyer' }],
+      }),
+    ),
   ).rejects.toThrow(WorkflowUpdateFailedError);
   const raised = await answered(
     handle.executeUpdate(changeCampaignUpdate, {

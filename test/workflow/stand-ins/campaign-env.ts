@@ -306,36 +306,39 @@ export function discoveryFor(input: DiscoveryInput, failed: string[] = []): Disc
 /**
  * The test server skips time only while a test sleeps or awaits a result: anything else waits in real time, and a
  * workflow task whose completion was lost would wait for a timeout that never comes. So while a test waits (a probe,
- * an Update's answer), after half a second time moves on a second at a time.
+ * an Update's answer, and each query a probe makes), after half a second time moves on a second at a time. A wait
+ * that still gets no answer fails after `timeoutMs` of real time, saying so, instead of running into Jest's timeout.
  */
 export function waiting(harness: Pick<StandInEnv, 'env'>) {
   const tick = async (startedAt: number) => {
     if (Date.now() - startedAt > 500) await harness.env.sleep(1_000);
     else await new Promise((resolve) => setTimeout(resolve, 50));
   };
+  /** An Update's (or any call's) answer, time moving on while it is awaited. */
+  async function answered<T>(work: Promise<T>, timeoutMs = 60_000): Promise<T> {
+    const startedAt = Date.now();
+    let done = false;
+    const settled = work.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    while (!done) {
+      if (Date.now() - startedAt > timeoutMs) throw new Error(`no answer within ${timeoutMs} ms of real time`);
+      await Promise.race([settled, tick(startedAt)]);
+    }
+    return work;
+  }
   return {
-    /** Polls a probe until it answers (or `timeoutMs` of real time passed). */
+    /** Polls a probe until it answers (or `timeoutMs` of real time passed); time moves on during each probe too. */
     async until<T>(probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
       const startedAt = Date.now();
       for (;;) {
-        const value = await probe();
+        const value = await answered(probe(), timeoutMs);
         if (value !== undefined) return value;
         if (Date.now() - startedAt > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
         await tick(startedAt);
       }
     },
-    /** An Update's (or any call's) answer, time moving on while it is awaited. */
-    async answered<T>(work: Promise<T>): Promise<T> {
-      const startedAt = Date.now();
-      let done = false;
-      const settled = work.then(
-        () => (done = true),
-        () => (done = true),
-      );
-      while (!done) {
-        await Promise.race([settled, tick(startedAt)]);
-      }
-      return work;
-    },
+    answered,
   };
 }
