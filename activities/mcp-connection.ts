@@ -10,7 +10,8 @@
  * request on it carries that call's AbortSignal and timeout, bound explicitly (no AsyncLocalStorage). A connection that
  * served a call without error goes back to a small idle pool (at most MAX_IDLE_PER_SELLER per seller and token, for
  * IDLE_TTL_MS) and the next call takes it over, which saves the `initialize` round trips; one that saw any error, an
- * abort or a timeout is closed, never reused. Nothing one call does reaches a connection another call is using.
+ * abort or a timeout, or whose MCP task stream was cut at its answer window, is closed, never reused. Nothing one
+ * call does reaches a connection another call is using.
  * A seller that refuses Streamable HTTP is reached over legacy HTTP+SSE, on a connection of the call's own that is
  * never pooled; the refusal is remembered for a while (activities/mcp-transport-memory.ts), so the next calls skip
  * the refused POST.
@@ -69,6 +70,8 @@ interface Connection {
   transport?: StreamableHTTPClientTransport;
   binding: Binding;
   idleSince: number;
+  /** A task-augmented call's stream was cut at its answer window: a request of it may still be in flight here. */
+  streamCut?: boolean;
 }
 
 /** While idle, a connection's requests (none are expected) carry a signal that never fires. */
@@ -111,7 +114,7 @@ function boundFetch(binding: () => Binding, transport: 'streamable-http' | 'sse'
   };
 }
 
-function newClient(binding: () => Binding): Client {
+function newClient(binding: () => Binding, onStreamCut: () => void): Client {
   const client = new Client({ name: 'adcp-orchestrator', version: '1.0.0' });
   // Every request of this client carries the call's signal and timeout, including those @adcp/sdk makes on it.
   const request = client.request.bind(client);
@@ -127,7 +130,90 @@ function newClient(binding: () => Binding): Client {
       signal: callSignal(current, options?.signal),
     });
   }) as Client['request'];
+  // @adcp/sdk reads a task-augmented call (a seller with MCP Tasks) through this stream, which polls MCP tasks/get
+  // until the task ends, however long that is: bounded here by the answer window, after which @adcp/sdk answers
+  // `working` with the MCP task id ("Stream ended without result") and the operation reads that task durably.
+  const tasks = client.experimental.tasks;
+  const callToolStream = tasks.callToolStream.bind(tasks);
+  tasks.callToolStream = ((
+    params: Parameters<typeof callToolStream>[0],
+    resultSchema?: Parameters<typeof callToolStream>[1],
+    options?: Parameters<typeof callToolStream>[2],
+  ) =>
+    withinAnswerWindow(
+      (signal) => callToolStream(params, resultSchema, { ...options, signal }),
+      options?.signal,
+      mcpTaskAnswerWindowMs(binding().timeoutMs),
+      onStreamCut,
+    )) as typeof tasks.callToolStream;
   return client;
+}
+
+/**
+ * The most a task-augmented call waits for its MCP task to end before it comes back `working` with the task id.
+ * Waiting longer buys nothing: the operation's reads, webhooks and reconciliation follow a task id it holds in its
+ * history, whereas one held only in the call's memory is lost with the attempt (a worker restart, the call's bound).
+ */
+export const MAX_MCP_TASK_ANSWER_WINDOW_MS = 20_000;
+
+/**
+ * A task-augmented call's answer window: half its per-request timeout (the call's bound), so the task's creation
+ * before it and the answer after it fit well inside that bound, and never more than MAX_MCP_TASK_ANSWER_WINDOW_MS.
+ * A task that ends within it is answered as before; one still pending after it is the operation's to track.
+ */
+export function mcpTaskAnswerWindowMs(requestTimeoutMs: number): number {
+  return Math.max(0, Math.min(Math.floor(requestTimeoutMs / 2), MAX_MCP_TASK_ANSWER_WINDOW_MS));
+}
+
+const WINDOW_PASSED = Symbol('answer window passed');
+
+/**
+ * `open`'s messages until the answer window (counted from the stream's start) has passed with the task created; then
+ * the stream ends after its `taskCreated`, without a result. The inner stream is told to stop (its signal aborts the
+ * request in flight and its next poll), and `onCut` marks the connection as not to be pooled.
+ */
+async function* withinAnswerWindow<M extends { type: string }>(
+  open: (signal: AbortSignal) => AsyncGenerator<M, void, void>,
+  callerSignal: AbortSignal | undefined,
+  windowMs: number,
+  onCut: () => void,
+): AsyncGenerator<M, void, void> {
+  const deadline = Date.now() + windowMs;
+  const stop = new AbortController();
+  const link = callerSignal ? linkSignals([callerSignal, stop.signal]) : undefined;
+  const stream = open(link?.signal ?? stop.signal);
+  let created = false;
+  try {
+    for (;;) {
+      const next = stream.next();
+      const step = created ? await beforeDeadline(next, deadline) : await next;
+      if (step === WINDOW_PASSED) break;
+      if (step.done) return;
+      if (step.value.type === 'taskCreated') created = true;
+      yield step.value;
+      if (created && Date.now() >= deadline) break;
+    }
+    onCut();
+    stop.abort(new Error('The MCP task answer window passed: the operation reads the task from here.'));
+  } finally {
+    // Ends the inner stream: at once where it waits at a yield, else once the poll in flight (aborted) settles.
+    void stream.return(undefined).catch(() => undefined);
+    link?.dispose();
+  }
+}
+
+/** `next`, or WINDOW_PASSED once `deadline` (epoch ms) is reached first. */
+function beforeDeadline<T>(next: Promise<T>, deadline: number): Promise<T | typeof WINDOW_PASSED> {
+  const remaining = deadline - Date.now();
+  if (remaining <= 0) {
+    next.catch(() => undefined);
+    return Promise.resolve(WINDOW_PASSED);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const passed = new Promise<typeof WINDOW_PASSED>((resolve) => {
+    timer = setTimeout(() => resolve(WINDOW_PASSED), remaining);
+  });
+  return Promise.race([next, passed]).finally(() => clearTimeout(timer));
 }
 
 /** Legacy HTTP+SSE servers refuse the Streamable HTTP POST with 404/405: only then try SSE. */
@@ -178,7 +264,7 @@ async function open(target: McpCallTarget, key: string, sseOnly: SseOnlySellers)
     requestInit,
     fetch: boundFetch(binding, 'streamable-http'),
   });
-  connection.client = newClient(binding);
+  connection.client = newClient(binding, () => (connection.streamCut = true));
   try {
     await connection.client.connect(transport);
     connection.transport = transport;
@@ -201,7 +287,7 @@ async function connectSse(
   requestInit: { headers: Record<string, string> },
 ): Promise<void> {
   const binding = () => connection.binding;
-  connection.client = newClient(binding);
+  connection.client = newClient(binding, () => (connection.streamCut = true));
   const sseFetch = boundFetch(binding, 'sse');
   const sse = new SSEClientTransport(connection.url, {
     requestInit,
@@ -321,7 +407,7 @@ export async function withMcpConnection<T>(
 }
 
 function release(connection: Connection, target: McpCallTarget): void {
-  if (connection.transport && !target.signal.aborted) giveBack(connection);
+  if (connection.transport && !target.signal.aborted && !connection.streamCut) giveBack(connection);
   else close(connection);
 }
 

@@ -73,6 +73,8 @@ const sellerOptions: Record<string, ScriptedSellerOptions> = {
   getTaskStatus: { profile: { 'no-tasks-get': { offer: ['get_task_status'] } } },
   listTasks: { profile: { 'no-tasks-get': { offer: ['list_tasks'] } } },
   mcpTasks: { profile: ['no-tasks-get', 'mcp-tasks'] },
+  mcpTasksPending: { profile: ['no-tasks-get', 'mcp-tasks'] },
+  mcpTasksBesideAdcp: { profile: 'mcp-tasks' },
   accountScoped: { profile: 'account-scoped-tasks' },
   accountScopedUnseen: { profile: 'account-scoped-tasks' },
   wrapping: { profile: 'completed-wrapping-submitted', pollsToComplete: 2 },
@@ -421,6 +423,43 @@ describe('#9.6 a seller without tasks/get: a submitted operation does not fail a
   );
 
   test.concurrent(
+    'an MCP task that stays pending far longer than the call bound: the call comes back working with its id, reads finish it, one task, one buy',
+    async () => {
+      const seller = sellers.mcpTasksPending;
+      // The task moves on only when the test says: MCP's own polling inside the call would wait for it for ever.
+      seller.script('create_media_buy', [
+        { status: 'submitted' },
+        { status: 'completed', afterMs: MANUAL, webhook: false },
+      ]);
+      const operationId = await start('mcpTasksPending');
+      // Shown as it is when it never gets there, so a failure says where the operation stuck.
+      const tracking = await waitForState(
+        operationId,
+        (state) => state.taskId !== undefined || TERMINAL.has(state.status),
+        4 * CALL_TIMEOUT_MS,
+      ).catch(async () => (await stateOf(operationId))!);
+      const [task] = seller.tasks();
+      expect(tracking.failure).toBeUndefined();
+      expect(tracking.taskId).toBe(task.taskId);
+      // Pending for several call bounds more: the operation holds the task and keeps reading it.
+      await new Promise((resolve) => setTimeout(resolve, 3 * CALL_TIMEOUT_MS));
+      expect(TERMINAL.has((await stateOf(operationId))!.status)).toBe(false);
+      seller.advanceTask(task.taskId);
+
+      const state = await settledState(operationId, 45_000);
+      const buys = buysOf(seller, operationId);
+      expect(state.failure).toBeUndefined();
+      expect(state.status).toBe('completed');
+      expect(buys).toHaveLength(1);
+      expect(state.result?.media_buy_id).toBe(buys[0].mediaBuyId);
+      // One create task at the seller, read by MCP tasks/get.
+      expect(seller.tasks()).toHaveLength(1);
+      expect(state.readMethod).toBe('mcp-tasks');
+    },
+    90_000,
+  );
+
+  test.concurrent(
     'it completes by list_tasks reads where the seller offers them',
     async () => {
       const seller = sellers.listTasks;
@@ -438,6 +477,31 @@ describe('#9.6 a seller without tasks/get: a submitted operation does not fail a
     60_000,
   );
 });
+
+test.concurrent(
+  "where the seller's AdCP tasks/get does not know MCP's task ids (REFERENCE_NOT_FOUND), the reads reach MCP tasks/get",
+  async () => {
+    const seller = sellers.mcpTasksBesideAdcp;
+    // As @adcp/sdk's platform server answers an id from its MCP task store: its AdCP task registry has no such task.
+    const unknown = { code: 'REFERENCE_NOT_FOUND', message: 'Task not found', field: 'task_id' };
+    seller.fault('tasks/get', { kind: 'adcp-error', error: unknown }, { times: 1_000 });
+    seller.fault('tasks/list', { kind: 'adcp-error', error: unknown }, { times: 1_000 });
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterMs: 3 * CALL_TIMEOUT_MS, webhook: false },
+    ]);
+    const operationId = await start('mcpTasksBesideAdcp');
+    const state = await settledState(operationId, 45_000);
+    const buys = buysOf(seller, operationId);
+    expect(state.failure).toBeUndefined();
+    expect(state.status).toBe('completed');
+    expect(buys).toHaveLength(1);
+    expect(state.result?.media_buy_id).toBe(buys[0].mediaBuyId);
+    expect(seller.tasks()).toHaveLength(1);
+    expect(state.readMethod).toBe('mcp-tasks');
+  },
+  60_000,
+);
 
 test.concurrent(
   '#9.7 account-scoped tasks/get: reads pass the request account',

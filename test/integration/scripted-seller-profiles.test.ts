@@ -16,6 +16,7 @@ import {
   StaticJwksResolver,
   verifyWebhookSignature,
 } from '@adcp/sdk/signing/server';
+import { raceSignal } from '../../activities/mcp-connection';
 import { createSdkSellerClient } from '../../activities/seller-client';
 import { snapshotFromMcpToolResult, snapshotFromTasksGet } from '../../protocol/snapshot';
 import { type ScriptedSeller, type ScriptedSellerOptions, startScriptedSeller } from '../fixtures/scripted-seller';
@@ -416,6 +417,41 @@ describe('mcp-tasks', () => {
     expect(answer.callError).toBe(false);
     expect(answer.snapshot).toMatchObject({ status: 'completed', taskId: task.taskId });
     expect(answer.snapshot.result?.media_buy_id).toBe(s.mediaBuys()[0].mediaBuyId);
+  });
+
+  test('our seller client answers a call whose MCP task stays working with working and the task id, within the call bound', async () => {
+    const s = await sellerWith({ profile: 'mcp-tasks' });
+    // The task moves on only when the test is long over: MCP's own polling would wait for it for ever.
+    s.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterMs: 600_000 }]);
+    const callBoundMs = 3_000;
+    const agent = { id: 'scripted', url: s.url, protocol: 'mcp' as const };
+    // Bounded as an operation's call is (activities/seller-call.ts): the attempt ends when its signal fires.
+    const signal = AbortSignal.timeout(callBoundMs);
+    const answer = await raceSignal(signal, () =>
+      createSdkSellerClient().callTask({
+        agent,
+        token: s.authToken,
+        signal,
+        timeoutMs: callBoundMs,
+        task: 'create_media_buy',
+        args: createArgs(newKey()),
+      }),
+    );
+    const [task] = s.tasks();
+    expect(s.tasks()).toHaveLength(1);
+    expect(answer.callError).toBe(false);
+    expect(answer.snapshot).toMatchObject({ status: 'working', taskId: task.taskId });
+    expect(s.mediaBuys()).toHaveLength(0);
+    // The id is MCP's task id: MCP tasks/get (the `mcp-tasks` read method) reads that task.
+    const read = await createSdkSellerClient().readTask({
+      agent,
+      token: s.authToken,
+      signal: AbortSignal.timeout(15_000),
+      method: 'mcp-tasks',
+      task: 'create_media_buy',
+      taskId: answer.snapshot.taskId!,
+    });
+    expect(read).toMatchObject({ callError: false, snapshot: { status: 'working', taskId: task.taskId } });
   });
 
   test('a failed scripted task is a failed MCP task whose result carries the AdCP error', async () => {
