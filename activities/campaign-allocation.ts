@@ -4,8 +4,10 @@
  * buy's workflow by query, so the buy's history is untouched. (A move's decrease is confirmed by a read at the seller
  * itself: media-buy.ts readMediaBuy.)
  */
+import { Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { mediaBuyStateQuery } from '../contract/media-buy';
+import { heartbeatUntilDone } from './heartbeat';
 
 export interface BuyGovernanceEvidence {
   found: boolean;
@@ -18,6 +20,8 @@ export interface BuyGovernanceEvidence {
 export function createCampaignAllocationActivities(deps: { client: Client }) {
   return {
     async readBuyGovernance(input: { workflowId: string }): Promise<BuyGovernanceEvidence> {
+      // The query waits on the buy's workflow: heartbeats let a worker lost meanwhile be noticed within seconds.
+      const stopHeartbeats = heartbeatUntilDone(Context.current());
       try {
         const state = await deps.client.workflow.getHandle(input.workflowId).query(mediaBuyStateQuery);
         const check = [...(state.governance?.checks ?? [])]
@@ -32,6 +36,8 @@ export function createCampaignAllocationActivities(deps: { client: Client }) {
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) return { found: false };
         throw error;
+      } finally {
+        stopHeartbeats();
       }
     },
   };

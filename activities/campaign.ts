@@ -3,7 +3,9 @@
  * campaign fans out (pause, resume, cancel, a buy's budget) is one activity that reads the buy's state and sends it
  * the `changeMediaBuy` Update through the Temporal client, with an update ID derived from the campaign's change so
  * a retried activity never changes a buy twice. A buy still being created is retried (its validator refuses changes
- * until it has a media_buy_id); a buy that has ended needs no pause, resume or cancel.
+ * until it has a media_buy_id); a buy that has ended needs no pause, resume or cancel. Each activity heartbeats while
+ * it waits on another workflow, so an attempt lost with its worker is retried within the heartbeat timeout, not at the
+ * end of its start-to-close timeout (up to 5 minutes for a library sync).
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
@@ -20,6 +22,7 @@ import {
   sellerCapabilitiesQuery,
   sellerCapabilitiesWorkflowId,
 } from '../contract/seller-capabilities';
+import { heartbeatUntilDone } from './heartbeat';
 
 export interface CampaignActivityDependencies {
   client: Client;
@@ -88,22 +91,12 @@ function sellerOf(state: SellerCapabilitiesState): BuyDigest['seller'] {
   };
 }
 
-/** Heartbeats while `work` runs: a worker that dies while the buy answers is noticed within the heartbeat timeout. */
-async function heartbeating<T>(work: Promise<T>): Promise<T> {
-  const context = Context.current();
-  const timer = setInterval(() => context.heartbeat(), 1_000);
-  try {
-    return await work;
-  } finally {
-    clearInterval(timer);
-  }
-}
-
 export function createCampaignActivities(deps: CampaignActivityDependencies) {
   return {
     /** Attach the library to one buy through its `attachCreatives` Update (the buy runs sync_creatives). */
     async syncCampaignCreatives(input: SyncCampaignCreativesInput): Promise<ChangeCampaignBuyOutcome> {
       const handle = deps.client.workflow.getHandle(input.workflowId);
+      const stopHeartbeats = heartbeatUntilDone(Context.current());
       try {
         const answer = await handle.executeUpdate(attachCreativesUpdate, {
           args: [{ creatives: input.creatives, assignments: input.assignments, requestedBy: input.requestedBy }],
@@ -118,86 +111,101 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
         if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
         if (error instanceof WorkflowUpdateFailedError) return { outcome: 'refused', error: refusalOf(error) };
         throw error;
+      } finally {
+        stopHeartbeats();
       }
     },
 
     /** Every buy's digest, and its seller's reachability from the capabilities workflow (when there is one). */
     async readCampaignBuys(input: { buys: { sellerId: string; workflowId: string }[] }): Promise<BuyDigest[]> {
-      const taskQueue = Context.current().info.taskQueue;
-      return Promise.all(
-        input.buys.map(async ({ sellerId, workflowId }): Promise<BuyDigest> => {
-          let digest: BuyDigest;
-          try {
-            digest = digestOf(
-              sellerId,
-              workflowId,
-              await deps.client.workflow.getHandle(workflowId).query(mediaBuyStateQuery),
-            );
-          } catch (error) {
-            if (!(error instanceof WorkflowNotFoundError)) throw error;
-            digest = { sellerId, workflowId, found: false, packages: [], creatives: {} };
-          }
-          try {
-            const seller: SellerCapabilitiesState = await deps.client.workflow
-              .getHandle(sellerCapabilitiesWorkflowId(taskQueue, sellerId))
-              .query(sellerCapabilitiesQuery);
-            digest.seller = sellerOf(seller);
-          } catch {
-            // No capabilities workflow for this seller (never asked): nothing known about its reachability.
-          }
-          return digest;
-        }),
-      );
+      const context = Context.current();
+      const taskQueue = context.info.taskQueue;
+      const stopHeartbeats = heartbeatUntilDone(context);
+      try {
+        return await Promise.all(
+          input.buys.map(async ({ sellerId, workflowId }): Promise<BuyDigest> => {
+            let digest: BuyDigest;
+            try {
+              digest = digestOf(
+                sellerId,
+                workflowId,
+                await deps.client.workflow.getHandle(workflowId).query(mediaBuyStateQuery),
+              );
+            } catch (error) {
+              if (!(error instanceof WorkflowNotFoundError)) throw error;
+              digest = { sellerId, workflowId, found: false, packages: [], creatives: {} };
+            }
+            try {
+              const seller: SellerCapabilitiesState = await deps.client.workflow
+                .getHandle(sellerCapabilitiesWorkflowId(taskQueue, sellerId))
+                .query(sellerCapabilitiesQuery);
+              digest.seller = sellerOf(seller);
+            } catch {
+              // No capabilities workflow for this seller (never asked): nothing known about its reachability.
+            }
+            return digest;
+          }),
+        );
+      } finally {
+        stopHeartbeats();
+      }
     },
 
     async changeCampaignBuy(input: ChangeCampaignBuyInput): Promise<ChangeCampaignBuyOutcome> {
       const handle = deps.client.workflow.getHandle(input.workflowId);
-      let state: MediaBuyState;
+      const stopHeartbeats = heartbeatUntilDone(Context.current());
       try {
-        state = await handle.query(mediaBuyStateQuery);
-      } catch (error) {
-        if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
-        throw error;
-      }
-      if (ENDED.has(state.status) || state.done) {
-        return input.kind === 'budget'
-          ? {
-              outcome: 'refused',
-              status: state.status,
-              error: { code: 'INVALID_STATE', message: `The buy is ${state.status}.` },
-            }
-          : { outcome: 'not_needed', status: state.status };
-      }
-      if (state.status === 'creating' || !state.mediaBuyId) {
-        throw ApplicationFailure.create({
-          type: 'BuyNotReady',
-          message: `The buy ${input.workflowId} is still being created; the change waits for its media_buy_id.`,
-          nextRetryDelay: 1_000,
-        });
-      }
-      if (input.kind === 'pause' && state.status === 'paused') return { outcome: 'not_needed', status: state.status };
-      if (input.kind === 'resume' && state.status !== 'paused') return { outcome: 'not_needed', status: state.status };
-      const request: ChangeRequest = {
-        kind: input.kind,
-        requestedBy: input.requestedBy,
-        ...(input.reason ? { reason: input.reason } : {}),
-        ...(input.kind === 'budget' && input.budget !== undefined
-          ? { budgets: splitBudget(state.packages, input.budget) }
-          : {}),
-      };
-      try {
-        const answer = await heartbeating(
-          handle.executeUpdate(changeMediaBuyUpdate, { args: [request], updateId: input.updateId }),
-        );
-        return {
-          outcome: buyOutcome(answer.outcome),
-          status: answer.status,
-          ...(answer.error ? { error: answer.error } : {}),
+        let state: MediaBuyState;
+        try {
+          state = await handle.query(mediaBuyStateQuery);
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
+          throw error;
+        }
+        if (ENDED.has(state.status) || state.done) {
+          return input.kind === 'budget'
+            ? {
+                outcome: 'refused',
+                status: state.status,
+                error: { code: 'INVALID_STATE', message: `The buy is ${state.status}.` },
+              }
+            : { outcome: 'not_needed', status: state.status };
+        }
+        if (state.status === 'creating' || !state.mediaBuyId) {
+          throw ApplicationFailure.create({
+            type: 'BuyNotReady',
+            message: `The buy ${input.workflowId} is still being created; the change waits for its media_buy_id.`,
+            nextRetryDelay: 1_000,
+          });
+        }
+        if (input.kind === 'pause' && state.status === 'paused') return { outcome: 'not_needed', status: state.status };
+        if (input.kind === 'resume' && state.status !== 'paused')
+          return { outcome: 'not_needed', status: state.status };
+        const request: ChangeRequest = {
+          kind: input.kind,
+          requestedBy: input.requestedBy,
+          ...(input.reason ? { reason: input.reason } : {}),
+          ...(input.kind === 'budget' && input.budget !== undefined
+            ? { budgets: splitBudget(state.packages, input.budget) }
+            : {}),
         };
-      } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError)
-          return { outcome: 'refused', status: state.status, error: refusalOf(error) };
-        throw error;
+        try {
+          const answer = await handle.executeUpdate(changeMediaBuyUpdate, {
+            args: [request],
+            updateId: input.updateId,
+          });
+          return {
+            outcome: buyOutcome(answer.outcome),
+            status: answer.status,
+            ...(answer.error ? { error: answer.error } : {}),
+          };
+        } catch (error) {
+          if (error instanceof WorkflowUpdateFailedError)
+            return { outcome: 'refused', status: state.status, error: refusalOf(error) };
+          throw error;
+        }
+      } finally {
+        stopHeartbeats();
       }
     },
   };

@@ -409,6 +409,8 @@ export interface MediaBuyCarried {
   alertsFired: string[];
   /** Changes answered `sent` that a later read may still confirm, with what they asked for. */
   unconfirmedChanges?: [number, ChangeRequest][];
+  /** A refresh asked for that the run continued as new without reading: the next run reads first. */
+  refreshRequested?: boolean;
 }
 
 export interface ChangeAnswer {

@@ -3,7 +3,9 @@
  * (test/fixtures/media-buy-seller/histories/, recorded by media-buy-api.test.ts with RECORD_MEDIA_BUY_HISTORIES=1,
  * which `npm run record-histories` sets: create, creatives, a signed report, the storyboard's changes and refusals,
  * the final report and the settle). A change that running buys would replay differently fails here; ship it behind
- * `patched()` instead.
+ * `patched()` instead. The `*-before-*` histories were recorded on the code before a patch and keep its old path
+ * replayed: `refreshes-past-limit-before-continue-as-new-first.json`, a buy read again and again past its history
+ * limit (60 events) under a refresh during every read (the media-buy stand-ins of test/workflow), never continuing.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -5,6 +5,7 @@
  * buys nothing, and continue-as-new carrying the campaign while time passes.
  */
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { optionalTsToMs } from '@temporalio/common/lib/time';
 import {
   approveCampaignUpdate,
   campaignStateQuery,
@@ -142,6 +143,19 @@ test('brief to end: selection, approval, one buy per seller, the guard, fan-out,
     [1, 'budget', 'applied'],
     [2, 'pause', 'applied'],
   ]);
+
+  // Every read, change and sync of a buy was scheduled with a heartbeat timeout of at most 5 s: an attempt lost with
+  // its worker is retried within it (docs/deployment.md), not at the end of its start-to-close timeout.
+  const scheduled = ((await handle.fetchHistory()).events ?? []).flatMap((event) => {
+    const attributes = event.activityTaskScheduledEventAttributes;
+    return attributes
+      ? [{ activity: attributes.activityType?.name, heartbeatMs: optionalTsToMs(attributes.heartbeatTimeout) }]
+      : [];
+  });
+  expect(new Set(scheduled.map((entry) => entry.activity))).toEqual(
+    new Set(['readCampaignBuys', 'changeCampaignBuy', 'syncCampaignCreatives']),
+  );
+  for (const entry of scheduled) expect(entry).toEqual({ activity: entry.activity, heartbeatMs: 5_000 });
 });
 
 test('a cancel at the approval gate buys nothing and ends the campaign canceled', async () => {

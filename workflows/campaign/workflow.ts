@@ -56,19 +56,24 @@ import { type ProposalBuyContext, followProposalBuy } from './proposals';
 
 export const CAMPAIGN_STATE_MEMO = 'adcp_campaign';
 
+// Every activity that waits on a buy's workflow heartbeats (activities/campaign.ts): an attempt lost with its worker
+// is retried after the 5 s heartbeat timeout, not after its start-to-close timeout (docs/deployment.md).
 const { readCampaignBuys } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
+  heartbeatTimeout: '5s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
 });
 
 // The Update waits for the buy's sync_creatives operation; the update ID makes a retried attempt the same sync.
 const { syncCampaignCreatives } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '5m',
+  heartbeatTimeout: '5s',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 3 },
 });
 
 const { changeCampaignBuy } = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30s',
+  heartbeatTimeout: '5s',
   // A buy still being created is retried (BuyNotReady) for as long as a create may take to answer.
   scheduleToCloseTimeout: '24h',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
@@ -98,6 +103,7 @@ const { readMediaBuy } = proxyActivities<MediaBuyActivities>({
 
 const { readBuyGovernance } = proxyActivities<CampaignAllocationActivities>({
   startToCloseTimeout: '30s',
+  heartbeatTimeout: '5s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
 });
 

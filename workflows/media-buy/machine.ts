@@ -114,6 +114,11 @@ export type MediaBuyStep =
 export interface HistoryInfo {
   length: number;
   continueAsNewSuggested: boolean;
+  /**
+   * Whether a full history continues as new ahead of reads and other due work (true when absent). The workflow asks
+   * its patch: a run from before the patch read first, and its history replays that.
+   */
+  continueAsNewFirst?: () => boolean;
 }
 
 /** A spend the governance agent approved: the payload to send, and what correlates its outcome report. */
@@ -238,6 +243,8 @@ export class MediaBuyMachine {
   /** Answers of the changes and attachments finished in this run, for the update handlers waiting on them. */
   private readonly finished = new Map<number, ChangeAnswer>();
   private refreshRequested = false;
+  /** A refresh the run continues as new without reading: the next run reads first (`carried.refreshRequested`). */
+  private refreshCarried = false;
   private terminalAtMs: number | undefined;
   private createAttempted = false;
   private createCheck: { checkId?: string; governanceContext?: string } | undefined;
@@ -296,6 +303,7 @@ export class MediaBuyMachine {
     this.answeredUpdates = new Map(carried?.answeredUpdates ?? []);
     this.alertsFired = new Set(carried?.alertsFired ?? []);
     this.unconfirmed = new Map(carried?.unconfirmedChanges ?? []);
+    this.refreshRequested = carried?.refreshRequested ?? false;
     this.delivery = new DeliveryLedger(state, {
       now: () => hooks.now(),
       anomaly: (source, note) => this.anomaly(source, note),
@@ -580,9 +588,12 @@ export class MediaBuyMachine {
 
   /**
    * The next step, in this order: the create; reports received are applied; pulls already decided run; changes and
-   * attachments one at a time in the order they were accepted; a read when asked for or due by the buy's calendar;
-   * missing periods past their grace; late reports; creative alerts and sealing; the settle once the buy has ended;
-   * continue-as-new when history is long; otherwise wait for the next due time.
+   * attachments one at a time in the order they were accepted (their Updates wait for them in this run);
+   * continue-as-new when history is long; a read when asked for or due by the buy's calendar; missing periods past
+   * their grace; late reports; creative alerts and sealing; the settle once the buy has ended; otherwise wait for the
+   * next due time. Continue-as-new goes ahead of the reads and due work because the next run derives all of it from
+   * the state it carries (a refresh asked for included), and a refresh that arrived during every read would otherwise
+   * keep the run from ever reaching it.
    */
   next(nowMs: number, history: HistoryInfo): MediaBuyStep {
     // Reports wait for the create: only its answer says which buy they must name.
@@ -604,8 +615,12 @@ export class MediaBuyMachine {
     if (nextChange && (!nextAttachment || nextChange.record.sequence < nextAttachment.sequence))
       return { kind: 'change', sequence: nextChange.record.sequence };
     if (nextAttachment) return { kind: 'attach', sequence: nextAttachment.sequence };
-    if (this.refreshRequested || (this.nextReadAtMs() ?? Infinity) <= nowMs) {
+    const limit = this.input.historyEventLimit ?? HISTORY_EVENT_LIMIT;
+    const historyFull = history.length >= limit || history.continueAsNewSuggested;
+    if (historyFull && (history.continueAsNewFirst?.() ?? true)) return this.continueAsNew();
+    if (this.refreshRequested || this.refreshCarried || (this.nextReadAtMs() ?? Infinity) <= nowMs) {
       this.refreshRequested = false;
+      this.refreshCarried = false;
       const request = this.readRequest();
       if (request) {
         this.state.reads += 1;
@@ -627,9 +642,17 @@ export class MediaBuyMachine {
       this.beginSettle(nowMs);
       return this.nextSettleStep();
     }
-    const limit = this.input.historyEventLimit ?? HISTORY_EVENT_LIMIT;
-    if (history.length >= limit || history.continueAsNewSuggested) return { kind: 'continue-as-new' };
+    if (historyFull) return this.continueAsNew();
     return { kind: 'wait', untilMs: this.nextDueMs() };
+  }
+
+  /** Continue-as-new, with a refresh still asked for carried to the next run (it is no work for this one). */
+  private continueAsNew(): MediaBuyStep {
+    if (this.refreshRequested) {
+      this.refreshRequested = false;
+      this.refreshCarried = true;
+    }
+    return { kind: 'continue-as-new' };
   }
 
   /** What the next run starts from (continue-as-new). Only taken when nothing is queued (see `hasWork`). */
@@ -644,6 +667,7 @@ export class MediaBuyMachine {
       answeredUpdates: [...this.answeredUpdates],
       alertsFired: [...this.alertsFired],
       unconfirmedChanges: [...this.unconfirmed],
+      ...(this.refreshRequested || this.refreshCarried ? { refreshRequested: true } : {}),
     };
   }
 

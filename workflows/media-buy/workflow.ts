@@ -362,10 +362,15 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
   }
 
   // ---- the loop ----------------------------------------------------------------------------------------------------
+  // Once history is full, continue-as-new goes ahead of reads and due work (a refresh that arrived during every read
+  // kept a run from ever continuing). Behind a patch because a run from before read first and its history replays
+  // that; asked only when history is full, so a run that never gets there records no marker. Removal condition: no
+  // media buy run started before this build is still open (each such run continues as new or ends).
+  const continueAsNewFirst = () => patched('media-buy-continue-as-new-before-reads');
   publish();
   for (;;) {
     const { historyLength, continueAsNewSuggested } = workflowInfo();
-    const step = machine.next(Date.now(), { length: historyLength, continueAsNewSuggested });
+    const step = machine.next(Date.now(), { length: historyLength, continueAsNewSuggested, continueAsNewFirst });
     if (step.kind === 'done') break;
     if (step.kind === 'wait') {
       armTimer(step.untilMs);
