@@ -67,8 +67,8 @@ const BENCHMARKS: Record<string, (stack: BenchStack, log: (line: string) => void
         operations: Number(process.env.BENCH_PARKED_OPERATIONS ?? 1_000),
         startsPerSecond: Number(process.env.BENCH_PARKED_START_RATE ?? 25),
         settleSeconds: 90,
-        windowSeconds: Number(process.env.BENCH_PARKED_WINDOW_SECONDS ?? 180),
-        idleSeconds: 60,
+        windowSeconds: Number(process.env.BENCH_PARKED_WINDOW_SECONDS ?? 240),
+        idleSeconds: Number(process.env.BENCH_PARKED_IDLE_SECONDS ?? 240),
         changes: 20,
         unlisted: 10,
       },
@@ -133,7 +133,8 @@ Environment:
   BENCH_KILL_WAITING=N    kill: operations waiting when the worker is killed (default 300)
   BENCH_KILL_IN_FLIGHT=N  kill: calls in flight when the worker is killed (default 30)
   BENCH_PARKED_OPERATIONS=N        parked: operations parked per mode (default 1000)
-  BENCH_PARKED_WINDOW_SECONDS=N    parked: the CPU window (default 180)
+  BENCH_PARKED_WINDOW_SECONDS=N    parked: the CPU window (default 240)
+  BENCH_PARKED_IDLE_SECONDS=N      parked: the idle reading before each mode (default 240)
   BENCH_PARKED_START_RATE=N        parked: operation starts per second (default 25; lower it on a loaded machine)
 
 All of them take about 30 minutes on 2 shared cores; each benchmark is stopped after 15 minutes (parked: 30).
