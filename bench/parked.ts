@@ -7,7 +7,7 @@
  * operations that the seller keeps `submitted`, started at a steady rate and left until each is past its first
  * quick polls (parked: watched, or polling at the submitted cadence), then the same two processes' CPU over a parked
  * window. The cost per parked operation-hour is the window's CPU rate minus the idle CPU rate, over N operations.
- * Both readings are taken in slices (SLICE_SECONDS), after the fresh worker has settled, so the difference comes with
+ * Both readings are taken in slices of one cadence, after the fresh worker has settled, so the difference comes with
  * a 95% interval (Welch's t over the slices): the goal is judged on the interval's unfavourable ends (the watched
  * mode's high end, the per-operation mode's low end), never on a subtraction that noise can push below zero. Then K
  * of the tasks are completed at the seller at moments spread over a
@@ -60,8 +60,13 @@ const NOLIST_TOKEN_ENV = 'BENCH_UNLISTED_SELLER_TOKEN';
 /** The delay goal: a change reaches the operation within the watcher's cadence plus this. */
 const DELAY_MARGIN_MS = 5_000;
 const GOAL_RATIO = 20;
-/** CPU is read in slices this long, idle and parked: their spread gives the interval of the difference. */
-const SLICE_SECONDS = 30;
+/**
+ * CPU is read in slices of one cadence, idle and parked: their spread gives the interval of the difference. The
+ * parked work comes in waves of the cadence (each operation polls, or the watcher lists, once a cadence), so a slice
+ * of one cadence holds one of each; 30 s slices split the waves, and the per-operation mode's slices alternated
+ * between 466 and 803 ms/s (bench/results/2026-12-07-run-B6-bound.md), which widened its interval for nothing.
+ */
+const SLICE_SECONDS = WATCH_INTERVAL_MS / 1000;
 /**
  * A fresh worker spends its first seconds loading and compiling (JIT, the workflow bundle, the first long polls): an
  * idle reading taken 5 s after the start read 6.3 ms/s of worker CPU where the parked window later read 2.8
@@ -437,7 +442,7 @@ export async function parkedOperations(
             ]),
         describe(watcher),
         describe(polls),
-        `per parked operation-hour = (window CPU rate - idle CPU rate) x 1 h / operations, with a 95% interval by Welch's t over ${SLICE_SECONDS} s slices; watched: plus ${(pollsCost.estimate * safetyShare).toFixed(1)} ms (bound: ${(pollsCost.high * safetyShare).toFixed(1)} ms) for ${3_600_000 / SAFETY_POLL_MS} safety polls an hour at the per-poll cost of the other mode; estimate ${(pollsCost.estimate / watchedMs).toFixed(1)}x less with the watcher, bound ${(pollsCost.low / watchedHighMs).toFixed(1)}x (goal at least ${GOAL_RATIO}x on the bound)`,
+        `per parked operation-hour = (window CPU rate - idle CPU rate) x 1 h / operations, with a 95% interval by Welch's t over ${SLICE_SECONDS} s slices (one cadence each); watched: plus ${(pollsCost.estimate * safetyShare).toFixed(1)} ms (bound: ${(pollsCost.high * safetyShare).toFixed(1)} ms) for ${3_600_000 / SAFETY_POLL_MS} safety polls an hour at the per-poll cost of the other mode; estimate ${(pollsCost.estimate / watchedMs).toFixed(1)}x less with the watcher, bound ${(pollsCost.low / watchedHighMs).toFixed(1)}x (goal at least ${GOAL_RATIO}x on the bound)`,
         `paths: ${SELLER_ID} (lists its tasks): task watcher, ${watcher.watchers.length} watcher(s) holding ${watchedCount} of ${watcher.operations} operations at the end of the window, ${listingCalls} list call(s) since they started; ${NOLIST_SELLER_ID} (no task list): per-operation polls, ${unlistedWatchers.length} watcher(s), ${unlistedPolled}/${options.unlisted} operations polled on their own (${unlistedPolls} get_task_status calls)`,
         `delays (change -> the operation's own transition time): watcher median ${(watcherDelay.median / 1000).toFixed(1)} s, max ${(watcherDelay.max / 1000).toFixed(1)} s (${JSON.stringify(watcher.completedBy)}); per-operation polls median ${(pollsDelay.median / 1000).toFixed(1)} s, max ${(pollsDelay.max / 1000).toFixed(1)} s (${JSON.stringify(polls.completedBy)}); goal cadence ${WATCH_INTERVAL_MS / 1000} s + ${DELAY_MARGIN_MS / 1000} s`,
       ],
