@@ -57,6 +57,11 @@ export function mcpAuthHeaders(token: string | undefined): Record<string, string
 interface Binding {
   signal: AbortSignal;
   timeoutMs: number;
+  /**
+   * When a task-augmented call of this binding stops waiting for its MCP task (epoch ms): the answer window counted
+   * from the call's start, so connecting and creating the task on a loaded machine spend the window, not the bound.
+   */
+  answerBy: number;
   /** Links between the call's signal and the transport's own, undone when the call releases the connection. */
   links: Array<() => void>;
 }
@@ -75,7 +80,17 @@ interface Connection {
 }
 
 /** While idle, a connection's requests (none are expected) carry a signal that never fires. */
-const IDLE_BINDING: Binding = { signal: new AbortController().signal, timeoutMs: 60_000, links: [] };
+const IDLE_BINDING: Binding = { signal: new AbortController().signal, timeoutMs: 60_000, answerBy: 0, links: [] };
+
+/** The binding of a call that starts now. */
+function bindingOf(target: McpCallTarget): Binding {
+  return {
+    signal: target.signal,
+    timeoutMs: target.requestTimeoutMs,
+    answerBy: Date.now() + mcpTaskAnswerWindowMs(target.requestTimeoutMs),
+    links: [],
+  };
+}
 
 /** The request's own signal (the MCP SDK's, which lives as long as the transport) and the call's, both. */
 function callSignal(binding: Binding, own: AbortSignal | undefined | null): AbortSignal {
@@ -143,7 +158,7 @@ function newClient(binding: () => Binding, onStreamCut: () => void): Client {
     withinAnswerWindow(
       (signal) => callToolStream(params, resultSchema, { ...options, signal }),
       options?.signal,
-      mcpTaskAnswerWindowMs(binding().timeoutMs),
+      binding().answerBy,
       onStreamCut,
     )) as typeof tasks.callToolStream;
   return client;
@@ -168,17 +183,16 @@ export function mcpTaskAnswerWindowMs(requestTimeoutMs: number): number {
 const WINDOW_PASSED = Symbol('answer window passed');
 
 /**
- * `open`'s messages until the answer window (counted from the stream's start) has passed with the task created; then
+ * `open`'s messages until the answer window has passed (`deadline`, epoch ms) with the task created; then
  * the stream ends after its `taskCreated`, without a result. The inner stream is told to stop (its signal aborts the
  * request in flight and its next poll), and `onCut` marks the connection as not to be pooled.
  */
 async function* withinAnswerWindow<M extends { type: string }>(
   open: (signal: AbortSignal) => AsyncGenerator<M, void, void>,
   callerSignal: AbortSignal | undefined,
-  windowMs: number,
+  deadline: number,
   onCut: () => void,
 ): AsyncGenerator<M, void, void> {
-  const deadline = Date.now() + windowMs;
   const stop = new AbortController();
   const link = callerSignal ? linkSignals([callerSignal, stop.signal]) : undefined;
   const stream = open(link?.signal ?? stop.signal);
@@ -243,7 +257,7 @@ async function open(target: McpCallTarget, key: string, sseOnly: SseOnlySellers)
     key,
     url,
     headers: requestInit.headers,
-    binding: { signal: target.signal, timeoutMs: target.requestTimeoutMs, links: [] as Array<() => void> },
+    binding: bindingOf(target),
     idleSince: 0,
   } as Connection;
   const binding = () => connection.binding;
@@ -384,7 +398,7 @@ export async function withMcpConnection<T>(
   const key = keyOf(target);
   const pooled = take(key);
   if (pooled) {
-    pooled.binding = { signal: target.signal, timeoutMs: target.requestTimeoutMs, links: [] };
+    pooled.binding = bindingOf(target);
     try {
       const result = await work(pooled.client);
       release(pooled, target);

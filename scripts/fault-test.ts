@@ -3,13 +3,17 @@
  * create_media_buy operations against the scripted seller with 10% of its requests failing (5xx or answered after
  * the call timeout) and 5% landing on hanging sockets, plus 10 operations at a seller that sends its signed final
  * webhook before its answer and loses half of those answers after it acted, plus 6 operations canceled while the
- * others' calls are in flight at the same sellers, while the worker process is SIGKILLed and restarted twice.
+ * others' calls are in flight at the same sellers, plus 6 operations approved at a seller that keeps its own task
+ * records, 6 at a seller without task reads or webhooks that loses half of its create answers, and 8 at a seller that
+ * serves MCP Tasks and keeps each create's MCP task pending for 10 to 20 call timeouts without webhooks, while the
+ * worker process is SIGKILLed and restarted twice.
  * Exits 1 unless every operation ended completed, or failed with nothing at any seller from it (no buy, no open task;
  * checked at the sellers by its keys; `--strict` requires every one completed), every canceled one ended canceled with
- * at most one buy, the sellers hold exactly one media buy per completed operation, and each seller's reconciliation
- * orphan pass, run at the end, finds every buy it lists known to exactly one workflow (no orphans, none claimed twice).
+ * at most one buy, the sellers hold exactly one media buy per completed operation, every MCP Tasks operation ended
+ * completed with its one buy, read by MCP tasks/get, and each seller's reconciliation orphan pass, run at the end,
+ * finds every buy it lists known to exactly one workflow (no orphans, none claimed twice).
  * Options: --operations N --kills K --fault-rate R --hang-rate R --webhook-first N --lost-answer-rate R --cancels N
- * --approvals N --lost-without-webhooks N --strict.
+ * --approvals N --lost-without-webhooks N --mcp-tasks N --strict.
  */
 import { closeMCPConnections } from '@adcp/sdk';
 import { freePort, startDevServer } from './lib/dev-server';
@@ -34,6 +38,7 @@ async function main(): Promise<void> {
   const cancels = option('cancels', 6);
   const outOfBandApprovals = option('approvals', 6);
   const lostWithoutWebhooks = option('lost-without-webhooks', 6);
+  const mcpTasks = option('mcp-tasks', 8);
   const strict = process.argv.includes('--strict');
   const server = await startDevServer({ port: await freePort(), headless: true });
   try {
@@ -48,6 +53,7 @@ async function main(): Promise<void> {
       cancels,
       outOfBandApprovals,
       lostWithoutWebhooks,
+      mcpTasks,
       log: (line) => console.log(`fault-test: ${line}`),
     });
     console.log(JSON.stringify(report, null, 2));
@@ -61,7 +67,17 @@ async function main(): Promise<void> {
       )
       .join('; ');
     console.log(`fault-test: reconciliation orphan pass — ${passFigures}`);
-    const expected = operations + webhookFirstOperations + outOfBandApprovals + lostWithoutWebhooks;
+    const group = report.mcpTasks;
+    console.log(
+      `fault-test: MCP Tasks seller — ${group.ended.completed ?? 0}/${mcpTasks} completed, ${group.buys} buys held, ${group.oneBuyEach} operations knowing their one buy, ${group.readByMcpTasks} holding their MCP task and read by MCP tasks/get (${group.createCalls} create calls, ${group.taskReads} MCP tasks/get); tasks pending ${group.pendingSeconds.min}-${group.pendingSeconds.max} s`,
+    );
+    // Nothing may fail here: the seller takes every create, only slowly.
+    const mcpTasksOk =
+      (group.ended.completed ?? 0) === mcpTasks &&
+      group.buys === mcpTasks &&
+      group.oneBuyEach === mcpTasks &&
+      group.readByMcpTasks === mcpTasks;
+    const expected = operations + webhookFirstOperations + outOfBandApprovals + lostWithoutWebhooks + mcpTasks;
     // A failed operation is honest only when no seller holds anything from it (verified at the sellers, by its keys).
     const failed = Object.entries(report.ended)
       .filter(([status]) => status.startsWith('failed'))
@@ -87,11 +103,12 @@ async function main(): Promise<void> {
       report.orphanBuys.length === 0 &&
       report.buysKnownTwice.length === 0 &&
       report.completedWithoutBuy.length === 0 &&
+      mcpTasksOk &&
       passes.every((pass) => pass.orphans.length === 0 && pass.claimedTwice.length === 0) &&
       passes.some((pass) => pass.listed);
     console.log(
       ok
-        ? `fault-test: PASS — ${completed} of ${expected} operations completed (${failed} failed, the sellers holding nothing from them), ${report.mediaBuys} media buys, ${cancels} canceled (${report.canceled.buys} buys, each canceled at the seller or on record), ${report.faultsInjected} faults, ${report.hangingRequests} unanswered requests, ${report.webhooksFirst.accepted} webhooks before answers, ${report.approvals.admin + report.approvals.completeTask} approvals at the seller (${report.approvals.admin} in its admin flow), ${report.lostWithoutWebhooks} answers lost without webhooks; ${report.buysHeld} buys held, ${report.orphanBuys.length} orphans, ${report.buysKnownTwice.length} claimed twice; ${kills} worker kills, ${report.seconds} s`
+        ? `fault-test: PASS — ${completed} of ${expected} operations completed (${failed} failed, the sellers holding nothing from them), ${report.mediaBuys} media buys, ${cancels} canceled (${report.canceled.buys} buys, each canceled at the seller or on record), ${report.faultsInjected} faults, ${report.hangingRequests} unanswered requests, ${report.webhooksFirst.accepted} webhooks before answers, ${report.approvals.admin + report.approvals.completeTask} approvals at the seller (${report.approvals.admin} in its admin flow), ${report.lostWithoutWebhooks} answers lost without webhooks, ${group.readByMcpTasks} MCP tasks pending ${group.pendingSeconds.min}-${group.pendingSeconds.max} s read to completion by MCP tasks/get; ${report.buysHeld} buys held, ${report.orphanBuys.length} orphans, ${report.buysKnownTwice.length} claimed twice; ${kills} worker kills, ${report.seconds} s`
         : 'fault-test: FAIL',
     );
     process.exitCode = ok ? 0 : 1;

@@ -19,6 +19,13 @@
  *   (the record only names the buy it made), half through its `complete_task` tool;
  * - `lostWithoutWebhooks`: operations at a seller with no task read, no task listing and no webhooks, whose create
  *   answers are lost after it acted for a share of them; only its media-buy listing can tell what it made.
+ *
+ * So is `mcpTasks` (the full form turns it on): operations at a seller that serves MCP's own Tasks protocol (no AdCP
+ * task read or listing, no webhooks) and keeps each create's MCP task pending for 10 to 20 call timeouts, spread. A
+ * call that followed the task to its end would be cut by the call timeout on every attempt; each must instead come
+ * back `working` with the MCP task id, and its operation end completed through MCP `tasks/get` reads (read method
+ * `mcp-tasks`) with the one buy its task made, across the worker kills.
+ *
  * Every buy any seller holds is then counted from both sides: each operation knows at most one buy (its
  * `resource.media_buy_id`), and each buy is known to exactly one operation (`orphanBuys` and `buysKnownTwice`).
  */
@@ -67,6 +74,11 @@ export interface FaultScenario {
   outOfBandApprovals?: number;
   /** Operations at a seller with no task read, listing or webhooks; `lostAnswerRate` of their answers are lost. */
   lostWithoutWebhooks?: number;
+  /**
+   * Operations at a seller serving MCP Tasks (no AdCP task read, no webhooks) whose create tasks stay pending for
+   * several call timeouts: they must all complete through MCP `tasks/get` reads. Default 0.
+   */
+  mcpTasks?: number;
   log?: (line: string) => void;
 }
 
@@ -102,6 +114,25 @@ export interface FaultReport {
   approvals: { admin: number; completeTask: number };
   /** Create answers the listing-only seller lost after it acted. */
   lostWithoutWebhooks: number;
+  /**
+   * The operations at the MCP Tasks seller: how they ended, the buys that seller holds, how many operations know
+   * exactly one buy there (their own), how many hold their MCP task's id and were read by MCP `tasks/get`
+   * (`readMethod: 'mcp-tasks'`), the create calls it took (one per operation, more where a call was made again:
+   * after a worker kill, or when a call waited for the task until its timeout), the MCP `tasks/get` requests it
+   * answered, and the span its tasks stayed pending (seconds).
+   */
+  mcpTasks: {
+    operations: number;
+    ended: Record<string, number>;
+    buys: number;
+    oneBuyEach: number;
+    readByMcpTasks: number;
+    /** The operations that were not (at most 10): what they recorded, and the create calls the seller took. */
+    notReadByMcpTasks: string[];
+    createCalls: number;
+    taskReads: number;
+    pendingSeconds: { min: number; max: number };
+  };
   /**
    * Both sides of "one buy per operation": buys a seller holds that no operation knows (by its recorded
    * `resource.media_buy_id` or result), buys more than one operation claims, and operations that ended completed
@@ -165,6 +196,40 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         })
       : undefined;
   const lostListingAnswers = Math.round(lostWithoutWebhooks * (scenario.lostAnswerRate ?? 0));
+  const mcpTasks = scenario.mcpTasks ?? 0;
+  // Its buys are listed as the listing seller's are (3.1: the create's context echoed, AdCP's default status filter),
+  // so the reconciliation orphan pass reads them too; no AdCP tasks/get, so only MCP tasks/get can read its tasks.
+  const mcpTasksSeller: ScriptedSeller | undefined =
+    mcpTasks > 0
+      ? await startScriptedSeller({
+          a2a: false,
+          profile: {
+            'mcp-tasks': true,
+            'no-tasks-get': true,
+            'buy-listing': { echo: ['context'], defaultStatusFilter: true },
+          },
+        })
+      : undefined;
+  // Each create's MCP task stays pending for 10 to 20 call timeouts (spread over the group), and sends no webhook:
+  // longer than a worker kill's recovery too (the call's 5 s heartbeat timeout, a restart under load, the retry), so
+  // a create call made again after a kill still finds its task pending, and only the operation's MCP tasks/get reads
+  // can see it complete.
+  const mcpTaskPendingMs = Array.from(
+    { length: mcpTasks },
+    (_, i) => callTimeoutMs * (10 + Math.round((10 * i) / Math.max(1, mcpTasks - 1))),
+  );
+  if (mcpTasksSeller) {
+    for (const pendingMs of mcpTaskPendingMs)
+      mcpTasksSeller.script('create_media_buy', [
+        { status: 'submitted' },
+        { status: 'completed', afterMs: pendingMs, webhook: false },
+      ]);
+    // A create with a key of its own beyond the scripted ones (none is expected) stays pending the longest.
+    mcpTasksSeller.setDefaultScript('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterMs: Math.max(...mcpTaskPendingMs), webhook: false },
+    ]);
+  }
   if (listingSeller) {
     // Synchronous creates that send no webhook; the first answers are lost after the seller made the buy.
     listingSeller.setDefaultScript('create_media_buy', [{ status: 'completed', webhook: false }]);
@@ -228,6 +293,14 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       protocol: 'mcp',
       token_env: 'LISTING_SELLER_TOKEN',
     });
+  if (mcpTasksSeller)
+    agents.push({
+      id: 'mcp-tasks',
+      name: 'mcp-tasks',
+      url: mcpTasksSeller.url,
+      protocol: 'mcp',
+      token_env: 'MCP_TASKS_SELLER_TOKEN',
+    });
   const agentsFile = writeAgentsFile(agents);
   const taskQueue = `faults-${randomUUID()}`;
   const tokens = {
@@ -235,6 +308,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     WEBHOOK_FIRST_SELLER_TOKEN: webhookSeller?.authToken ?? '',
     RECORDS_SELLER_TOKEN: recordsSeller?.authToken ?? '',
     LISTING_SELLER_TOKEN: listingSeller?.authToken ?? '',
+    MCP_TASKS_SELLER_TOKEN: mcpTasksSeller?.authToken ?? '',
   };
   const workerEnv = {
     ...tokens,
@@ -277,10 +351,14 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       ...Array.from({ length: webhookFirstOperations }, () => startOne('webhook-first')),
       ...Array.from({ length: outOfBandApprovals }, () => startOne('records')),
       ...Array.from({ length: lostWithoutWebhooks }, () => startOne('listing')),
+      ...Array.from({ length: mcpTasks }, () => startOne('mcp-tasks')),
     ]);
+    // The last `mcpTasks` operations are the MCP Tasks seller's.
+    const mcpTaskOperationIds = operationIds.slice(operationIds.length - mcpTasks);
     log(
       `${operationIds.length} operations started (${webhookFirstOperations} at the webhook-first seller, ` +
-        `${outOfBandApprovals} approved at the seller, ${lostWithoutWebhooks} without webhooks or task reads)`,
+        `${outOfBandApprovals} approved at the seller, ${lostWithoutWebhooks} without webhooks or task reads, ` +
+        `${mcpTasks} at an MCP Tasks seller)`,
     );
     const results = Promise.allSettled(operationIds.map((operationId) => orchestrator.result(operationId)));
     // The approvals stop once every operation has ended: one that failed leaves a task nobody will approve.
@@ -316,7 +394,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     );
     if (cancels > 0) log(`${cancels} operations started to be canceled`);
 
-    const allSellers = [seller, ...[webhookSeller, recordsSeller, listingSeller].filter((s) => s !== undefined)];
+    const allSellers = [
+      seller,
+      ...[webhookSeller, recordsSeller, listingSeller, mcpTasksSeller].filter((s) => s !== undefined),
+    ];
     const requestCount = () => allSellers.reduce((sum, s) => sum + s.calls.length, 0);
     for (let kill = 1; kill <= scenario.kills; kill += 1) {
       // Kill while calls are in flight: after the seller has seen a share of this round's requests.
@@ -414,6 +495,34 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           `${operationId}: ${[...held.map((buy) => buy.mediaBuyId), ...pending.map((task) => `task ${task.taskId} ${task.status}`)].join(', ')}`,
         );
     }
+    // The MCP Tasks group from both sides: the one buy its seller holds from each operation, which the operation
+    // knows, and the MCP task the operation held and read by MCP tasks/get (not an answer the call waited out).
+    const mcpTasksBuys = mcpTasksSeller?.mediaBuys() ?? [];
+    const mcpTasksEnded: Record<string, number> = {};
+    let mcpTasksOneBuyEach = 0;
+    let readByMcpTasks = 0;
+    const notReadByMcpTasks: string[] = [];
+    for (const operationId of mcpTaskOperationIds) {
+      const state = states.get(operationId);
+      const status = state ? `${state.status}${state.failure ? ` (${state.failure.reason})` : ''}` : 'not ended';
+      mcpTasksEnded[status] = (mcpTasksEnded[status] ?? 0) + 1;
+      const keys = keysOf(operationId);
+      const own = mcpTasksBuys.filter((buy) => keys.has(buy.idempotencyKey ?? ''));
+      if (state && own.length === 1 && own[0].mediaBuyId === buyKnownTo(state)) mcpTasksOneBuyEach += 1;
+      const tasks = (mcpTasksSeller?.tasks() ?? []).filter(
+        (task) => task.tool === 'create_media_buy' && keys.has(task.idempotencyKey ?? ''),
+      );
+      if (state?.readMethod === 'mcp-tasks' && tasks.length === 1 && state.taskId === tasks[0].taskId)
+        readByMcpTasks += 1;
+      else {
+        const calls = (mcpTasksSeller?.callsTo('create_media_buy') ?? [])
+          .filter((call) => keys.has(String(call.args.idempotency_key ?? '')))
+          .map((call) => `${call.at} ${call.outcome}${call.replayed ? ' replayed' : ''}`);
+        notReadByMcpTasks.push(
+          `${operationId}: ${state?.status ?? 'not ended'}, read method ${state?.readMethod ?? 'none'}, task ${state?.taskId ?? 'none'} (seller: ${tasks.map((task) => `${task.taskId} ${task.status}`).join(', ') || 'none'}); transitions: ${(state?.transitions ?? []).map((t) => `${t.at} ${t.from}->${t.to} by ${t.source}${t.note ? ` (${t.note})` : ''}`).join('; ')}; create calls: ${calls.join('; ')}; reconciliation: ${(state?.reconciliation ?? []).map((r) => `${r.at} ${r.outcome}: ${r.note}`).join('; ') || 'none'}`,
+        );
+      }
+    }
     const canceledSet = new Set(canceledIds);
     const mainCounts = [...byOwner.entries()].filter(([owner]) => !canceledSet.has(owner));
     const canceledBuys = canceledIds.reduce((sum, operationId) => sum + (byOwner.get(operationId) ?? 0), 0);
@@ -424,10 +533,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     const knownBy = new Map<string, string[]>();
     const completedWithoutBuy: string[] = [];
     for (const [operationId, state] of states) {
-      const mediaBuyId =
-        state.resource?.mediaBuyId ??
-        state.cancellation?.resource?.mediaBuyId ??
-        (typeof state.result?.media_buy_id === 'string' ? state.result.media_buy_id : undefined);
+      const mediaBuyId = buyKnownTo(state);
       if (!mediaBuyId) {
         if (state.status === 'completed') completedWithoutBuy.push(operationId);
         continue;
@@ -489,6 +595,23 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       approvals,
       lostWithoutWebhooks:
         listingSeller?.calls.filter((call) => call.tool === 'create_media_buy' && call.fault).length ?? 0,
+      mcpTasks: {
+        operations: mcpTaskOperationIds.length,
+        ended: mcpTasksEnded,
+        buys: mcpTasksBuys.length,
+        oneBuyEach: mcpTasksOneBuyEach,
+        readByMcpTasks,
+        notReadByMcpTasks: notReadByMcpTasks.slice(0, 10),
+        createCalls: mcpTasksSeller?.callsTo('create_media_buy').length ?? 0,
+        taskReads:
+          mcpTasksSeller?.calls.filter(
+            (call) => call.transport === 'mcp' && call.method === 'tasks/get' && call.tool === undefined,
+          ).length ?? 0,
+        pendingSeconds: {
+          min: mcpTasks > 0 ? Math.min(...mcpTaskPendingMs) / 1_000 : 0,
+          max: mcpTasks > 0 ? Math.max(...mcpTaskPendingMs) / 1_000 : 0,
+        },
+      },
       buysHeld: buys.length,
       orphanBuys,
       buysKnownTwice,
@@ -508,7 +631,17 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
     await webhookSeller?.close();
     await recordsSeller?.close();
     await listingSeller?.close();
+    await mcpTasksSeller?.close();
   }
+}
+
+/** The media buy an operation knows: the resource it recorded (or its cancellation did), else its result's id. */
+function buyKnownTo(state: OperationState): string | undefined {
+  return (
+    state.resource?.mediaBuyId ??
+    state.cancellation?.resource?.mediaBuyId ??
+    (typeof state.result?.media_buy_id === 'string' ? state.result.media_buy_id : undefined)
+  );
 }
 
 /**
