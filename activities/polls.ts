@@ -6,6 +6,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import {
   type AwaitTaskMoveOnCadenceInput,
   type AwaitTaskMoveOutcome,
+  nextPollDelayMs,
   POLL_BUDGET_SPENT,
   type ReadTaskInput,
   type ReadTaskOutcome,
@@ -85,11 +86,7 @@ export function createPollActivities(deps: PollActivityDependencies) {
         });
       }
       const polls = waitsFirst ? attempt - 1 : attempt;
-      // The delay until the next poll: the cadence's interval after poll `polls` (2x each time, capped).
-      const nextPollInMs =
-        cadence.settle && polls >= cadence.settle.afterPolls
-          ? cadence.settle.intervalMs
-          : Math.min(cadence.initialIntervalMs * 2 ** Math.min(Math.max(polls - 1, 0), 30), cadence.maxIntervalMs);
+      const nextPollInMs = nextPollDelayMs(cadence, polls);
       let outcome: ReadTaskOutcome;
       try {
         outcome = await read(input);

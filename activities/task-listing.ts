@@ -30,6 +30,7 @@ import {
   type UnregisterFromWatcherInput,
   MAX_WATCH_INTERVAL_MS,
   MIN_WATCH_INTERVAL_MS,
+  SAFETY_POLL_MAX_MS,
   WATCH_INTERVAL_MS,
   taskMovedSignal,
   taskWatcherShard,
@@ -57,11 +58,19 @@ const settingsSchema = z.object({
   ADCP_TASK_WATCHER: z.enum(['on', 'off']).default('on'),
   /** Watchers per seller: each holds up to MAX_ENTRIES parked operations (workflows/task-watcher/machine.ts). */
   ADCP_TASK_WATCHER_SHARDS: z.coerce.number().int().min(1).max(1024).default(1),
-  /** How often a watched operation still reads its task itself: `15m`, `30m`, `2h`. */
+  /** When a watched operation first reads its task itself after its quick polls: `15m`, `30m`, `2h`. */
   ADCP_TASK_WATCHER_SAFETY_POLL: z
     .string()
     .regex(/^\d+(s|m|h)$/, 'must be a duration such as 15m, 30m or 2h')
     .default('30m'),
+  /**
+   * The longest gap its later reads double to while the task has not moved (default: 2h, or the first read's delay
+   * when that is longer; equal to it: no backoff).
+   */
+  ADCP_TASK_WATCHER_SAFETY_POLL_MAX: z
+    .string()
+    .regex(/^\d+(s|m|h)$/, 'must be a duration such as 30m, 2h or 6h')
+    .optional(),
   /** How often a watcher lists its seller's tasks: `30s`, `1m`, `5m` (a watcher started by this worker). */
   ADCP_TASK_WATCHER_INTERVAL: z
     .string()
@@ -75,6 +84,8 @@ export interface TaskWatcherSettings {
   enabled: boolean;
   shards: number;
   safetyPollMs: number;
+  /** The cap the safety poll backs off to (at least `safetyPollMs`). */
+  safetyPollMaxMs: number;
   /** The round of the watchers this worker starts (default WATCH_INTERVAL_MS). */
   intervalMs?: number;
 }
@@ -100,10 +111,17 @@ export function taskWatcherSettings(env: NodeJS.ProcessEnv = process.env): TaskW
     throw new ConfigError(
       `ADCP_TASK_WATCHER_SAFETY_POLL=${safety} is shorter than the watcher's own round (ADCP_TASK_WATCHER_INTERVAL=${interval}).`,
     );
+  const safetyMax = parsed.data.ADCP_TASK_WATCHER_SAFETY_POLL_MAX;
+  const safetyPollMaxMs = safetyMax === undefined ? Math.max(SAFETY_POLL_MAX_MS, safetyPollMs) : durationMs(safetyMax);
+  if (safetyPollMaxMs < safetyPollMs)
+    throw new ConfigError(
+      `ADCP_TASK_WATCHER_SAFETY_POLL_MAX=${safetyMax} is shorter than the first safety poll (ADCP_TASK_WATCHER_SAFETY_POLL=${safety}); set it equal for a safety poll that does not back off.`,
+    );
   return {
     enabled: parsed.data.ADCP_TASK_WATCHER === 'on',
     shards: parsed.data.ADCP_TASK_WATCHER_SHARDS,
     safetyPollMs,
+    safetyPollMaxMs,
     ...(intervalMs !== WATCH_INTERVAL_MS ? { intervalMs } : {}),
   };
 }
@@ -413,6 +431,7 @@ export function createTaskListingActivities(deps: TaskListingDependencies) {
           watching: true,
           watcherId,
           safetyPollMs: settings.safetyPollMs,
+          safetyPollMaxMs: settings.safetyPollMaxMs,
           ...(round ? { watchIntervalMs: round } : {}),
         };
       } catch (error) {

@@ -24,12 +24,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { type OperationState, statusQuery } from '../contract/operation';
 import {
+  SAFETY_POLL_MAX_MS,
   SAFETY_POLL_MS,
   TASK_WATCHER_WORKFLOW_TYPE,
   type TaskWatcherView,
   WATCH_INTERVAL_MS,
   taskWatcherQuery,
 } from '../contract/task-watcher';
+import { pollOffsets } from '../workflows/operation/cadence';
 import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { cpuTimes } from './cpu';
@@ -350,9 +352,11 @@ export async function parkedOperations(
     await endOperations(stack);
     await polls.worker.process.stop(20_000);
 
-    // A watched operation still reads its task itself once per safety interval; a window of a few minutes rarely
-    // holds one, so their cost is added at the per-poll cost the per-operation mode measured (it polls once a cadence).
-    const safetyShare = WATCH_INTERVAL_MS / SAFETY_POLL_MS;
+    // A watched operation still reads its task itself on its safety poll; a window of a few minutes holds none, so
+    // their cost is added at the per-poll cost the per-operation mode measured (it polls once a cadence), at the
+    // safety polls' rate of the worst park: the most per hour of any park an hour long or longer.
+    const safety = safetyPollsPerHour();
+    const safetyShare = (safety.worst * WATCH_INTERVAL_MS) / 3_600_000;
     const pollsCost = polls.perOperationHour;
     const watchedMs = watcher.perOperationHour.estimate + pollsCost.estimate * safetyShare;
     // The goal's bound: the watched mode at its interval's high end, its safety polls at the per-operation mode's high
@@ -377,7 +381,7 @@ export async function parkedOperations(
     return {
       id: 'parked-operations',
       title: '7. Parked operations (B6)',
-      measured: `operations parked at a seller that lists its tasks, watched by its task watcher (one listing every ${WATCH_INTERVAL_MS / 1000} s per seller, a safety poll per operation every 30 min)`,
+      measured: `operations parked at a seller that lists its tasks, watched by its task watcher (one listing every ${WATCH_INTERVAL_MS / 1000} s per seller; each operation's own safety poll ${SAFETY_POLL_MS / 60_000} min after it joins, backing off to every ${SAFETY_POLL_MAX_MS / 60_000} min)`,
       baseline: `the same operations on a worker with ADCP_TASK_WATCHER=off: each polls on its own at the submitted cadence (${WATCH_INTERVAL_MS / 1000} s)`,
       measurements: [
         {
@@ -442,7 +446,7 @@ export async function parkedOperations(
             ]),
         describe(watcher),
         describe(polls),
-        `per parked operation-hour = (window CPU rate - idle CPU rate) x 1 h / operations, with a 95% interval by Welch's t over ${SLICE_SECONDS} s slices (one cadence each); watched: plus ${(pollsCost.estimate * safetyShare).toFixed(1)} ms (bound: ${(pollsCost.high * safetyShare).toFixed(1)} ms) for ${3_600_000 / SAFETY_POLL_MS} safety polls an hour at the per-poll cost of the other mode; estimate ${(pollsCost.estimate / watchedMs).toFixed(1)}x less with the watcher, bound ${(pollsCost.low / watchedHighMs).toFixed(1)}x (goal at least ${GOAL_RATIO}x on the bound)`,
+        `per parked operation-hour = (window CPU rate - idle CPU rate) x 1 h / operations, with a 95% interval by Welch's t over ${SLICE_SECONDS} s slices (one cadence each); watched: plus ${(pollsCost.estimate * safetyShare).toFixed(1)} ms (bound: ${(pollsCost.high * safetyShare).toFixed(1)} ms) for ${safety.worst.toFixed(2)} safety polls an hour (the worst park of 1 h or longer: ${safety.worstAt}; a day-long park makes ${safety.day.toFixed(2)} an hour) at the per-poll cost of the other mode; estimate ${(pollsCost.estimate / watchedMs).toFixed(1)}x less with the watcher, bound ${(pollsCost.low / watchedHighMs).toFixed(1)}x (goal at least ${GOAL_RATIO}x on the bound)`,
         `paths: ${SELLER_ID} (lists its tasks): task watcher, ${watcher.watchers.length} watcher(s) holding ${watchedCount} of ${watcher.operations} operations at the end of the window, ${listingCalls} list call(s) since they started; ${NOLIST_SELLER_ID} (no task list): per-operation polls, ${unlistedWatchers.length} watcher(s), ${unlistedPolled}/${options.unlisted} operations polled on their own (${unlistedPolls} get_task_status calls)`,
         `delays (change -> the operation's own transition time): watcher median ${(watcherDelay.median / 1000).toFixed(1)} s, max ${(watcherDelay.max / 1000).toFixed(1)} s (${JSON.stringify(watcher.completedBy)}); per-operation polls median ${(pollsDelay.median / 1000).toFixed(1)} s, max ${(pollsDelay.max / 1000).toFixed(1)} s (${JSON.stringify(polls.completedBy)}); goal cadence ${WATCH_INTERVAL_MS / 1000} s + ${DELAY_MARGIN_MS / 1000} s`,
       ],
@@ -463,4 +467,30 @@ export async function parkedOperations(
     await unlisted.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The safety polls per hour of a parked, watched operation under the default schedule (SAFETY_POLL_MS, doubling to
+ * SAFETY_POLL_MAX_MS): `worst`, the most of any park from 1 h to 2 days long (a park of less than an hour is mostly
+ * its quick polls, not a parked hour), where it falls, and `day`, a day-long park's.
+ */
+export function safetyPollsPerHour(): { worst: number; worstAt: string; day: number } {
+  const HOUR = 3_600_000;
+  const offsets = pollOffsets(
+    {
+      firstPollAfterMs: SAFETY_POLL_MS,
+      initialIntervalMs: Math.min(2 * SAFETY_POLL_MS, SAFETY_POLL_MAX_MS),
+      maxIntervalMs: SAFETY_POLL_MAX_MS,
+    },
+    48 * HOUR,
+  );
+  // The rate peaks just as a poll falls: parks ending at each poll (and at 1 h) are the candidates.
+  let worst = 0;
+  let worstAtMs = HOUR;
+  for (const parkMs of [HOUR, ...offsets.filter((at) => at >= HOUR)]) {
+    const rate = offsets.filter((at) => at <= parkMs).length / (parkMs / HOUR);
+    if (rate > worst) [worst, worstAtMs] = [rate, parkMs];
+  }
+  const day = offsets.filter((at) => at <= 24 * HOUR).length / 24;
+  return { worst, worstAt: `${(worstAtMs / 60_000).toFixed(0)} min`, day };
 }

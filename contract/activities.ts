@@ -210,8 +210,24 @@ export interface PollCadence {
   firstPollAfterMs: number;
   initialIntervalMs: number;
   maxIntervalMs: number;
-  /** After `afterPolls` polls, every later one is `intervalMs` apart (a wait the seller's task watcher covers). */
-  settle?: { afterPolls: number; intervalMs: number };
+  /**
+   * After `afterPolls` polls, the next is `intervalMs` later and each later gap doubles up to `maxIntervalMs` (absent:
+   * every gap `intervalMs`): a wait the seller's task watcher covers, keeping only its safety poll.
+   */
+  settle?: { afterPolls: number; intervalMs: number; maxIntervalMs?: number };
+}
+
+/**
+ * The delay until the poll after poll `polls` of a wait: the cadence's interval (2x each time, capped); past a settle
+ * point, the settled interval, doubling from there to its own cap when it has one.
+ */
+export function nextPollDelayMs(cadence: PollCadence, polls: number): number {
+  const doubled = (from: number, times: number, cap: number) =>
+    Math.min(from * 2 ** Math.min(Math.max(times, 0), 30), cap);
+  const settle = cadence.settle;
+  if (settle && polls >= settle.afterPolls)
+    return doubled(settle.intervalMs, polls - settle.afterPolls, settle.maxIntervalMs ?? settle.intervalMs);
+  return doubled(cadence.initialIntervalMs, polls - 1, cadence.maxIntervalMs);
 }
 
 export interface AwaitTaskMoveOutcome extends ReadTaskOutcome {

@@ -270,8 +270,13 @@ export interface RegisterWithWatcherInput {
 export interface RegisterWithWatcherOutcome {
   watching: boolean;
   watcherId?: string;
-  /** While watched, the operation still reads its task itself this often (the worker's ADCP_TASK_WATCHER_SAFETY_POLL). */
+  /**
+   * While watched, the operation still reads its task itself: first this long after its quick polls (the worker's
+   * ADCP_TASK_WATCHER_SAFETY_POLL), then twice as long each time the task has not moved...
+   */
   safetyPollMs?: number;
+  /** ...up to this gap (ADCP_TASK_WATCHER_SAFETY_POLL_MAX; absent: `safetyPollMs`, no backoff). */
+  safetyPollMaxMs?: number;
   /** The watcher's round (the worker's ADCP_TASK_WATCHER_INTERVAL; absent: WATCH_INTERVAL_MS): quick polls end there. */
   watchIntervalMs?: number;
   /** Why not, when not (the seller cannot list, the watcher is off): the operation polls on its own. */
@@ -288,6 +293,7 @@ export interface UnregisterFromWatcherInput {
 export interface CarriedTaskWatch {
   watcherId?: string;
   safetyPollMs?: number;
+  safetyPollMaxMs?: number;
   watchIntervalMs?: number;
   told?: { taskId: string; status: TaskStatus };
   declined?: { taskId: string; reason: string };
@@ -308,7 +314,12 @@ export const WATCH_INTERVAL_MS = 60_000;
 export const MIN_WATCH_INTERVAL_MS = 5_000;
 /** The longest: a change may reach its operation this late. */
 export const MAX_WATCH_INTERVAL_MS = 3_600_000;
-/** A watched operation's own read of its task, in case the watcher misses a move: this often by default. */
+/**
+ * A watched operation's own read of its task, in case the watcher misses a move: the first this long after its quick
+ * polls by default, each later one twice as long after the one before while the task has not moved...
+ */
 export const SAFETY_POLL_MS = 30 * 60_000;
+/** ...up to this gap by default (a move the watcher missed is found within it; any move starts the wait afresh). */
+export const SAFETY_POLL_MAX_MS = 2 * 3_600_000;
 /** Longest wait after repeated listing failures. */
 export const MAX_LISTING_BACKOFF_MS = 15 * 60_000;

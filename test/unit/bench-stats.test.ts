@@ -31,3 +31,9 @@ test("differenceOfMeans: Welch's interval, worked by hand", () => {
 test('differenceOfMeans: slices with no spread give the exact difference, a negative one included', () => {
   expect(differenceOfMeans([3, 3, 3], [5, 5])).toMatchObject({ difference: -2, low: -2, high: -2 });
 });
+
+test("B6 counts a watched operation's safety polls at the worst park's rate: 2 in its first 90 min, against a day's 13", async () => {
+  const { safetyPollsPerHour } = await import('../../bench/parked');
+  // 30 min, 90 min, 210 min, then every 2 h: the rate peaks at the second poll and falls to 13 a day.
+  expect(safetyPollsPerHour()).toEqual({ worst: 2 / 1.5, worstAt: '90 min', day: 13 / 24 });
+});

@@ -200,6 +200,26 @@ describe('awaitTaskMoveOnCadence', () => {
     expect(pollsAt).toEqual([2_000, 6_000, 14_000, 30_000, 62_000, 1_862_000, 3_662_000]);
   });
 
+  test('a settled cadence with a cap backs its safety poll off: 30 min, then 1 h, then every 2 h, where pollOffsets says', async () => {
+    const fake = fakeSeller({});
+    const activities = createActivities({ sellers: sellerRegistry, seller: fake.seller, env: {} });
+    const settle = { afterPolls: 5, intervalMs: 1_800_000, maxIntervalMs: 7_200_000 };
+    const settled = { ...pollInput, cadence: { ...cadence, settle } };
+    let at = (await failureOf(run(activities.awaitTaskMoveOnCadence, [settled], { attempt: 1 })))
+      .nextRetryDelay as number;
+    const pollsAt: number[] = [];
+    for (let attempt = 2; attempt <= 10; attempt++) {
+      const failure = await failureOf(run(activities.awaitTaskMoveOnCadence, [settled], { attempt }));
+      pollsAt.push(at);
+      at += failure.nextRetryDelay as number;
+    }
+    const quick = [2_000, 6_000, 14_000, 30_000, 62_000];
+    const safety = [30, 90, 210, 330, 450].map((minutes) => 62_000 + minutes * 60_000);
+    expect(pollsAt).toEqual([...quick, ...safety.slice(0, 4)]);
+    // The workflow's own account of the plan (its budgets and docs) agrees with the activity.
+    expect(pollOffsets({ ...plan, settle }, pollsAt[pollsAt.length - 1]!)).toEqual(pollsAt);
+  });
+
   test('a moved task ends the wait with the polls made', async () => {
     const fake = fakeSeller({
       read: async () => ({

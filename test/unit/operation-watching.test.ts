@@ -104,6 +104,47 @@ describe('operation and task watcher', () => {
     expect(wait.budgetMs).toBe(1_000 + DAY - (clock.now - 120_000));
   });
 
+  it("the safety poll backs off to the worker's cap while the task stays put; a move starts the next wait afresh; carried on", () => {
+    const CAP = 2 * 3_600_000;
+    const driven = parkedAndWatched(operationInput(), { safetyPollMaxMs: CAP });
+    const { machine, wait } = driven;
+    const minutes = (offsets: number[]) => offsets.map((at) => at / 60_000);
+    // 30 min, then 1 h, then every 2 h: 13 reads in a day against 48 at a fixed 30 minutes.
+    expect(wait.plan).toEqual({ firstPollAfterMs: SAFETY, initialIntervalMs: 2 * SAFETY, maxIntervalMs: CAP });
+    expect(minutes(pollOffsets(wait.plan, 8 * 3_600_000))).toEqual([30, 90, 210, 330, 450]);
+    expect(pollOffsets(wait.plan, DAY)).toHaveLength(13);
+    // Its safety poll sees the task working (the watcher missed it): the next watched wait starts at 30 min again.
+    machine.resolve(moved({ status: 'working', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve(WATCHING);
+    expect(expectStep(machine, 'pollOnCadence').until).toBe('working-window');
+    machine.resolve(moved({ status: 'submitted', taskId: 't1' }));
+    expectStep(machine, 'registerWithWatcher');
+    machine.resolve({ ...WATCHING, outcome: { ...WATCHING.outcome, safetyPollMaxMs: CAP } });
+    // Back to submitted: its quick polls, then the safety poll from its first interval, backing off to the cap.
+    const again = expectStep(machine, 'pollOnCadence');
+    expect(again.input.cadence.settle).toEqual({ afterPolls: 5, intervalMs: SAFETY, maxIntervalMs: CAP });
+    expect(minutes(pollOffsets(again.plan, 8 * 3_600_000)).slice(5)).toEqual(
+      [30, 90, 210, 330, 450].map((at) => at + 62_000 / 60_000),
+    );
+    // Continue-as-new carries the cap.
+    expect(machine.carried().watch).toMatchObject({ safetyPollMs: SAFETY, safetyPollMaxMs: CAP });
+    driven.history.long = true;
+    machine.resolve({ kind: 'stopped' });
+    expect(machine.next().kind).toBe('continueAsNew');
+    driven.history.long = false;
+    expect(expectStep(driven.continued().machine, 'pollOnCadence').input.cadence.settle).toEqual({
+      afterPolls: 5,
+      intervalMs: SAFETY,
+      maxIntervalMs: CAP,
+    });
+  });
+
+  it('a worker that names no cap (a build from before the backoff) keeps the safety poll at one interval', () => {
+    const { wait } = parkedAndWatched();
+    expect(pollOffsets(wait.plan, 3 * 3_600_000).map((at) => at / 60_000)).toEqual([30, 60, 90, 120, 150, 180]);
+  });
+
   it('an operation its seller finishes within the quick polls never joins or leaves the watcher', () => {
     const { machine } = drive();
     callWith(machine, answered({ status: 'submitted', taskId: 't1' }));
@@ -127,7 +168,7 @@ describe('operation and task watcher', () => {
     // 2, 6, 14 s: the next interval (16 s) is past the 10 s round, so the watcher covers the task from there.
     const wait = expectStep(machine, 'pollOnCadence');
     expect(wait).toMatchObject({ until: 'deadline' });
-    expect(wait.input.cadence.settle).toEqual({ afterPolls: 3, intervalMs: SAFETY });
+    expect(wait.input.cadence.settle).toEqual({ afterPolls: 3, intervalMs: SAFETY, maxIntervalMs: SAFETY });
   });
 
   it('a move makes the operation read the task itself, with its own read; it ends without leaving the watcher', () => {

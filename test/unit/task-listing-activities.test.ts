@@ -236,7 +236,7 @@ describe('registerWithTaskWatcher', () => {
       client,
       seller,
       env,
-      settings: { enabled: true, shards: 8, safetyPollMs: 1_800_000 },
+      settings: { enabled: true, shards: 8, safetyPollMs: 1_800_000, safetyPollMaxMs: 7_200_000 },
     });
     const outcome = await run(activities.registerWithTaskWatcher, { sellerId: 'lister', registration });
     const shard = taskWatcherShard('task_abc', 8);
@@ -244,6 +244,7 @@ describe('registerWithTaskWatcher', () => {
       watching: true,
       watcherId: `task-watcher:operations:lister:${shard}`,
       safetyPollMs: 1_800_000,
+      safetyPollMaxMs: 7_200_000,
     });
     expect(starts).toMatchObject([
       {
@@ -274,6 +275,7 @@ describe('registerWithTaskWatcher', () => {
       watching: true,
       watcherId: 'task-watcher:operations:lister:0',
       safetyPollMs: 300_000,
+      safetyPollMaxMs: 7_200_000,
       watchIntervalMs: 10_000,
     });
     expect(starts).toMatchObject([{ args: [{ sellerId: 'lister', shard: 0, shards: 1, intervalMs: 10_000 }] }]);
@@ -288,7 +290,7 @@ describe('registerWithTaskWatcher', () => {
       client,
       seller,
       env,
-      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000 },
+      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000, safetyPollMaxMs: 7_200_000 },
     });
     const many = Array.from({ length: 5 }, (_, index) => ({
       ...registration,
@@ -317,7 +319,7 @@ describe('registerWithTaskWatcher', () => {
       client,
       seller,
       env,
-      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000 },
+      settings: { enabled: true, shards: 1, safetyPollMs: 1_800_000, safetyPollMaxMs: 7_200_000 },
     });
     const outcomes = await Promise.all(
       ['a', 'b'].map((id) =>
@@ -379,8 +381,13 @@ describe('registerWithTaskWatcher', () => {
 });
 
 describe('taskWatcherSettings', () => {
-  test('defaults: on, one shard, a 30-minute safety poll, the standard round (not named in the watcher input)', () => {
-    expect(taskWatcherSettings({})).toEqual({ enabled: true, shards: 1, safetyPollMs: 1_800_000 });
+  test('defaults: on, one shard, a 30-minute safety poll backing off to 2 h, the standard round (not named in the watcher input)', () => {
+    expect(taskWatcherSettings({})).toEqual({
+      enabled: true,
+      shards: 1,
+      safetyPollMs: 1_800_000,
+      safetyPollMaxMs: 7_200_000,
+    });
     expect(taskWatcherSettings({ ADCP_TASK_WATCHER_INTERVAL: '1m' })).not.toHaveProperty('intervalMs');
   });
 
@@ -395,5 +402,26 @@ describe('taskWatcherSettings', () => {
     expect(
       taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL: '10s', ADCP_TASK_WATCHER_INTERVAL: '10s' }),
     ).toMatchObject({ safetyPollMs: 10_000, intervalMs: 10_000 });
+  });
+
+  test("the safety poll's cap: its own, at least the first safety poll; by default 2 h or the first one when longer", () => {
+    expect(taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL_MAX: '6h' })).toMatchObject({
+      safetyPollMs: 1_800_000,
+      safetyPollMaxMs: 21_600_000,
+    });
+    // Equal to the first: a safety poll that does not back off.
+    expect(
+      taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL: '45m', ADCP_TASK_WATCHER_SAFETY_POLL_MAX: '45m' }),
+    ).toMatchObject({ safetyPollMs: 2_700_000, safetyPollMaxMs: 2_700_000 });
+    expect(taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL: '3h' })).toMatchObject({
+      safetyPollMs: 10_800_000,
+      safetyPollMaxMs: 10_800_000,
+    });
+    expect(() =>
+      taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL: '1h', ADCP_TASK_WATCHER_SAFETY_POLL_MAX: '30m' }),
+    ).toThrow(/ADCP_TASK_WATCHER_SAFETY_POLL_MAX=30m is shorter than the first safety poll/);
+    expect(() => taskWatcherSettings({ ADCP_TASK_WATCHER_SAFETY_POLL_MAX: 'daily' })).toThrow(
+      /ADCP_TASK_WATCHER_SAFETY_POLL_MAX/,
+    );
   });
 });

@@ -7,6 +7,7 @@
  * capped at the status interval): retries write no history, so a day of polling costs a handful of events.
  */
 import type { OperationStatus } from '../../contract/operation';
+import { nextPollDelayMs } from '../../contract/activities';
 
 export const FIRST_POLL_WORKING_MS = 1_000;
 export const FIRST_POLL_MS = 2_000;
@@ -30,8 +31,11 @@ export interface WaitPlan {
   maxIntervalMs: number;
   /** While `working`: how much longer the working cadence applies before falling back to the submitted one. */
   windowMs?: number;
-  /** After `afterPolls` polls, every later one is `intervalMs` apart (a wait the seller's task watcher covers). */
-  settle?: { afterPolls: number; intervalMs: number };
+  /**
+   * After `afterPolls` polls, the next is `intervalMs` later and each later gap doubles up to `maxIntervalMs` (absent:
+   * every gap `intervalMs`): a wait the seller's task watcher covers.
+   */
+  settle?: { afterPolls: number; intervalMs: number; maxIntervalMs?: number };
 }
 
 export function planWait(input: CadenceInput): WaitPlan {
@@ -53,11 +57,10 @@ export function planWait(input: CadenceInput): WaitPlan {
 /** The polls of a plan in order: when each falls (from the start of the wait) and the gap to the one after it. */
 export function* pollSchedule(plan: WaitPlan): Generator<{ atMs: number; nextGapMs: number }, never> {
   let atMs = plan.firstPollAfterMs;
-  let nextGapMs = plan.initialIntervalMs;
-  for (;;) {
+  for (let polls = 1; ; polls += 1) {
+    const nextGapMs = nextPollDelayMs(plan, polls);
     yield { atMs, nextGapMs };
     atMs += nextGapMs;
-    nextGapMs = Math.min(nextGapMs * 2, plan.maxIntervalMs);
   }
 }
 

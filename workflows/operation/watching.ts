@@ -10,8 +10,8 @@
  * operation that finishes within them never joins or leaves. Joined, it tells the watcher again when it learned of a
  * move the watcher did not tell it. Once a webhook arrives it leaves the watcher and waits exactly as it would
  * without one: what webhooks told it may be ahead of the seller's listing. Watched, it keeps only its deadline and a
- * long safety poll. A seller that cannot
- * list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
+ * long safety poll, which backs off while the task stays where the watcher holds it (30 minutes, then 1 h, then every
+ * 2 h by default; any move starts the wait afresh). A seller that cannot list its tasks (or a watcher that is off or full) declines: the operation polls on its own cadence, which backs
  * off as before. A notice of a move makes the operation read the task itself, with the read its own poll makes, so
  * batching changes when it learns, never what. A notice is news only to an operation the watcher still holds, to
  * which no webhook has come, and only when the listing is not older than what the operation last applied: a listing
@@ -27,6 +27,7 @@ import {
   type TaskObservation,
   type TaskWatchNotice,
   type UnregisterFromWatcherInput,
+  SAFETY_POLL_MAX_MS,
   SAFETY_POLL_MS,
   WATCH_INTERVAL_MS,
 } from '../../contract/task-watcher';
@@ -118,6 +119,8 @@ export class TaskWatch {
   /** The watcher holding this operation, while it does. */
   private watcherId: string | undefined;
   private safetyPollMs: number;
+  /** The longest gap between safety polls, which double from `safetyPollMs` while the task has not moved. */
+  private safetyPollMaxMs: number;
   /** The watcher's round: the quick polls of a submitted wait end where it begins to cover the task. */
   private watchIntervalMs: number | undefined;
   /** What the watcher knows of the task: what the operation registered with, or the last move it told. */
@@ -133,6 +136,7 @@ export class TaskWatch {
   constructor(carried?: CarriedTaskWatch) {
     this.watcherId = carried?.watcherId;
     this.safetyPollMs = carried?.safetyPollMs ?? SAFETY_POLL_MS;
+    this.safetyPollMaxMs = Math.max(carried?.safetyPollMaxMs ?? SAFETY_POLL_MAX_MS, this.safetyPollMs);
     this.watchIntervalMs = carried?.watchIntervalMs;
     this.told = carried?.told;
     this.declined = carried?.declined;
@@ -309,6 +313,8 @@ export class TaskWatch {
     if (outcome?.watching && outcome.watcherId) {
       this.watcherId = outcome.watcherId;
       this.safetyPollMs = outcome.safetyPollMs ?? this.safetyPollMs;
+      // A worker that names no cap (one from before the backoff) keeps its safety poll at one interval.
+      this.safetyPollMaxMs = Math.max(outcome.safetyPollMaxMs ?? this.safetyPollMs, this.safetyPollMs);
       this.watchIntervalMs = outcome.watchIntervalMs ?? this.watchIntervalMs;
       this.told = { taskId, status: known.status };
       return;
@@ -331,7 +337,9 @@ export class TaskWatch {
   /**
    * How a parked wait polls. Watched: a working task keeps its window of quick polls; a submitted wait whose quick
    * polls are not over (it told the watcher a new status) makes them, then only the safety poll up to the deadline,
-   * in the same activity; past its quick polls, only the safety poll. Not watched: its own cadence (`plan`), taken
+   * in the same activity; past its quick polls, only the safety poll. The safety poll doubles from one to the next, up
+   * to its cap: each one that finds the task unmoved confirms the watcher once more (a move ends the wait, and the
+   * next wait starts from the first interval again). Not watched: its own cadence (`plan`), taken
    * up after the quick polls where it made them before the watcher declined it.
    */
   parkedWait(plan: WaitPlan, facts: WatchFacts): WaitPlan {
@@ -341,15 +349,21 @@ export class TaskWatch {
         ? quickWindow(plan, this.watchIntervalMs).after
         : plan;
     const safety = this.safetyPollMs;
+    const cap = this.safetyPollMaxMs;
     if (facts.status === 'submitted' && !facts.quickPollsOver)
-      return { ...plan, settle: { afterPolls: quickPollCount(plan, this.watchIntervalMs), intervalMs: safety } };
-    return { firstPollAfterMs: safety, initialIntervalMs: safety, maxIntervalMs: safety };
+      return {
+        ...plan,
+        settle: { afterPolls: quickPollCount(plan, this.watchIntervalMs), intervalMs: safety, maxIntervalMs: cap },
+      };
+    return { firstPollAfterMs: safety, initialIntervalMs: Math.min(safety * 2, cap), maxIntervalMs: cap };
   }
 
   carry(): CarriedTaskWatch | undefined {
     if (!this.watcherId && !this.declined && this.inbox.length === 0) return undefined;
     return {
-      ...(this.watcherId ? { watcherId: this.watcherId, safetyPollMs: this.safetyPollMs } : {}),
+      ...(this.watcherId
+        ? { watcherId: this.watcherId, safetyPollMs: this.safetyPollMs, safetyPollMaxMs: this.safetyPollMaxMs }
+        : {}),
       ...(this.watcherId && this.watchIntervalMs ? { watchIntervalMs: this.watchIntervalMs } : {}),
       ...(this.told ? { told: this.told } : {}),
       ...(this.declined ? { declined: this.declined } : {}),
