@@ -148,6 +148,7 @@ export function createCallActivities(deps: CallActivityDependencies) {
             ...(schemaWarnings.length > 0 ? { schemaWarnings } : {}),
             // A refusal answered after earlier attempts says how many came before it.
             ...(answer.callError ? earlierAttemptsOf(Context.current().info.attempt) : {}),
+            ...(answer.mcpTaskId && answer.mcpTaskId === answer.snapshot.taskId ? { mcpTaskId: answer.mcpTaskId } : {}),
           },
           `The ${callPlan.task} answer from ${callPlan.sellerId}`,
         );

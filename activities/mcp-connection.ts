@@ -20,6 +20,7 @@ import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { asRecord } from '../protocol/records';
 import { linkSignals } from './linked-signal';
 import { SseOnlySellers } from './mcp-transport-memory';
 
@@ -30,6 +31,11 @@ export interface McpCallTarget {
   signal: AbortSignal;
   /** Upper bound for each MCP request of the call (the MCP SDK's own default is 60 s). */
   requestTimeoutMs: number;
+  /**
+   * Told the id of an MCP task that a task-augmented call of this call created and stopped waiting on before its
+   * result (the answer window passed, or the MCP SDK's own timeout): the call's `working` answer names that task.
+   */
+  onMcpTaskUnfinished?: (taskId: string) => void;
 }
 
 /**
@@ -62,6 +68,8 @@ interface Binding {
    * from the call's start, so connecting and creating the task on a loaded machine spend the window, not the bound.
    */
   answerBy: number;
+  /** Told the id of each MCP task this binding's calls stop waiting on before its result (McpCallTarget). */
+  onMcpTaskUnfinished?: (taskId: string) => void;
   /** Links between the call's signal and the transport's own, undone when the call releases the connection. */
   links: Array<() => void>;
 }
@@ -88,6 +96,7 @@ function bindingOf(target: McpCallTarget): Binding {
     signal: target.signal,
     timeoutMs: target.requestTimeoutMs,
     answerBy: Date.now() + mcpTaskAnswerWindowMs(target.requestTimeoutMs),
+    ...(target.onMcpTaskUnfinished ? { onMcpTaskUnfinished: target.onMcpTaskUnfinished } : {}),
     links: [],
   };
 }
@@ -148,19 +157,23 @@ function newClient(binding: () => Binding, onStreamCut: () => void): Client {
   // @adcp/sdk reads a task-augmented call (a seller with MCP Tasks) through this stream, which polls MCP tasks/get
   // until the task ends, however long that is: bounded here by the answer window, after which @adcp/sdk answers
   // `working` with the MCP task id ("Stream ended without result") and the operation reads that task durably.
+  // The id of an MCP task the stream leaves unfinished goes to the call: its answer names MCP's task for certain.
   const tasks = client.experimental.tasks;
   const callToolStream = tasks.callToolStream.bind(tasks);
   tasks.callToolStream = ((
     params: Parameters<typeof callToolStream>[0],
     resultSchema?: Parameters<typeof callToolStream>[1],
     options?: Parameters<typeof callToolStream>[2],
-  ) =>
-    withinAnswerWindow(
+  ) => {
+    const current = binding();
+    return withinAnswerWindow(
       (signal) => callToolStream(params, resultSchema, { ...options, signal }),
       options?.signal,
-      binding().answerBy,
+      current.answerBy,
       onStreamCut,
-    )) as typeof tasks.callToolStream;
+      current.onMcpTaskUnfinished,
+    );
+  }) as typeof tasks.callToolStream;
   return client;
 }
 
@@ -185,35 +198,52 @@ const WINDOW_PASSED = Symbol('answer window passed');
 /**
  * `open`'s messages until the answer window has passed (`deadline`, epoch ms) with the task created; then
  * the stream ends after its `taskCreated`, without a result. The inner stream is told to stop (its signal aborts the
- * request in flight and its next poll), and `onCut` marks the connection as not to be pooled.
+ * request in flight and its next poll), and `onCut` marks the connection as not to be pooled. `onUnfinished` is told
+ * the MCP task's id when the stream ends after its `taskCreated` without its result (cut here, or an error such as
+ * the MCP SDK's own timeout, on which @adcp/sdk answers `working` with that id too).
  */
 async function* withinAnswerWindow<M extends { type: string }>(
   open: (signal: AbortSignal) => AsyncGenerator<M, void, void>,
   callerSignal: AbortSignal | undefined,
   deadline: number,
   onCut: () => void,
+  onUnfinished?: (taskId: string) => void,
 ): AsyncGenerator<M, void, void> {
   const stop = new AbortController();
   const link = callerSignal ? linkSignals([callerSignal, stop.signal]) : undefined;
   const stream = open(link?.signal ?? stop.signal);
   let created = false;
+  /** The MCP task the stream created, and whether its result came: one without a result is left to the operation. */
+  let mcpTaskId: string | undefined;
+  let resulted = false;
   try {
     for (;;) {
       const next = stream.next();
       const step = created ? await beforeDeadline(next, deadline) : await next;
       if (step === WINDOW_PASSED) break;
       if (step.done) return;
-      if (step.value.type === 'taskCreated') created = true;
+      if (step.value.type === 'taskCreated') {
+        created = true;
+        mcpTaskId = createdTaskId(step.value);
+      }
+      if (step.value.type === 'result') resulted = true;
       yield step.value;
       if (created && Date.now() >= deadline) break;
     }
     onCut();
     stop.abort(new Error('The MCP task answer window passed: the operation reads the task from here.'));
   } finally {
+    if (mcpTaskId !== undefined && !resulted) onUnfinished?.(mcpTaskId);
     // Ends the inner stream: at once where it waits at a yield, else once the poll in flight (aborted) settles.
     void stream.return(undefined).catch(() => undefined);
     link?.dispose();
   }
+}
+
+/** The MCP task id a `taskCreated` message carries (`{ type: 'taskCreated', task: { taskId } }`). */
+function createdTaskId(message: { type: string }): string | undefined {
+  const taskId = asRecord(asRecord(message)?.task)?.taskId;
+  return typeof taskId === 'string' && taskId !== '' ? taskId : undefined;
 }
 
 /** `next`, or WINDOW_PASSED once `deadline` (epoch ms) is reached first. */

@@ -4,10 +4,11 @@
  * and for a create_media_buy whose buy is known the resource itself (`get_media_buys`) tells whether the create
  * completed. A seller without `tasks/get` must not fail every polled operation ("Unknown tool: tasks/get").
  *
- * Order: the method that worked last time, then the AdCP names, the list, MCP Tasks, the resource read; a method the
- * seller does not offer is skipped. What it offers comes from its stored capabilities (the seller-capabilities
- * workflow's answer, read through a per-process cache: activities/stored-capabilities.ts), so no call is spent on
- * learning it, and a 3.1 seller is read by `get_task_status` before `tasks/get`; without stored capabilities, from
+ * Order: MCP Tasks first for a task the call itself said is an MCP task (certain, whatever the seller's description
+ * says: a failed tools/list is cached as no description for 10 minutes), then the method that worked last time, then
+ * the AdCP names, the list, MCP Tasks, the resource read; a method the seller does not offer is skipped. What it
+ * offers comes from its stored capabilities (the seller-capabilities workflow's answer, read through a per-process
+ * cache: activities/stored-capabilities.ts), so no call is spent on learning it, and a 3.1 seller is read by `get_task_status` before `tasks/get`; without stored capabilities, from
  * its tools/list (cached per seller per process). When every method the stored capabilities name fails as missing
  * (they are stale), the read probes as without them. A missing method is never a failed task: when nothing works
  * the outcome is `unreadable`, and the operation keeps its deadline, webhooks and reconciliation. Free of Temporal
@@ -69,6 +70,8 @@ export interface ReadRequest {
   account?: unknown;
   mediaBuyId?: string;
   readMethod?: ReadMethod;
+  /** `taskId` is an MCP task's, as the call that created it said: MCP `tasks/get` reads it, whatever is described. */
+  mcpTask?: boolean;
   /** How the seller's task records speak, as an earlier read learned it. */
   taskRecordAdapter?: TaskRecordAdapterName;
   /** Fields this seller's reads leave out, by tool. */
@@ -163,7 +166,7 @@ export function methodAvailable(
     case 'list_tasks':
       return listToolOf(description) !== undefined;
     case 'mcp-tasks':
-      return description?.mcpTasks === true;
+      return request.mcpTask === true || description?.mcpTasks === true;
     case 'get_media_buys':
       // A buy that exists says its create completed; it says nothing about an update or a cancel.
       return (
@@ -214,9 +217,13 @@ export async function readTaskWithStrategy(
     request.readMethod && request.readMethod !== 'none' && order.includes(request.readMethod)
       ? request.readMethod
       : undefined;
-  let candidates: Exclude<ReadMethod, 'none'>[] = start
-    ? [start, ...order.filter((method) => method !== start)]
-    : [...order];
+  /** An MCP task the call named as one: MCP tasks/get is certain, so it goes first, before any description. */
+  const mcpTask = request.mcpTask === true && order.includes('mcp-tasks');
+  const first = [...new Set([...(mcpTask ? (['mcp-tasks'] as const) : []), ...(start ? [start] : [])])];
+  let candidates: Exclude<ReadMethod, 'none'>[] = [...first, ...order.filter((method) => !first.includes(method))];
+  /** Tried as they are, without asking what the seller offers first (what worked last time, a certain MCP task). */
+  const known = (method: Exclude<ReadMethod, 'none'>): boolean =>
+    (method === start && method !== 'list_tasks') || (mcpTask && method === 'mcp-tasks');
 
   /** What the seller offers, stored or listed: learned once, before the first method that needs it. */
   async function describeSeller(): Promise<void> {
@@ -249,7 +256,7 @@ export async function readTaskWithStrategy(
       const method = candidates[index];
       if (tried.includes(method)) continue;
       // What worked last time is tried before asking what the seller offers: the usual poll costs one call.
-      if ((method !== start || method === 'list_tasks') && !described) {
+      if (!known(method) && !described) {
         const before = candidates;
         await describeSeller();
         if (candidates !== before) {

@@ -137,6 +137,12 @@ export interface SellerAnswer {
   body?: Record<string, unknown>;
   /** A task read: the task-record adapter it was read with (learned from the body: protocol/task-records.ts). */
   taskRecordAdapter?: TaskRecordAdapterName;
+  /**
+   * A call: the answer's task id is the id of an MCP task (MCP Tasks) that this call created and stopped waiting on
+   * before its result (its stream was cut at the answer window, or the MCP SDK timed out on it): MCP `tasks/get`
+   * reads it for certain, whatever the seller's description says.
+   */
+  mcpTaskId?: string;
 }
 
 function sdkAgent(agent: SellerConfig, token: string | undefined) {
@@ -166,12 +172,19 @@ async function sdkCallTool(
   args: Record<string, unknown>,
   options: SdkCallOptions = {},
   a2aPushNotificationConfig?: Record<string, unknown>,
+  onMcpTaskUnfinished?: (taskId: string) => void,
 ): Promise<unknown> {
   const { agent, token, signal } = context;
   if (context.adcpVersion) options = { ...options, adcpVersion: context.adcpVersion };
   if (agent.protocol === 'mcp') {
     return withMcpConnection(
-      { url: agent.url, token, signal, requestTimeoutMs: context.timeoutMs ?? 60_000 },
+      {
+        url: agent.url,
+        token,
+        signal,
+        requestTimeoutMs: context.timeoutMs ?? 60_000,
+        ...(onMcpTaskUnfinished ? { onMcpTaskUnfinished } : {}),
+      },
       (client) =>
         ProtocolClient.callTool(
           { ...sdkAgent(agent, token), _inProcessMcpClient: client } as SdkAgent,
@@ -404,6 +417,9 @@ export function createSdkSellerClient(): SellerClient {
         agent.protocol === 'a2a' && typeof pushNotificationConfig?.url === 'string'
           ? a2aPushNotificationConfig(pushNotificationConfig)
           : undefined;
+      // MCP tasks this call created and stopped waiting on (a seller serving MCP Tasks): @adcp/sdk answers `working`
+      // with such a task's id, which only MCP tasks/get reads (the seller's AdCP task reads may not know it).
+      const mcpTasksUnfinished = new Set<string>();
       const raw = await sdkCallTool(
         request,
         task,
@@ -414,8 +430,13 @@ export function createSdkSellerClient(): SellerClient {
           ...(a2aPush ? { webhookUrl: a2aPush.url as string } : {}),
         },
         a2aPush,
+        (unfinished) => mcpTasksUnfinished.add(unfinished),
       );
-      return toolAnswer(agent.protocol, raw);
+      const answer = toolAnswer(agent.protocol, raw);
+      const answeredTaskId = answer.snapshot.taskId;
+      return answeredTaskId !== undefined && mcpTasksUnfinished.has(answeredTaskId)
+        ? { ...answer, mcpTaskId: answeredTaskId }
+        : answer;
     },
 
     async getTask(request) {

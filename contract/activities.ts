@@ -99,6 +99,12 @@ export interface SendCallOutcome {
    * are retried (lost in transport, a 5xx), so one of them may have made what the refusal says cannot be made.
    */
   earlierAttempts?: number;
+  /**
+   * The answer's task id (`snapshot.taskId`) is this MCP task's (MCP Tasks): the call created it and stopped waiting
+   * on it before its result (the answer window passed). Certain, so MCP `tasks/get` (`mcp-tasks`) reads it whatever
+   * the seller's description says.
+   */
+  mcpTaskId?: string;
 }
 
 /** One read of a seller task, by whatever method works for this seller. */
@@ -116,6 +122,11 @@ export interface ReadTaskInput {
   mediaBuyId?: string;
   /** The method that worked last time; absent on the first read. */
   readMethod?: ReadMethod;
+  /**
+   * `taskId` is an MCP task's, as the call that created it said (SendCallOutcome.mcpTaskId): MCP `tasks/get`
+   * (`mcp-tasks`) is tried first, even where the seller's description does not (or cannot) say it serves MCP Tasks.
+   */
+  mcpTask?: boolean;
   /** How this seller's task records speak, as learned by an earlier read (protocol/task-records.ts). */
   taskRecordAdapter?: TaskRecordAdapterName;
   /** Fields this seller's reads leave out (request shaping, protocol/request-shaping.ts), by tool. */

@@ -161,6 +161,11 @@ export interface OperationState {
   replayed?: boolean;
   /** How this seller's task is read (learned on the first read; see contract/activities.ts). */
   readMethod?: ReadMethod;
+  /**
+   * The MCP task (MCP Tasks) a call created and answered `working` with: a task of this id is read by MCP `tasks/get`
+   * first, whatever the seller's description says (SendCallOutcome.mcpTaskId).
+   */
+  mcpTaskId?: string;
   /** Whose words the seller's task records use (protocol/task-records.ts), learned like the read method. */
   taskRecordAdapter?: TaskRecordAdapterName;
   /** The seller's own status word, verbatim, when it is not one of AdCP's (`requires_approval`, `approved`). */

@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { createGateway } from '../../api/app';
 import { createWebhookAuthenticator } from '../../api/webhook-verification';
 import { createWebhookRouter } from '../../api/webhooks';
+import { createSdkSellerClient, withSellerOverrides } from '../../activities/seller-client';
 import type { SellerConfig } from '../../config/sellers';
 import type { OperationState } from '../../contract/operation';
 import {
@@ -53,6 +54,8 @@ const FLOW_PROFILES = [
   'adcp31',
 ] as const;
 const flowSeller = (profile: string) => `${profile}Flow`;
+/** Sellers whose description (tools/list, MCP capabilities) cannot be read: the worker caches none for 10 minutes. */
+const UNDESCRIBED = new Set(['mcpTasksUndescribed']);
 const sellerOptions: Record<string, ScriptedSellerOptions> = {
   plain: {},
   unbacked: {},
@@ -75,6 +78,7 @@ const sellerOptions: Record<string, ScriptedSellerOptions> = {
   mcpTasks: { profile: ['no-tasks-get', 'mcp-tasks'] },
   mcpTasksPending: { profile: ['no-tasks-get', 'mcp-tasks'] },
   mcpTasksBesideAdcp: { profile: 'mcp-tasks' },
+  mcpTasksUndescribed: { profile: ['no-tasks-get', 'mcp-tasks'] },
   accountScoped: { profile: 'account-scoped-tasks' },
   accountScopedUnseen: { profile: 'account-scoped-tasks' },
   wrapping: { profile: 'completed-wrapping-submitted', pollsToComplete: 2 },
@@ -118,9 +122,21 @@ beforeAll(async () => {
     };
   });
   sellerRegistry = registry(sellerList);
+  const sellerClient = createSdkSellerClient();
   stack = await startTestStack({
     sellers: sellerRegistry,
-    activities: { env, publicBaseUrl: base, callTimeoutMs: CALL_TIMEOUT_MS },
+    activities: {
+      env,
+      publicBaseUrl: base,
+      callTimeoutMs: CALL_TIMEOUT_MS,
+      // As a seller whose tools/list failed once: the read strategy learns nothing of what it offers.
+      seller: withSellerOverrides(sellerClient, {
+        describe: (request) =>
+          UNDESCRIBED.has(request.agent.id)
+            ? Promise.reject(new Error(`tools/list at ${request.agent.id}: 503 Service Unavailable`))
+            : sellerClient.describe(request),
+      }),
+    },
   });
   const webhookRouter = createWebhookRouter({
     client: stack.client,
@@ -498,6 +514,30 @@ test.concurrent(
     expect(buys).toHaveLength(1);
     expect(state.result?.media_buy_id).toBe(buys[0].mediaBuyId);
     expect(seller.tasks()).toHaveLength(1);
+    expect(state.readMethod).toBe('mcp-tasks');
+  },
+  60_000,
+);
+
+test.concurrent(
+  "an MCP task the call came back working with is read by MCP tasks/get though the seller's description could not be read (no mcpTasks cached)",
+  async () => {
+    const seller = sellers.mcpTasksUndescribed;
+    // Pending past the call's answer window, no webhook: only reads of the MCP task can finish the operation.
+    seller.script('create_media_buy', [
+      { status: 'submitted' },
+      { status: 'completed', afterMs: 3 * CALL_TIMEOUT_MS, webhook: false },
+    ]);
+    const operationId = await start('mcpTasksUndescribed');
+    const state = await settledState(operationId, 45_000);
+    const buys = buysOf(seller, operationId);
+    expect(state.failure).toBeUndefined();
+    expect(state.status).toBe('completed');
+    expect(buys).toHaveLength(1);
+    expect(state.result?.media_buy_id).toBe(buys[0].mediaBuyId);
+    expect(seller.tasks()).toHaveLength(1);
+    // The call said its task is MCP's; the reads went to MCP tasks/get on that word alone.
+    expect(state.mcpTaskId).toBe(seller.tasks()[0].taskId);
     expect(state.readMethod).toBe('mcp-tasks');
   },
   60_000,

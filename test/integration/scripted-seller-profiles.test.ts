@@ -441,6 +441,8 @@ describe('mcp-tasks', () => {
     expect(s.tasks()).toHaveLength(1);
     expect(answer.callError).toBe(false);
     expect(answer.snapshot).toMatchObject({ status: 'working', taskId: task.taskId });
+    // The call knows the id it answers with is MCP's task: the operation reads it by MCP tasks/get on that word.
+    expect(answer.mcpTaskId).toBe(task.taskId);
     expect(s.mediaBuys()).toHaveLength(0);
     // The id is MCP's task id: MCP tasks/get (the `mcp-tasks` read method) reads that task.
     const read = await createSdkSellerClient().readTask({
@@ -452,6 +454,22 @@ describe('mcp-tasks', () => {
       taskId: answer.snapshot.taskId!,
     });
     expect(read).toMatchObject({ callError: false, snapshot: { status: 'working', taskId: task.taskId } });
+  });
+
+  test('our seller client does not name an MCP task in the answer of a call whose MCP task ended within it', async () => {
+    const s = await sellerWith({ profile: 'mcp-tasks' });
+    s.script('create_media_buy', [{ status: 'submitted' }, { status: 'completed', afterPolls: 1 }]);
+    const answer = await createSdkSellerClient().callTask({
+      agent: { id: 'scripted', url: s.url, protocol: 'mcp' },
+      token: s.authToken,
+      signal: AbortSignal.timeout(15_000),
+      timeoutMs: 10_000,
+      task: 'create_media_buy',
+      args: createArgs(newKey()),
+    });
+    // The result names the task (the fixture's AdCP task id is its MCP task id); the task ended, so no MCP task mark.
+    expect(answer.snapshot).toMatchObject({ status: 'completed', taskId: s.tasks()[0].taskId });
+    expect(answer.mcpTaskId).toBeUndefined();
   });
 
   test('a failed scripted task is a failed MCP task whose result carries the AdCP error', async () => {

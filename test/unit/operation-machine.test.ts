@@ -54,6 +54,26 @@ describe('operation machine: what next', () => {
     expect(machine.next()).toMatchObject({ kind: 'end', how: 'return' });
   });
 
+  it('a call that names its task an MCP task: the reads of that task say so (MCP tasks/get first), and survive continue-as-new', () => {
+    const driven = drive();
+    const { machine } = driven;
+    callWith(machine, {
+      kind: 'answered',
+      answer: { snapshot: { status: 'working', taskId: 'mcp-1' }, webhookRegistered: false, mcpTaskId: 'mcp-1' },
+    });
+    expect(machine.state.mcpTaskId).toBe('mcp-1');
+    expect(expectStep(machine, 'pollOnCadence').input).toMatchObject({ taskId: 'mcp-1', mcpTask: true });
+    const continued = driven.continued().machine;
+    expect(continued.state.mcpTaskId).toBe('mcp-1');
+  });
+
+  it('a call that does not name its task an MCP task: its reads do not say so', () => {
+    const { machine } = drive();
+    callWith(machine, answered({ status: 'working', taskId: 't1' }));
+    expect(machine.state.mcpTaskId).toBeUndefined();
+    expect(expectStep(machine, 'pollOnCadence').input.mcpTask).toBeUndefined();
+  });
+
   it('working polls every few seconds for its window, then falls back to the submitted cadence', () => {
     const { machine, clock } = drive();
     callWith(machine, answered({ status: 'working', taskId: 't1' }));

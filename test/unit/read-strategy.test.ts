@@ -119,6 +119,64 @@ describe('read strategy', () => {
     expect(fake.methods()).toEqual(['mcp-tasks']);
   });
 
+  test('an MCP task the call named as one is read by MCP tasks/get first, though the description failed and is cached empty', async () => {
+    const fake = fakeSeller(undefined, { 'mcp-tasks': task({ status: 'working', taskId: 'task-1' }) });
+    const descriptions = new SellerDescriptionCache();
+    const failing = {
+      ...fake.seller,
+      describe: async () => {
+        throw new Error('tools/list: 503 Service Unavailable');
+      },
+    };
+    // The failed description is cached: without the call's word, this seller's MCP tasks go unread for 10 minutes.
+    expect(await descriptions.get(failing, context())).toBeUndefined();
+    const outcome = await readTaskWithStrategy(failing, context(), { ...request, mcpTask: true }, descriptions);
+    expect(outcome).toEqual({ snapshot: { status: 'working', taskId: 'task-1' }, readMethod: 'mcp-tasks' });
+    expect(fake.methods()).toEqual(['mcp-tasks']);
+  });
+
+  test('an MCP task the call named as one is read by MCP tasks/get before what worked last time, though the description says no MCP Tasks', async () => {
+    const fake = fakeSeller(
+      { tools: ['tasks/get'], mcpTasks: false },
+      {
+        'tasks/get': refused('REFERENCE_NOT_FOUND', 'Task not found'),
+        'mcp-tasks': task({ status: 'completed', taskId: 'task-1', result: { media_buy_id: 'mb-1' } }),
+      },
+    );
+    const outcome = await readTaskWithStrategy(
+      fake.seller,
+      context(),
+      { ...request, readMethod: 'tasks/get', mcpTask: true },
+      new SellerDescriptionCache(),
+    );
+    expect(outcome.readMethod).toBe('mcp-tasks');
+    expect(outcome.snapshot?.result).toEqual({ media_buy_id: 'mb-1' });
+    expect(fake.methods()).toEqual(['mcp-tasks']);
+    expect(fake.describes()).toBe(0);
+  });
+
+  test('without the call saying so, a seller whose description lacks MCP Tasks is not read by MCP tasks/get', async () => {
+    const fake = fakeSeller(
+      { tools: ['create_media_buy'], mcpTasks: false },
+      { 'mcp-tasks': task({ status: 'working', taskId: 'task-1' }) },
+    );
+    const outcome = await readTaskWithStrategy(fake.seller, context(), request, new SellerDescriptionCache());
+    expect(outcome.readMethod).toBe('none');
+    expect(fake.methods()).not.toContain('mcp-tasks');
+  });
+
+  test('an A2A seller ignores the MCP task mark: its reads stay A2A', async () => {
+    const fake = fakeSeller(undefined, { 'a2a-native': task({ status: 'working', taskId: 'task-1' }) });
+    const outcome = await readTaskWithStrategy(
+      fake.seller,
+      context(a2aAgent),
+      { ...request, mcpTask: true },
+      new SellerDescriptionCache(),
+    );
+    expect(outcome.readMethod).toBe('a2a-native');
+    expect(fake.methods()).toEqual(['a2a-native']);
+  });
+
   test('a create_media_buy whose buy is known is read from get_media_buys when nothing else works', async () => {
     const fake = fakeSeller(
       { tools: ['create_media_buy', 'get_media_buys'], mcpTasks: false },

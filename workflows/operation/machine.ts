@@ -1231,6 +1231,8 @@ export class OperationMachine {
       const { answer } = result;
       if (answer.timeouts) state.timeouts = answer.timeouts;
       state.webhookRegistered ||= answer.webhookRegistered;
+      // The call knows its task is an MCP task (it created it): reads go to MCP tasks/get, whatever is described.
+      if (answer.mcpTaskId && answer.mcpTaskId === answer.snapshot.taskId) state.mcpTaskId = answer.mcpTaskId;
       this.record.applyCallAnswer(
         answer.snapshot,
         answer.schemaWarnings?.length ? { schemaWarnings: answer.schemaWarnings } : {},
@@ -1681,6 +1683,7 @@ export class OperationMachine {
       ...this.tenant(),
       ...(state.resource?.mediaBuyId ? { mediaBuyId: state.resource.mediaBuyId } : {}),
       ...(state.readMethod ? { readMethod: state.readMethod } : {}),
+      ...(state.mcpTaskId !== undefined && state.mcpTaskId === taskId ? { mcpTask: true } : {}),
       ...(state.taskRecordAdapter ? { taskRecordAdapter: state.taskRecordAdapter } : {}),
       ...(state.requestShaping ? { requestShaping: state.requestShaping } : {}),
       timeouts: this.timeouts(),
