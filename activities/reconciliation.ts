@@ -5,7 +5,12 @@
  * The decisions are the reconciliation workflow's.
  */
 import { Context } from '@temporalio/activity';
-import { type Client, type WorkflowExecutionInfo, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  type Client,
+  ScheduleNotFoundError,
+  type WorkflowExecutionInfo,
+  WorkflowNotFoundError,
+} from '@temporalio/client';
 import { type SellerRegistry, ConfigError } from '../config/sellers';
 import {
   SA_SELLER,
@@ -506,6 +511,27 @@ export function createReconciliationActivities(deps: ReconciliationDependencies)
         if (index % 100 === 99) Context.current().heartbeat(index);
       }
       return { sent, skipped };
+    },
+
+    /**
+     * Hands the orphan pass's cursor to the next run of the seller's Schedule: the Schedule's action input carries
+     * `resumeCursor` (none: the next run reads from the first page). A Schedule deleted meanwhile is no error.
+     */
+    async handOverOrphanCursor(input: { scheduleId: string; resumeCursor?: string }): Promise<{ handedOver: boolean }> {
+      try {
+        await deps.client.schedule.getHandle(input.scheduleId).update((previous) => {
+          const action = previous.action;
+          if (action.type !== 'startWorkflow') return previous;
+          const [first, ...rest] = (action.args ?? []) as Record<string, unknown>[];
+          const { resumeCursor: _before, ...kept } = first ?? {};
+          const args = [{ ...kept, ...(input.resumeCursor ? { resumeCursor: input.resumeCursor } : {}) }, ...rest];
+          return { ...previous, action: { ...action, args } };
+        });
+        return { handedOver: true };
+      } catch (error) {
+        if (error instanceof ScheduleNotFoundError) return { handedOver: false };
+        throw error;
+      }
     },
   };
 }

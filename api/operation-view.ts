@@ -74,6 +74,7 @@ function sellerBuysView(buys: NonNullable<ReconciliationReport['buys']>): Record
     claimed_twice: buys.claimedTwice.map((claim) => ({ media_buy_id: claim.mediaBuyId, workflow_ids: claim.owners })),
     claimed_twice_count: buys.claimedTwiceCount ?? buys.claimedTwice.length,
     ...(buys.unanswered ? { unanswered: buys.unanswered } : {}),
+    ...(buys.resumed ? { resumed: true } : {}),
   };
 }
 

@@ -50,6 +50,8 @@ const runtimeSchema = z
       .string()
       .regex(/^(off|\d+(s|m|h))$/, 'must be a duration such as 30s, 15m or 1h, or "off"')
       .default('15m'),
+    /** Chunks of a seller's buy listing (five of its pages each) one scheduled orphan pass reads; the next goes on. */
+    ADCP_RECONCILE_ORPHAN_CHUNKS: z.coerce.number().int().min(1).max(400).default(40),
   })
   .superRefine((env, ctx) => {
     if (env.ADCP_RETRY_MAX_INTERVAL_MS < env.ADCP_RETRY_INITIAL_INTERVAL_MS)
@@ -95,6 +97,8 @@ export type RuntimeConfig = {
   retryBackoff: { initialMs: number; maxMs: number };
   /** Interval of the per-seller reconciliation schedules; undefined when turned off. */
   reconcileEveryMs?: number;
+  /** Chunks of a seller's buy listing one scheduled orphan pass reads (ADCP_RECONCILE_ORPHAN_CHUNKS). */
+  reconcileOrphanChunks: number;
 };
 
 export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): RuntimeConfig {
@@ -129,6 +133,7 @@ export function loadRuntimeConfig(env: NodeJS.ProcessEnv = process.env): Runtime
     circuitBreaker: { failureThreshold: value.ADCP_CIRCUIT_FAILURES, coolOffMs: value.ADCP_CIRCUIT_COOL_OFF_MS },
     retryBackoff: { initialMs: value.ADCP_RETRY_INITIAL_INTERVAL_MS, maxMs: value.ADCP_RETRY_MAX_INTERVAL_MS },
     ...(value.ADCP_METRICS_ADDRESS ? { metricsAddress: value.ADCP_METRICS_ADDRESS } : {}),
+    reconcileOrphanChunks: value.ADCP_RECONCILE_ORPHAN_CHUNKS,
     ...(value.ADCP_RECONCILE_EVERY === 'off'
       ? {}
       : {

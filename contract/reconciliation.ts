@@ -15,6 +15,18 @@ export interface ReconciliationInput {
   tenant?: string;
   /** With `tenant`: operations and buys recorded without a tenant belong to it too (ADCP_UNTENANTED_TENANT). */
   alsoUntenanted?: boolean;
+  /**
+   * Chunks of the seller's buy listing (five of its pages each) the orphan pass reads in this run, 1 to 400 (default
+   * 40); a Schedule's next run goes on where this one stopped (ADCP_RECONCILE_ORPHAN_CHUNKS).
+   */
+  orphanChunksPerRun?: number;
+  /** The seller's Schedule that started this run: where the run hands its orphan pass's cursor to the next one. */
+  scheduleId?: string;
+  /**
+   * Where the Schedule's last run stopped its orphan pass before the end of the seller's listing: this run takes it up
+   * there (the last run put it in the Schedule's action input). Ignored in a run scoped to a tenant.
+   */
+  resumeCursor?: string;
 }
 
 export interface ReconciliationReport {
@@ -46,7 +58,8 @@ export interface ReconciliationReport {
     note?: string;
     /**
      * Buys the seller listed, and whether the pass stopped before the listing's end (its per-run bound, or a page
-     * that could not be read: `note`); the next run starts from the first page again.
+     * that could not be read: `note`). The seller's Schedule's next run takes the listing up there (`resumeCursor`),
+     * and a run that reaches its end leaves the next to start from the first page again.
      */
     count: number;
     truncated: boolean;
@@ -71,6 +84,10 @@ export interface ReconciliationReport {
     claimedTwiceCount?: number;
     /** Operations offered the orphans that did not answer in time (busy with a call). */
     unanswered?: string[];
+    /** This run took the listing up where the Schedule's last run stopped, not at its first page. */
+    resumed?: boolean;
+    /** The seller's cursor where this run stopped before the listing's end: the Schedule's next run starts there. */
+    resumeCursor?: string;
   };
 }
 

@@ -102,6 +102,7 @@ async function main(): Promise<void> {
       sellers: sellerRegistry,
       taskQueue: runtime.taskQueue,
       intervalMs: runtime.reconcileEveryMs,
+      orphanChunksPerRun: runtime.reconcileOrphanChunks,
     });
     logger.info({ everySeconds: runtime.reconcileEveryMs / 1000, schedules }, 'Seller reconciliation scheduled');
   }

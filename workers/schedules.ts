@@ -19,6 +19,8 @@ export async function ensureReconciliationSchedules(options: {
   sellers: SellerRegistry;
   taskQueue: string;
   intervalMs: number;
+  /** Chunks of the seller's buy listing each run's orphan pass reads (default: the workflow's own bound). */
+  orphanChunksPerRun?: number;
 }): Promise<string[]> {
   const ids: string[] = [];
   for (const agent of options.sellers.sellers) {
@@ -29,7 +31,14 @@ export async function ensureReconciliationSchedules(options: {
       workflowType: RECONCILIATION_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
       workflowId: `${scheduleId}:scheduled`,
-      args: [{ sellerId: agent.id, requestedBy: 'schedule' }] as Parameters<typeof reconcileSeller>,
+      args: [
+        {
+          sellerId: agent.id,
+          requestedBy: 'schedule',
+          scheduleId,
+          ...(options.orphanChunksPerRun !== undefined ? { orphanChunksPerRun: options.orphanChunksPerRun } : {}),
+        },
+      ] as Parameters<typeof reconcileSeller>,
     };
     try {
       await options.client.schedule.create({
@@ -41,7 +50,22 @@ export async function ensureReconciliationSchedules(options: {
       });
     } catch (error) {
       if (!(error instanceof ScheduleAlreadyRunning)) throw error;
-      await options.client.schedule.getHandle(scheduleId).update((previous) => ({ ...previous, spec, action }));
+      // A cursor the last run handed to the next (its orphan pass stopped before the listing's end) is kept.
+      await options.client.schedule.getHandle(scheduleId).update((previous) => {
+        const before =
+          previous.action.type === 'startWorkflow'
+            ? (previous.action.args?.[0] as { resumeCursor?: unknown } | undefined)?.resumeCursor
+            : undefined;
+        const [first] = action.args;
+        return {
+          ...previous,
+          spec,
+          action:
+            typeof before === 'string'
+              ? { ...action, args: [{ ...first, resumeCursor: before }] as typeof action.args }
+              : action,
+        };
+      });
     }
     ids.push(scheduleId);
   }

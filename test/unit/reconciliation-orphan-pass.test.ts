@@ -5,7 +5,7 @@
  */
 import type { OrphanChunk } from '../../contract/reconciliation';
 import { claimsFromRows, compareListing } from '../../protocol/buy-claims';
-import { OrphanPass } from '../../workflows/reconciliation/machine';
+import { MAX_RESUME_CURSOR_LENGTH, OrphanPass } from '../../workflows/reconciliation/machine';
 
 const bounds = { maxReported: 50, maxChunks: 40 };
 
@@ -117,4 +117,61 @@ test('a listing refused from the start is no listing; one that fails midway keep
   expect(midway.next()).toBeUndefined();
   expect(midway.report()).toMatchObject({ listed: true, count: 1, orphanCount: 1, truncated: true });
   expect(midway.report().note).toContain('503 from the seller');
+});
+
+test("a run stopped at its bound leaves its cursor; the Schedule's next run reads on from there to the listing's end", () => {
+  const first = new OrphanPass({ maxReported: 50, maxChunks: 2 });
+  for (let chunk = 0; chunk < 2; chunk += 1) {
+    first.next();
+    first.addChunk(chunkOf([{ mediaBuyId: `mb_${chunk}` }], [], `after-${chunk}`));
+  }
+  expect(first.next()).toBeUndefined();
+  expect(first.report()).toMatchObject({ truncated: true, resumeCursor: 'after-1' });
+  expect(first.report().resumed).toBeUndefined();
+
+  const second = new OrphanPass({ maxReported: 50, maxChunks: 2 }, first.report().resumeCursor);
+  expect(second.next()).toEqual({ chunk: 0, cursor: 'after-1', maxReported: 50 });
+  second.addChunk(chunkOf([{ mediaBuyId: 'mb_2' }], []));
+  expect(second.next()).toBeUndefined();
+  const report = second.report();
+  expect(report).toMatchObject({ listed: true, resumed: true, truncated: false, count: 1, orphanCount: 1 });
+  // It read to the end: the run after it starts from the first page again.
+  expect(report.resumeCursor).toBeUndefined();
+});
+
+test('a cursor the seller no longer takes (refused, or the chunk failed): the run reads from the start instead', () => {
+  const refused = new OrphanPass(bounds, 'expired');
+  expect(refused.next()).toMatchObject({ chunk: 0, cursor: 'expired' });
+  refused.addChunk({ ...chunkOf([], []), supported: false, note: 'INVALID_REQUEST: unknown cursor' });
+  expect(refused.next()).toEqual({ chunk: 1, maxReported: 50 });
+  refused.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], []));
+  expect(refused.report()).toMatchObject({ listed: true, count: 1, truncated: false });
+  expect(refused.report().resumed).toBeUndefined();
+  expect(refused.report().note).toContain('read from the start');
+
+  const failed = new OrphanPass(bounds, 'expired');
+  failed.next();
+  failed.failed('500 from the seller');
+  expect(failed.next()).toEqual({ chunk: 1, maxReported: 50 });
+
+  // Without a resume cursor a refusal is what it always was: no listing.
+  const plain = new OrphanPass(bounds);
+  plain.addChunk({ ...chunkOf([], []), supported: false, note: 'no get_media_buys' });
+  expect(plain.next()).toBeUndefined();
+});
+
+test('a run that fails midway leaves the cursor of the chunk that failed; an outsized cursor is not carried', () => {
+  const midway = new OrphanPass(bounds);
+  midway.next();
+  midway.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], [], 'page-2'));
+  midway.next();
+  midway.failed('503 from the seller');
+  expect(midway.report()).toMatchObject({ truncated: true, resumeCursor: 'page-2' });
+
+  const outsized = new OrphanPass({ maxReported: 50, maxChunks: 1 });
+  outsized.next();
+  outsized.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], [], 'x'.repeat(MAX_RESUME_CURSOR_LENGTH + 1)));
+  expect(outsized.next()).toBeUndefined();
+  expect(outsized.report()).toMatchObject({ truncated: true });
+  expect(outsized.report().resumeCursor).toBeUndefined();
 });

@@ -1,6 +1,8 @@
 /**
  * The orphan pass's decisions (docs/convergence.md), pure: which chunk of the seller's listing to read next, when a
- * run stops (the listing's end, or its per-run bound), and the report and counters the chunks add up to. The
+ * run stops (the listing's end, or its per-run bound), where the next run takes the listing up (a listing longer than
+ * one run's bound is read to its end over several runs, never only its head), and the report and counters the chunks
+ * add up to. The
  * workflow runs one activity per chunk (list a few pages, compare, offer the chunk's orphans) and hands each answer
  * here; only counts and capped lists cross into its history.
  */
@@ -14,6 +16,9 @@ export interface OrphanPassBounds {
   /** Chunks read per run: a seller's listing past them waits for the next run, `truncated` says so. */
   maxChunks: number;
 }
+
+/** Seller cursors longer than this are not carried to the next run (it reads from the start). */
+export const MAX_RESUME_CURSOR_LENGTH = 2_048;
 
 export class OrphanPass {
   private chunks = 0;
@@ -30,8 +35,15 @@ export class OrphanPass {
   private readonly orphans: OrphanPassReport['orphans'] = [];
   private readonly claimedTwice: OrphanPassReport['claimedTwice'] = [];
   private readonly unanswered = new Set<string>();
+  /** The cursor this run took the listing up at, where the last run stopped (undefined: from the start). */
+  private resumedFrom: string | undefined;
 
-  constructor(private readonly bounds: OrphanPassBounds) {}
+  constructor(
+    private readonly bounds: OrphanPassBounds,
+    resumeCursor?: string,
+  ) {
+    if (resumeCursor) this.cursor = this.resumedFrom = resumeCursor;
+  }
 
   /** The next chunk to read, or undefined when the pass is done. */
   next(): { chunk: number; cursor?: string; maxReported: number } | undefined {
@@ -39,7 +51,7 @@ export class OrphanPass {
     if (this.chunks >= this.bounds.maxChunks) {
       this.stoppedEarly = true;
       this.notes.push(
-        `the pass stopped after ${this.chunks} chunks of the listing (its bound per run); the next run reads from the start`,
+        `the pass stopped after ${this.chunks} chunks of the listing (its bound per run); the Schedule's next run reads on from there`,
       );
       this.ended = true;
       return undefined;
@@ -55,6 +67,7 @@ export class OrphanPass {
   /** A chunk's answer: its figures added, and the cursor to the rest of the listing kept. */
   addChunk(chunk: OrphanChunk): void {
     this.chunks += 1;
+    if (!chunk.supported && this.restartsFromTheTop(chunk.note ?? 'refused')) return;
     if (!chunk.supported) {
       this.notes.push(chunk.note ?? 'the seller does not list its media buys');
       // A listing refused from the start is no listing; one refused midway is a pass that stopped early.
@@ -79,9 +92,29 @@ export class OrphanPass {
   /** A chunk whose activity failed past its retries: what was read so far stands, the pass stops. */
   failed(note: string): void {
     this.chunks += 1;
+    if (this.restartsFromTheTop(note)) return;
     this.notes.push(this.listed ? `the listing stopped after ${this.chunks - 1} chunks: ${note}` : note);
     if (this.listed) this.stoppedEarly = true;
     this.ended = true;
+  }
+
+  /**
+   * The first chunk, read from where the last run stopped, failed: the seller's cursor may have expired or been
+   * for a listing that changed. The pass reads from the start instead (that chunk counts against the bound).
+   */
+  private restartsFromTheTop(why: string): boolean {
+    if (this.listed || this.resumedFrom === undefined || this.cursor !== this.resumedFrom) return false;
+    this.notes.push(`the listing could not be taken up where the last run stopped (${why}); read from the start`);
+    this.cursor = undefined;
+    this.resumedFrom = undefined;
+    return true;
+  }
+
+  /** Where the next run takes the listing up: where this one stopped before its end, if it did. */
+  private resumeCursor(): string | undefined {
+    if (!this.stoppedEarly || this.cursor === undefined || this.cursor.length > MAX_RESUME_CURSOR_LENGTH)
+      return undefined;
+    return this.cursor;
   }
 
   report(): OrphanPassReport {
@@ -112,6 +145,8 @@ export class OrphanPass {
       claimedTwice: [...this.claimedTwice],
       claimedTwiceCount: this.claimedTwiceCount,
       ...(this.unanswered.size > 0 ? { unanswered: [...this.unanswered] } : {}),
+      ...(this.resumedFrom !== undefined ? { resumed: true } : {}),
+      ...(this.resumeCursor() !== undefined ? { resumeCursor: this.resumeCursor() } : {}),
     };
   }
 

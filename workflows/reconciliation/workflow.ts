@@ -55,8 +55,14 @@ const OFFER_TIMEOUT_MS = 20_000;
 async function orphanPass(
   scope: { sellerId: string; tenant?: string; alsoUntenanted?: boolean },
   requestedBy: string,
+  input: ReconciliationInput,
 ): Promise<OrphanPass> {
-  const pass = new OrphanPass({ maxReported: MAX_ORPHANS_REPORTED, maxChunks: MAX_ORPHAN_CHUNKS });
+  const chunksPerRun = input.orphanChunksPerRun;
+  const maxChunks =
+    chunksPerRun !== undefined && Number.isInteger(chunksPerRun) && chunksPerRun >= 1 && chunksPerRun <= 400
+      ? chunksPerRun
+      : MAX_ORPHAN_CHUNKS;
+  const pass = new OrphanPass({ maxReported: MAX_ORPHANS_REPORTED, maxChunks }, resumeCursor(input));
   for (let next = pass.next(); next; next = pass.next()) {
     try {
       pass.addChunk(
@@ -74,6 +80,16 @@ async function orphanPass(
     }
   }
   return pass;
+}
+
+/**
+ * Where the seller's Schedule's last run stopped its orphan pass before the listing's end: that run put it in the
+ * Schedule's action input. An operator's run, or one scoped to a tenant, reads from the start.
+ */
+function resumeCursor(input: ReconciliationInput): string | undefined {
+  if (input.tenant !== undefined || input.scheduleId === undefined) return undefined;
+  const cursor = input.resumeCursor;
+  return typeof cursor === 'string' && cursor !== '' ? cursor : undefined;
 }
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
@@ -155,7 +171,19 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   const all = [...signals, ...refreshes];
   const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
-  const pass = await orphanPass(scope, requestedBy);
+  const pass = await orphanPass(scope, requestedBy, input);
+  // The Schedule's next run takes the listing up where this one stopped, or from the start (nothing to hand over).
+  const handOver = pass.report().resumeCursor;
+  if (input.scheduleId !== undefined && input.tenant === undefined && (handOver ?? '') !== (input.resumeCursor ?? '')) {
+    try {
+      await reading.handOverOrphanCursor({
+        scheduleId: input.scheduleId,
+        ...(handOver !== undefined ? { resumeCursor: handOver } : {}),
+      });
+    } catch (failure) {
+      log.warn('Reconciliation could not hand its orphan cursor to the next run', { error: String(failure) });
+    }
+  }
   const orphanReport = pass.report();
   const counters = pass.counters();
 
