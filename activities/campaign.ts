@@ -11,11 +11,13 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { type BuyDigest, type BuyOutcome, type CampaignChangeKind, cents, digestOf } from '../contract/campaign';
 import {
+  CONTINUING_REFUSAL,
   type ChangeRequest,
   type MediaBuyState,
   attachCreativesUpdate,
   changeMediaBuyUpdate,
   mediaBuyStateQuery,
+  sendAgainWhileContinuing,
 } from '../contract/media-buy';
 import {
   type SellerCapabilitiesState,
@@ -26,6 +28,8 @@ import { heartbeatUntilDone } from './heartbeat';
 
 export interface CampaignActivityDependencies {
   client: Client;
+  /** How long a change a buy refuses for now (it is continuing as new) is sent again in one attempt. */
+  sendAgainForMs?: number;
 }
 
 export interface ChangeCampaignBuyInput {
@@ -79,6 +83,19 @@ function refusalOf(error: WorkflowUpdateFailedError): { code: string; message: s
   return { code: match?.[1] ?? 'REFUSED', message: match?.[2] ?? message };
 }
 
+/** The buy refused the change for now: it is continuing as new (contract/media-buy.ts, CONTINUING_REFUSAL). */
+function continuing(error: unknown): boolean {
+  return error instanceof WorkflowUpdateFailedError && refusalOf(error).code === CONTINUING_REFUSAL;
+}
+
+/** Still continuing after the sends again: the activity's retry sends it once more, with the same update ID. */
+function stillContinuing(error: unknown): ApplicationFailure {
+  return ApplicationFailure.retryable(
+    `The buy is still continuing as new: ${refusalOf(error as WorkflowUpdateFailedError).message}`,
+    'BuyContinuing',
+  );
+}
+
 function buyNotFound(workflowId: string): ChangeCampaignBuyOutcome {
   return { outcome: 'failed', error: { code: 'MEDIA_BUY_NOT_FOUND', message: `No buy ${workflowId}.` } };
 }
@@ -98,10 +115,15 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
       const handle = deps.client.workflow.getHandle(input.workflowId);
       const stopHeartbeats = heartbeatUntilDone(Context.current());
       try {
-        const answer = await handle.executeUpdate(attachCreativesUpdate, {
-          args: [{ creatives: input.creatives, assignments: input.assignments, requestedBy: input.requestedBy }],
-          updateId: input.updateId,
-        });
+        const answer = await sendAgainWhileContinuing(
+          continuing,
+          () =>
+            handle.executeUpdate(attachCreativesUpdate, {
+              args: [{ creatives: input.creatives, assignments: input.assignments, requestedBy: input.requestedBy }],
+              updateId: input.updateId,
+            }),
+          deps.sendAgainForMs,
+        );
         return {
           outcome: buyOutcome(answer.outcome),
           status: answer.status,
@@ -109,6 +131,7 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
         };
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) return buyNotFound(input.workflowId);
+        if (continuing(error)) throw stillContinuing(error);
         if (error instanceof WorkflowUpdateFailedError) return { outcome: 'refused', error: refusalOf(error) };
         throw error;
       } finally {
@@ -190,16 +213,22 @@ export function createCampaignActivities(deps: CampaignActivityDependencies) {
             : {}),
         };
         try {
-          const answer = await handle.executeUpdate(changeMediaBuyUpdate, {
-            args: [request],
-            updateId: input.updateId,
-          });
+          const answer = await sendAgainWhileContinuing(
+            continuing,
+            () =>
+              handle.executeUpdate(changeMediaBuyUpdate, {
+                args: [request],
+                updateId: input.updateId,
+              }),
+            deps.sendAgainForMs,
+          );
           return {
             outcome: buyOutcome(answer.outcome),
             status: answer.status,
             ...(answer.error ? { error: answer.error } : {}),
           };
         } catch (error) {
+          if (continuing(error)) throw stillContinuing(error);
           if (error instanceof WorkflowUpdateFailedError)
             return { outcome: 'refused', status: state.status, error: refusalOf(error) };
           throw error;

@@ -227,7 +227,10 @@ export function toProblem(error: unknown, req?: Request): Problem {
   if (error instanceof MediaBuyRequestError)
     return new Problem(400, 'INVALID_REQUEST', error.message, { field: error.field });
   if (error instanceof MediaBuyNotFoundError) return new Problem(404, 'MEDIA_BUY_NOT_FOUND', error.message);
-  if (error instanceof MediaBuyChangeRefusedError) return new Problem(409, error.code, error.message);
+  if (error instanceof MediaBuyChangeRefusedError)
+    return error.code === 'SERVICE_UNAVAILABLE'
+      ? new Problem(503, error.code, error.message, { headers: { 'Retry-After': '1' } })
+      : new Problem(409, error.code, error.message);
   if (error instanceof CampaignRequestError)
     return new Problem(400, 'INVALID_REQUEST', error.message, { field: error.field });
   if (error instanceof CampaignNotFoundError) return new Problem(404, 'NOT_FOUND', error.message);

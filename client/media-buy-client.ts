@@ -26,6 +26,7 @@ import {
 } from '../contract/governance';
 import type { adcpMediaBuy } from '../workflows/media-buy/workflow';
 import {
+  CONTINUING_REFUSAL,
   type ChangeAnswer,
   type ChangeRequest,
   type CreativeAttachment,
@@ -40,6 +41,7 @@ import {
   mediaBuyStateQuery,
   mediaBuyWorkflowId,
   refreshMediaBuySignal,
+  sendAgainWhileContinuing,
 } from '../contract/media-buy';
 
 export interface MediaBuyClientOptions {
@@ -114,6 +116,9 @@ const RESERVED = [
   'context_id',
   'governance_context',
 ];
+
+const isContinuing = (error: unknown) =>
+  error instanceof MediaBuyChangeRefusedError && error.code === CONTINUING_REFUSAL;
 
 function refusal(error: unknown): MediaBuyChangeRefusedError | undefined {
   if (!(error instanceof WorkflowUpdateFailedError)) return undefined;
@@ -309,15 +314,17 @@ export class MediaBuyClient {
     const shape = checkChangeShape(request);
     if (!shape.ok) throw new MediaBuyRequestError('change', shape.message);
     await this.ensureVisible(id, caller);
-    try {
-      return await this.handle(id).executeUpdate(changeMediaBuyUpdate, {
-        args: [request],
-        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
-      });
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
-      throw refusal(error) ?? error;
-    }
+    return sendAgainWhileContinuing(isContinuing, async () => {
+      try {
+        return await this.handle(id).executeUpdate(changeMediaBuyUpdate, {
+          args: [request],
+          ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+        });
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+        throw refusal(error) ?? error;
+      }
+    });
   }
 
   async attachCreatives(
@@ -328,15 +335,17 @@ export class MediaBuyClient {
   ): Promise<ChangeAnswer> {
     const attachment: CreativeAttachment = caller ? { ...creatives, principal: caller.principal } : creatives;
     await this.ensureVisible(id, caller);
-    try {
-      return await this.handle(id).executeUpdate(attachCreativesUpdate, {
-        args: [attachment],
-        ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
-      });
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
-      throw refusal(error) ?? error;
-    }
+    return sendAgainWhileContinuing(isContinuing, async () => {
+      try {
+        return await this.handle(id).executeUpdate(attachCreativesUpdate, {
+          args: [attachment],
+          ...(options.idempotencyKey ? { updateId: options.idempotencyKey } : {}),
+        });
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) throw new MediaBuyNotFoundError(id);
+        throw refusal(error) ?? error;
+      }
+    });
   }
 
   /**

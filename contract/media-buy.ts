@@ -124,10 +124,37 @@ export type ChangeOutcome = 'queued' | 'running' | 'applied' | 'sent' | 'failed'
 
 export type ChangeRefusal = {
   ok: false;
-  code: 'INVALID_STATE' | 'NOT_CANCELLABLE' | 'ACTION_NOT_ALLOWED' | 'INVALID_REQUEST';
+  /** SERVICE_UNAVAILABLE: not now (the buy is continuing as new); the same request sent again is taken. */
+  code: 'INVALID_STATE' | 'NOT_CANCELLABLE' | 'ACTION_NOT_ALLOWED' | 'INVALID_REQUEST' | 'SERVICE_UNAVAILABLE';
   message: string;
 };
 export type ChangeVerdict = { ok: true } | ChangeRefusal;
+
+/** The refusal of a change or attachment that arrived while the buy continues as new: send the same one again. */
+export const CONTINUING_REFUSAL = 'SERVICE_UNAVAILABLE';
+/** How long the clients send a change or attachment again while the buy refuses it for its continue-as-new. */
+export const SEND_AGAIN_WHILE_CONTINUING_MS = 20_000;
+
+/**
+ * Sends again (the same update ID: nothing was accepted) while the buy answers CONTINUING_REFUSAL: it finishes the
+ * changes it accepted, continues as new and takes new ones in the next run (workflows/media-buy/machine.ts,
+ * notWhileContinuing). Past `limitMs` the refusal reaches the caller, who may send it again later.
+ */
+export async function sendAgainWhileContinuing<T>(
+  continuing: (error: unknown) => boolean,
+  send: () => Promise<T>,
+  limitMs: number = SEND_AGAIN_WHILE_CONTINUING_MS,
+): Promise<T> {
+  const started = Date.now();
+  for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 2_000)) {
+    try {
+      return await send();
+    } catch (error) {
+      if (!continuing(error) || Date.now() - started + delayMs > limitMs) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
+  }
+}
 
 export const CHANGE_KINDS: readonly ChangeKind[] = ['pause', 'resume', 'budget', 'dates', 'packages', 'cancel'];
 

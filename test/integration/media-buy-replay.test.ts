@@ -5,7 +5,9 @@
  * the final report and the settle). A change that running buys would replay differently fails here; ship it behind
  * `patched()` instead. The `*-before-*` histories were recorded on the code before a patch and keep its old path
  * replayed: `refreshes-past-limit-before-continue-as-new-first.json`, a buy read again and again past its history
- * limit (60 events) under a refresh during every read (the media-buy stand-ins of test/workflow), never continuing.
+ * limit (60 events) under a refresh during every read (the media-buy stand-ins of test/workflow), never continuing;
+ * `no-report-before-expect-first-report.json`, a daily buy no report reached for four days, never pulled (today's
+ * code pulls each late day: its run records the patch `media-buy-expect-first-report`).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -143,3 +143,54 @@ test('a run from before the patch (continueAsNewFirst false) reads first, as its
   );
   expect(asked).toBe(2);
 });
+
+test('once history is full, new changes and attachments are refused for now, so a stream of them cannot hold the run', () => {
+  // Each accepted change is answered in this run (its Update waits here), and changes run before continue-as-new:
+  // accepting every one that arrives would let a steady stream keep the run from ever continuing.
+  const clock = { now: NOW };
+  const machine = created(clock);
+  const short = { length: 10, continueAsNewSuggested: false };
+  const full = { length: LIMIT, continueAsNewSuggested: false };
+  const pause = { kind: 'pause' as const, requestedBy: 'ops' };
+  const resume = { kind: 'resume' as const, requestedBy: 'ops' };
+  const attachment = { creatives: [{ creative_id: 'cr_1' }], requestedBy: 'ops' };
+  expect(machine.checkChange(pause, 'pause-1', short)).toEqual({ ok: true });
+  const first = machine.acceptChange(pause, 'pause-1');
+
+  // History full: a new change or attachment waits for the next run (the clients send it again) ...
+  expect(machine.checkChange(resume, 'resume-1', full)).toMatchObject({ ok: false, code: 'SERVICE_UNAVAILABLE' });
+  expect(machine.checkAttachment(attachment, 'attach-1', full)).toMatchObject({
+    ok: false,
+    code: 'SERVICE_UNAVAILABLE',
+  });
+  // ... and so at Temporal's own suggestion.
+  expect(machine.checkChange(resume, 'resume-1', { length: 10, continueAsNewSuggested: true })).toMatchObject({
+    ok: false,
+    code: 'SERVICE_UNAVAILABLE',
+  });
+  // The same update sent again answers what it made; a change wrong in itself is told so, not to come back later.
+  expect(machine.checkChange(pause, 'pause-1', full)).toEqual({ ok: true });
+  expect(machine.checkChange({ kind: 'budget', requestedBy: 'ops' }, 'budget-1', full)).toMatchObject({
+    ok: false,
+    code: 'INVALID_REQUEST',
+  });
+  // Without history to go by (a caller that does not say), nothing is refused for it.
+  expect(machine.checkChange(resume, 'resume-1')).toEqual({ ok: true });
+
+  // The run finishes what it accepted, then continues as new with nothing queued.
+  expect(machine.next(clock.now, full)).toEqual({ kind: 'change', sequence: first });
+  expect(machine.beginChange(first)).toBeDefined();
+  machine.applyChangeOutcome(first, { error: { code: 'SERVICE_UNAVAILABLE', message: 'the seller is down' } });
+  expect(machine.next(clock.now, full)).toEqual({ kind: 'continue-as-new' });
+  const carried = JSON.parse(JSON.stringify(machine.carry())) as MediaBuyInput['carried'];
+  expect(carried?.queuedChanges).toEqual([]);
+
+  // The next run takes changes again.
+  const next = MediaBuyMachine.start(
+    { ...input, carried },
+    { workflowId: 'adcp-media-buy-busy', nowMs: clock.now },
+    { now: () => clock.now },
+  );
+  expect(next.checkChange({ ...pause, reason: 'sent again' }, 'pause-2', short)).toEqual({ ok: true });
+  expect(next.checkAttachment(attachment, 'attach-1', short)).toEqual({ ok: true });
+});

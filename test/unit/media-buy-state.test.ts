@@ -387,6 +387,35 @@ describe('delivery reports', () => {
     expect(Date.parse(state.reporting.nextExpectedAt!)).toBeGreaterThan(START + 7 * HOUR);
   });
 
+  it('before any report, the first is expected at the end of the first period: a buy no report reaches is pulled', () => {
+    // A seller that never sends its reports, or a buy that registered no webhook (no public URL): nothing said when
+    // the next report was due, so nothing was ever late and delivery was pulled only once the buy ended.
+    const { state, machine, clock } = reportingMachine();
+    expect(machine.delivery.lateAtMs()).toBe(START + HOUR + 60 * 60_000);
+    const history = { length: 10, continueAsNewSuggested: false };
+    let pulled: string[] = [];
+    for (clock.now = START; clock.now <= START + 12 * HOUR && pulled.length === 0; clock.now += 15 * 60_000) {
+      const step = machine.next(clock.now, history);
+      if (step.kind === 'pull') pulled = step.periods;
+      else if (step.kind === 'read') machine.applyRead({ snapshot: { mediaBuyId: 'mb_1', status: 'active' } });
+    }
+    // The first hour, pulled once it was late (its report's expected delay past its end, on the late-check grid).
+    expect(pulled).toEqual([new Date(START).toISOString()]);
+    expect(clock.now).toBeLessThanOrEqual(START + 6 * HOUR + 15 * 60_000);
+    // From then on each period is expected in turn.
+    expect(Date.parse(state.reporting.nextExpectedAt!)).toBeGreaterThan(START + HOUR);
+  });
+
+  it('a run from before the patch expects nothing before a report says when, as its history did', () => {
+    const state = buyState('active');
+    state.reporting.frequency = 'hourly';
+    const machine = new MediaBuyMachine(state, { now: () => START, expectFirstReport: () => false });
+    expect(machine.delivery.lateAtMs()).toBeUndefined();
+    // A report that states when the next is due still counts, patch or not.
+    machine.receiveReport(hourly(1, 0, 100, { nextExpectedAt: new Date(START + 2 * HOUR).toISOString() }), START);
+    expect(machine.delivery.lateAtMs()).toBe(START + 3 * HOUR);
+  });
+
   it('keeps the state bounded over a 90-day hourly flight: periods older than a week are folded', () => {
     const { state, machine } = reportingMachine();
     for (let hour = 0; hour < 90 * 24; hour++) {

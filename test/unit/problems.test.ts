@@ -7,6 +7,7 @@ import { WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import { Problem, problemBody, toProblem } from '../../api/problems';
 import { JsonBodyError } from '../../api/body';
 import { OperationEndedError, OperationNotFoundError } from '../../client/operation-errors';
+import { MediaBuyChangeRefusedError } from '../../client/media-buy-client';
 import { isTemporalUnavailable } from '../../client/temporal-errors';
 
 /** A gRPC error as grpc-js makes them (what isGrpcServiceError recognises). */
@@ -62,6 +63,16 @@ test("the caller's faults keep their status and code", () => {
   expect(toProblem({ type: 'entity.too.large', status: 413, limit: 1024 })).toMatchObject({
     status: 413,
     code: 'PAYLOAD_TOO_LARGE',
+  });
+});
+
+test('a change the buy refused for now (continuing as new) is 503 with Retry-After; its other refusals are 409', () => {
+  const later = toProblem(new MediaBuyChangeRefusedError('SERVICE_UNAVAILABLE', 'send the same request again'));
+  expect({ status: later.status, code: later.code }).toEqual({ status: 503, code: 'SERVICE_UNAVAILABLE' });
+  expect(later.options.headers).toEqual({ 'Retry-After': '1' });
+  expect(toProblem(new MediaBuyChangeRefusedError('INVALID_STATE', 'paused already'))).toMatchObject({
+    status: 409,
+    code: 'INVALID_STATE',
   });
 });
 

@@ -12,6 +12,7 @@ import {
   refreshMediaBuySignal,
   reportReceivedSignal,
 } from '../../contract/media-buy';
+import { MediaBuyClient } from '../../client/media-buy-client';
 import { type MediaBuyStandIns, startMediaBuyStandIns } from './media-buy-stand-ins';
 
 const HOUR = 3_600_000;
@@ -218,3 +219,67 @@ test('continue-as-new carries the buy: its state, its changes, the update IDs it
   expect(resumed).toMatchObject({ sequence: 2, outcome: 'applied', status: 'pending_creatives' });
   await handle.terminate('test over');
 });
+
+test('a steady stream of changes past the history limit: the run still continues as new, and each change is made once', async () => {
+  const LIMIT = 60;
+  const CALLERS = 3;
+  const CHANGES = 24;
+  const busy = await stack.start({
+    params: await stack.seller.createParams({ startInMs: DAY, flightMs: 30 * DAY }),
+    historyEventLimit: LIMIT,
+  });
+  const created = await stateWhen(busy, (state) => state.status !== 'creating');
+  const pkg = Object.keys(created.packages)[0]!;
+  const busyRunId = (await busy.describe()).runId;
+  const updatesBefore = stack.seller.updates().length;
+  // Three callers, each sending its next change as soon as the last is answered: one change is always queued, and the
+  // buy used to take every one into the run it arrived at, continuing as new only once the stream stopped.
+  const buys = new MediaBuyClient({ client: stack.env.client, taskQueue: stack.taskQueue, searchAttributes: false });
+  let next = 0;
+  const sequences: number[] = [];
+  await Promise.all(
+    Array.from({ length: CALLERS }, async () => {
+      for (let index = next++; index < CHANGES; index = next++) {
+        const answer = await buys.change(busy.workflowId, {
+          kind: 'budget',
+          requestedBy: 'stream',
+          budgets: { [pkg]: 1_000 + index },
+        });
+        expect(['applied', 'sent']).toContain(answer.outcome);
+        sequences.push(answer.sequence);
+      }
+    }),
+  );
+  // Each change was answered once, with its own sequence, and reached the seller once.
+  expect(new Set(sequences).size).toBe(CHANGES);
+  expect(stack.seller.updates().length - updatesBefore).toBe(CHANGES);
+  const state = await busy.query(mediaBuyStateQuery);
+  expect(state.changeCount).toBe(CHANGES);
+  expect(state.run).toBeGreaterThanOrEqual(2);
+  // The first run continued near its limit: what it had accepted when history filled, not the whole stream.
+  const { events } = await stack.env.client.workflow.getHandle(busy.workflowId, busyRunId).fetchHistory();
+  expect(events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
+  expect(events!.length).toBeLessThan(2 * LIMIT);
+  await busy.terminate('test over');
+}, 120_000);
+
+test('a buy whose seller sends no reports is pulled once its first day is late, and each day after', async () => {
+  // No reporting webhook here (no public URL), as at a seller that never sends the reports it was registered for:
+  // before, nothing said when a report was due, so the buy pulled delivery only once it had ended.
+  const handle = await stack.start({
+    params: await stack.seller.createParams({ startInMs: HOUR, flightMs: 10 * DAY }),
+    reporting: { frequency: 'daily' },
+  });
+  const { mediaBuyId } = await stateWhen(handle, (state) => state.status !== 'creating');
+  await stack.env.sleep(4 * DAY);
+  const state = await handle.query(mediaBuyStateQuery);
+  const pulls = stack.seller.calls.filter(
+    (call) => call.task === 'get_media_buy_delivery' && call.params.mediaBuyId === mediaBuyId,
+  );
+  // The days that are over and late (a day's report is expected an hour after it ends) are missing, and pulled.
+  expect(state.reporting.periodGapsDetected).toBeGreaterThanOrEqual(3);
+  expect(pulls.length).toBeGreaterThanOrEqual(3);
+  expect(state.reporting.pulls).toBe(pulls.length);
+  expect(state.reporting.reportsReceived).toBe(0);
+  await handle.terminate('test over');
+}, 60_000);

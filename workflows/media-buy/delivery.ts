@@ -154,6 +154,11 @@ export interface LedgerHooks {
   /** A status a report or a pull states (the machine decides whether it moves the buy). */
   observeStatus(status: MediaBuyStatus, source: MediaBuyEventSource): void;
   touch(): void;
+  /**
+   * Whether a buy no report has reached yet expects its first at the end of the flight's first period (true when
+   * absent). The workflow asks its patch: a run from before it expected nothing until a report said when.
+   */
+  expectFirstReport?(): boolean;
 }
 
 function pushBounded<T>(list: T[], item: T, max: number): void {
@@ -421,11 +426,26 @@ export class DeliveryLedger {
     }
   }
 
-  /** When reports count as late: `next_expected_at` plus the products' expected delay. */
+  /** When reports count as late: the next one's expected time plus the products' expected delay. */
   lateAtMs(): number | undefined {
-    const next = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
+    const next = this.nextExpectedMs();
     if (Number.isNaN(next) || !this.reporting.frequency) return undefined;
     return next + this.reporting.expectedDelayMinutes * 60_000;
+  }
+
+  /**
+   * When the next report is expected: the `next_expected_at` the seller's last report stated; before any report
+   * stated one, the end of the flight's first period. Without that, a seller that never sends a report (or a buy
+   * that registered no webhook: no public URL) was never late, so its delivery was never pulled until the buy ended.
+   */
+  private nextExpectedMs(): number {
+    const stated = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
+    if (!Number.isNaN(stated)) return stated;
+    const frequency = this.reporting.frequency;
+    const flightStart = this.flightStartMs();
+    if (!frequency || flightStart === undefined || !this.state.mediaBuyId) return NaN;
+    if (!(this.hooks.expectFirstReport?.() ?? true)) return NaN;
+    return nextPeriod(floorPeriod(flightStart, frequency), frequency);
   }
 
   /**
@@ -434,7 +454,7 @@ export class DeliveryLedger {
    */
   noteLate(nowMs: number): void {
     const frequency = this.reporting.frequency;
-    const next = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
+    const next = this.nextExpectedMs();
     if (!frequency || Number.isNaN(next)) return;
     this.noteMissingThrough(next, nowMs);
     this.reporting.nextExpectedAt = iso(Math.max(next, floorPeriod(nowMs, frequency)) + periodMs(frequency));

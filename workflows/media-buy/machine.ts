@@ -34,7 +34,7 @@ import type {
   ReportRefusal,
   ReportingFrequency,
 } from '../../contract/media-buy';
-import { reportingUrlNamingSeller } from '../../contract/media-buy';
+import { CONTINUING_REFUSAL, reportingUrlNamingSeller } from '../../contract/media-buy';
 import {
   type ChangeEvidence,
   changeEvidence,
@@ -143,6 +143,8 @@ export interface MachineHooks {
   onStatusChange?(from: MediaBuyLifecycle, to: MediaBuyLifecycle, source: MediaBuyEventSource): void;
   onAnomaly?(source: MediaBuyEventSource, note: string): void;
   onCreativeAlert?(alert: CreativeAlert): void;
+  /** See LedgerHooks.expectFirstReport (./delivery.ts): the workflow's patch. */
+  expectFirstReport?(): boolean;
 }
 
 interface QueuedChange {
@@ -309,6 +311,7 @@ export class MediaBuyMachine {
       anomaly: (source, note) => this.anomaly(source, note),
       observeStatus: (status, source) => this.observeStatus(status, source),
       touch: () => this.touch(),
+      ...(hooks.expectFirstReport ? { expectFirstReport: () => hooks.expectFirstReport!() } : {}),
     });
   }
 
@@ -472,17 +475,40 @@ export class MediaBuyMachine {
   }
 
   /** The change update's validator: against the status the buy will have once the changes already accepted ran. */
-  checkChange(request: ChangeRequest, updateId?: string): ChangeVerdict {
+  checkChange(request: ChangeRequest, updateId?: string, history?: HistoryInfo): ChangeVerdict {
     if (updateId !== undefined && this.answeredUpdates.has(updateId)) return { ok: true }; // answers the first one
     const projected = this.changeQueue.reduce(
       (status, queued) => statusAfterChange(queued.request.kind, status),
       this.state.status,
     );
-    if (projected === this.state.status) return validateChange(this.state, request);
     // The seller's action list describes the buy now, not after the changes queued ahead: the change is checked
     // against it again when it runs.
     const { availableActions: _now, ...rest } = this.state;
-    return validateChange({ ...rest, status: projected }, request);
+    const verdict = validateChange(
+      projected === this.state.status ? this.state : { ...rest, status: projected },
+      request,
+    );
+    return verdict.ok ? this.notWhileContinuing(history) : verdict;
+  }
+
+  /**
+   * Once history is full, a new change or attachment is refused for now (SERVICE_UNAVAILABLE: send it again): each
+   * one accepted is answered in this run, so a steady stream of them would keep the run from ever continuing as new.
+   * The run finishes what it accepted and continues; the same request sent again lands on the next run. The clients
+   * send it again themselves (client/media-buy-client.ts; the campaign's activities retry).
+   */
+  private notWhileContinuing(history: HistoryInfo | undefined): ChangeVerdict {
+    if (!history || !this.historyFull(history)) return { ok: true };
+    return {
+      ok: false,
+      code: CONTINUING_REFUSAL,
+      message:
+        'The media buy is starting its next run (continue-as-new) and accepts no new change until then; send the same request again in a moment.',
+    };
+  }
+
+  private historyFull(history: HistoryInfo): boolean {
+    return history.length >= (this.input.historyEventLimit ?? HISTORY_EVENT_LIMIT) || history.continueAsNewSuggested;
   }
 
   /** A change accepted by the validator: queued (a repeated update ID names the change it made). */
@@ -525,7 +551,7 @@ export class MediaBuyMachine {
   }
 
   /** The attach-creatives update's validator. */
-  checkAttachment(attachment: CreativeAttachment, updateId?: string): ChangeVerdict {
+  checkAttachment(attachment: CreativeAttachment, updateId?: string, history?: HistoryInfo): ChangeVerdict {
     if (updateId !== undefined && this.answeredUpdates.has(updateId)) return { ok: true };
     const refuse = (code: 'INVALID_STATE' | 'INVALID_REQUEST', message: string): ChangeVerdict => ({
       ok: false,
@@ -555,7 +581,7 @@ export class MediaBuyMachine {
       if (unknown.length > 0)
         return refuse('INVALID_REQUEST', `assignments.${creativeId} names unknown package ${unknown.join(', ')}.`);
     }
-    return { ok: true };
+    return this.notWhileContinuing(history);
   }
 
   /** An attachment accepted by the validator: queued, unless its update ID was answered before. */
@@ -615,8 +641,7 @@ export class MediaBuyMachine {
     if (nextChange && (!nextAttachment || nextChange.record.sequence < nextAttachment.sequence))
       return { kind: 'change', sequence: nextChange.record.sequence };
     if (nextAttachment) return { kind: 'attach', sequence: nextAttachment.sequence };
-    const limit = this.input.historyEventLimit ?? HISTORY_EVENT_LIMIT;
-    const historyFull = history.length >= limit || history.continueAsNewSuggested;
+    const historyFull = this.historyFull(history);
     if (historyFull && (history.continueAsNewFirst?.() ?? true)) return this.continueAsNew();
     if (this.refreshRequested || this.refreshCarried || (this.nextReadAtMs() ?? Infinity) <= nowMs) {
       this.refreshRequested = false;

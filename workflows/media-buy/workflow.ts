@@ -140,6 +140,12 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       },
       onAnomaly: (source, note) =>
         log.warn('Media buy anomaly', { buyKey: state.buyKey, mediaBuyId: state.mediaBuyId, source, note }),
+      // A buy no report has reached expects its first at the end of the flight's first period, and is pulled when
+      // it is late (a seller that never reports, a buy without a reporting webhook). Behind a patch because a run from
+      // before expected nothing until a report said when, and its history replays that; asked only once the buy has
+      // an id and no report stated a time, so a run that never gets there records no marker. Removal condition: no
+      // media buy run started before this build is still open (each such run continues as new or ends).
+      expectFirstReport: () => patched('media-buy-expect-first-report'),
       onCreativeAlert: (alert) => {
         metricMeter
           .createCounter('adcp_media_buy_creative_alerts', 'alerts', 'Creative deadline alerts raised')
@@ -165,6 +171,12 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
     : undefined;
 
   // ---- handlers: hand facts to the machine -------------------------------------------------------------------------
+  // Validators read history as it is now: once it is full, new changes wait for the next run (machine.checkChange).
+  // They do not run on replay, so what they read never changes a replayed history.
+  const historyNow = () => {
+    const { historyLength, continueAsNewSuggested } = workflowInfo();
+    return { length: historyLength, continueAsNewSuggested };
+  };
   setHandler(mediaBuyStateQuery, () => state);
   setHandler(reportReceivedSignal, (delivery) => machine.recordReport(delivery));
   setHandler(refreshMediaBuySignal, () => machine.requestRefresh());
@@ -176,7 +188,7 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       await condition(() => machine.changeAnswer(sequence) !== undefined);
       return machine.changeAnswer(sequence)!;
     },
-    { validator: (request) => refuseUnless(machine.checkChange(request, currentUpdateInfo()?.id)) },
+    { validator: (request) => refuseUnless(machine.checkChange(request, currentUpdateInfo()?.id, historyNow())) },
   );
   setHandler(
     attachCreativesUpdate,
@@ -185,7 +197,10 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       await condition(() => machine.attachmentAnswer(sequence, repeated) !== undefined);
       return machine.attachmentAnswer(sequence, repeated)!;
     },
-    { validator: (attachment) => refuseUnless(machine.checkAttachment(attachment, currentUpdateInfo()?.id)) },
+    {
+      validator: (attachment) =>
+        refuseUnless(machine.checkAttachment(attachment, currentUpdateInfo()?.id, historyNow())),
+    },
   );
 
   // ---- what operators see ----------------------------------------------------------------------------------------
