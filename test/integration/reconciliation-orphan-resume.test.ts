@@ -42,13 +42,14 @@ test("the Schedule's runs read a listing longer than one run's bound to its end,
   expect(seller.mediaBuys()).toHaveLength(BUYS);
 
   const sellers = registry([{ id: sellerId, url: seller.url, protocol: 'mcp', token_env: 'FIXTURE_TOKEN' }]);
-  await ensureReconciliationSchedules({
+  const scheduled = {
     client: stack.client,
     sellers,
     taskQueue: stack.taskQueue,
     intervalMs: 24 * 3_600_000,
     orphanChunksPerRun: 1,
-  });
+  };
+  await ensureReconciliationSchedules(scheduled);
   const schedule = stack.client.schedule.getHandle(reconciliationScheduleId(stack.taskQueue, sellerId));
   const seen = new Set<string>();
   /** Triggers the Schedule and waits for the run it starts to end: its report. */
@@ -73,13 +74,7 @@ test("the Schedule's runs read a listing longer than one run's bound to its end,
     expect(first.resumed).toBeUndefined();
     expect(first.resumeCursor).toEqual(expect.any(String));
     // A worker starting meanwhile updates the Schedule: the cursor handed over stays.
-    await ensureReconciliationSchedules({
-      client: stack.client,
-      sellers,
-      taskQueue: stack.taskQueue,
-      intervalMs: 24 * 3_600_000,
-      orphanChunksPerRun: 1,
-    });
+    await ensureReconciliationSchedules(scheduled);
     // The next run takes it up there: buys 6 to 8, the listing's end.
     const second = await run();
     expect(second).toMatchObject({ listed: true, resumed: true, count: BUYS - 5, truncated: false });
