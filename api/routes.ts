@@ -325,6 +325,7 @@ export const ROUTES: RouteSpec[] = [
     refusals: {
       409: 'The buy or the seller refused the change (outcome refused or failed, with its code)',
       422: 'INVALID_PARAMS: end_time before start_time, or a negative budget',
+      503: 'SERVICE_UNAVAILABLE: the buy is continuing as new and takes the change in its next run (sent again for 20 s first); send it again after `Retry-After`. Or TEMPORAL_UNAVAILABLE, as on every route',
     },
   },
   {
@@ -335,7 +336,10 @@ export const ROUTES: RouteSpec[] = [
     listener: 'api',
     body: schemas.mediaBuyCreativesSchema,
     answers: { 200: { description: 'Applied', schema: changeAnswer } },
-    refusals: { 409: 'The buy or the seller refused the creatives' },
+    refusals: {
+      409: 'The buy or the seller refused the creatives',
+      503: 'SERVICE_UNAVAILABLE: the buy is continuing as new and takes the creatives in its next run (sent again for 20 s first); send them again after `Retry-After`. Or TEMPORAL_UNAVAILABLE, as on every route',
+    },
   },
   {
     method: 'post',

@@ -32,6 +32,7 @@ import {
   taskWatcherQuery,
 } from '../contract/task-watcher';
 import { pollOffsets } from '../workflows/operation/cadence';
+import { safetyPollPlan } from '../workflows/operation/watching';
 import { createMediaBuyParams } from '../test/harness/demo-requests';
 import { startScriptedSeller } from '../test/fixtures/scripted-seller';
 import { cpuTimes } from './cpu';
@@ -476,14 +477,7 @@ export async function parkedOperations(
  */
 export function safetyPollsPerHour(): { worst: number; worstAt: string; day: number } {
   const HOUR = 3_600_000;
-  const offsets = pollOffsets(
-    {
-      firstPollAfterMs: SAFETY_POLL_MS,
-      initialIntervalMs: Math.min(2 * SAFETY_POLL_MS, SAFETY_POLL_MAX_MS),
-      maxIntervalMs: SAFETY_POLL_MAX_MS,
-    },
-    48 * HOUR,
-  );
+  const offsets = pollOffsets(safetyPollPlan(), 48 * HOUR);
   // The rate peaks just as a poll falls: parks ending at each poll (and at 1 h) are the candidates.
   let worst = 0;
   let worstAtMs = HOUR;

@@ -10,6 +10,7 @@ import { createMediaBuyParams } from '../harness/demo-requests';
 import { registry } from '../harness/temporal';
 import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
 import { pollOffsets } from '../../workflows/operation/cadence';
+import { safetyPollPlan } from '../../workflows/operation/watching';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -54,10 +55,7 @@ test("a watched approval that never comes: the operation's own reads back off ov
   expect(seller.callsTo('tasks/list').length).toBeGreaterThan(0);
   // ... and saw the operation's own reads: the quick polls, the safety polls (30 min, 1 h 30, 3 h 30, then every
   // 2 h after joining: 13 in the day, not the 47 of a fixed 30 minutes) and the last read at the deadline.
-  const safetyPolls = pollOffsets(
-    { firstPollAfterMs: 30 * 60_000, initialIntervalMs: HOUR, maxIntervalMs: 2 * HOUR },
-    DAY - QUICK_WINDOW_MS,
-  ).length;
+  const safetyPolls = pollOffsets(safetyPollPlan(), DAY - QUICK_WINDOW_MS).length;
   expect(safetyPolls).toBe(13);
   const task = seller.tasks().find((t) => t.taskId === state.taskId)!;
   expect(task.polls).toBe(state.pollCount);

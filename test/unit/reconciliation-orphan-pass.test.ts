@@ -5,7 +5,7 @@
  */
 import type { OrphanChunk } from '../../contract/reconciliation';
 import { claimsFromRows, compareListing } from '../../protocol/buy-claims';
-import { MAX_RESUME_CURSOR_LENGTH, OrphanPass } from '../../workflows/reconciliation/machine';
+import { DEFAULT_ORPHAN_CHUNKS, MAX_RESUME_CURSOR_LENGTH, OrphanPass } from '../../workflows/reconciliation/machine';
 
 const bounds = { maxReported: 50, maxChunks: 40 };
 
@@ -174,4 +174,43 @@ test('a run that fails midway leaves the cursor of the chunk that failed; an out
   expect(outsized.next()).toBeUndefined();
   expect(outsized.report()).toMatchObject({ truncated: true });
   expect(outsized.report().resumeCursor).toBeUndefined();
+});
+
+test("a run's pass: the Schedule's runs resume and hand over, an operator's or a tenant's never; the bound is clamped", () => {
+  const scheduled = { sellerId: 's', requestedBy: 'schedule', scheduleId: 'reconciliation:q:s' };
+  expect(OrphanPass.forRun({ ...scheduled, resumeCursor: 'page-9' }, 50).next()).toMatchObject({ cursor: 'page-9' });
+  expect(OrphanPass.forRun({ sellerId: 's', requestedBy: 'ops', resumeCursor: 'page-9' }, 50).next()).toEqual({
+    chunk: 0,
+    maxReported: 50,
+  });
+  expect(
+    OrphanPass.forRun({ ...scheduled, tenant: 'acme', resumeCursor: 'page-9' }, 50).next()?.cursor,
+  ).toBeUndefined();
+
+  // A one-chunk bound stops after one chunk; a bound out of range is the default.
+  const one = OrphanPass.forRun({ ...scheduled, orphanChunksPerRun: 1 }, 50);
+  one.next();
+  one.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], [], 'page-2'));
+  expect(one.next()).toBeUndefined();
+  expect(one.handOver(scheduled)).toEqual({ scheduleId: 'reconciliation:q:s', resumeCursor: 'page-2' });
+  const wild = OrphanPass.forRun({ ...scheduled, orphanChunksPerRun: 10_000 }, 50);
+  for (let chunk = 0; chunk < DEFAULT_ORPHAN_CHUNKS; chunk += 1) {
+    expect(wild.next()).toBeDefined();
+    wild.addChunk(chunkOf([], [], `page-${chunk + 1}`));
+  }
+  expect(wild.next()).toBeUndefined();
+
+  // Read to the end after resuming: the next run starts from the first page (null); nothing to say when unchanged.
+  const resumed = OrphanPass.forRun({ ...scheduled, resumeCursor: 'page-9' }, 50);
+  resumed.next();
+  resumed.addChunk(chunkOf([{ mediaBuyId: 'mb_9' }], []));
+  expect(resumed.handOver({ ...scheduled, resumeCursor: 'page-9' })).toEqual({
+    scheduleId: 'reconciliation:q:s',
+    resumeCursor: null,
+  });
+  const whole = OrphanPass.forRun(scheduled, 50);
+  whole.next();
+  whole.addChunk(chunkOf([{ mediaBuyId: 'mb_1' }], []));
+  expect(whole.handOver(scheduled)).toBeUndefined();
+  expect(whole.handOver({ sellerId: 's', requestedBy: 'ops' })).toBeUndefined();
 });

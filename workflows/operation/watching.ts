@@ -108,6 +108,11 @@ export function quickWindow(
   };
 }
 
+/** A watched wait past its quick polls: the first safety poll after `safetyPollMs`, each later gap doubled to `capMs`. */
+export function safetyPollPlan(safetyPollMs: number = SAFETY_POLL_MS, capMs: number = SAFETY_POLL_MAX_MS): WaitPlan {
+  return { firstPollAfterMs: safetyPollMs, initialIntervalMs: Math.min(safetyPollMs * 2, capMs), maxIntervalMs: capMs };
+}
+
 function isNotice(value: unknown): value is TaskWatchNotice {
   const notice = value as Partial<TaskWatchNotice> | undefined;
   if (!notice || typeof notice.taskId !== 'string' || typeof notice.watcherId !== 'string') return false;
@@ -355,7 +360,7 @@ export class TaskWatch {
         ...plan,
         settle: { afterPolls: quickPollCount(plan, this.watchIntervalMs), intervalMs: safety, maxIntervalMs: cap },
       };
-    return { firstPollAfterMs: safety, initialIntervalMs: Math.min(safety * 2, cap), maxIntervalMs: cap };
+    return safetyPollPlan(safety, cap);
   }
 
   carry(): CarriedTaskWatch | undefined {

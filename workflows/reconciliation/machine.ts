@@ -6,7 +6,7 @@
  * workflow runs one activity per chunk (list a few pages, compare, offer the chunk's orphans) and hands each answer
  * here; only counts and capped lists cross into its history.
  */
-import type { OrphanChunk, ReconciliationReport } from '../../contract/reconciliation';
+import type { OrphanChunk, ReconciliationInput, ReconciliationReport } from '../../contract/reconciliation';
 
 export type OrphanPassReport = NonNullable<ReconciliationReport['buys']>;
 
@@ -19,6 +19,9 @@ export interface OrphanPassBounds {
 
 /** Seller cursors longer than this are not carried to the next run (it reads from the start). */
 export const MAX_RESUME_CURSOR_LENGTH = 2_048;
+/** Chunks one run reads unless its input names another bound (ADCP_RECONCILE_ORPHAN_CHUNKS), and the most it may. */
+export const DEFAULT_ORPHAN_CHUNKS = 40;
+const MAX_ORPHAN_CHUNKS = 400;
 
 export class OrphanPass {
   private chunks = 0;
@@ -43,6 +46,33 @@ export class OrphanPass {
     resumeCursor?: string,
   ) {
     if (resumeCursor) this.cursor = this.resumedFrom = resumeCursor;
+  }
+
+  /**
+   * The pass of one reconciliation run: its bound (the input's, within 1 to 400, else 40), and for a run of the
+   * seller's Schedule not scoped to a tenant, the cursor where the Schedule's last run stopped (it put it in the
+   * Schedule's action input). An operator's run reads from the start.
+   */
+  static forRun(input: ReconciliationInput, maxReported: number): OrphanPass {
+    const asked = input.orphanChunksPerRun;
+    const maxChunks =
+      asked !== undefined && Number.isInteger(asked) && asked >= 1 && asked <= MAX_ORPHAN_CHUNKS
+        ? asked
+        : DEFAULT_ORPHAN_CHUNKS;
+    const scheduled = input.tenant === undefined && input.scheduleId !== undefined;
+    const cursor = scheduled && typeof input.resumeCursor === 'string' ? input.resumeCursor : undefined;
+    return new OrphanPass({ maxReported, maxChunks }, cursor || undefined);
+  }
+
+  /**
+   * What this run hands the Schedule's next run: undefined when there is nothing to change (an operator's run, or
+   * the cursor it was given is still right); else the cursor to take up, or null to start from the first page.
+   */
+  handOver(input: ReconciliationInput): { scheduleId: string; resumeCursor: string | null } | undefined {
+    if (input.tenant !== undefined || input.scheduleId === undefined) return undefined;
+    const next = this.resumeCursor() ?? null;
+    if (next === (input.resumeCursor || null)) return undefined;
+    return { scheduleId: input.scheduleId, resumeCursor: next };
   }
 
   /** The next chunk to read, or undefined when the pass is done. */

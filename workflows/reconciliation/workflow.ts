@@ -40,11 +40,11 @@ const finding = proxyActivities<OperationActivities>({
   },
 });
 
-/** The orphan pass's bounds: buys named in the report, listing pages per chunk and chunks per run, operations asked
- * per chunk, and each one's answer time. Five pages of 100 keep a chunk's orphans within one reconcile's `among`. */
+/** The orphan pass's bounds: buys named in the report, listing pages per chunk, operations asked per chunk, and each
+ * one's answer time (chunks per run: ./machine.ts). Five pages of 100 keep a chunk's orphans within one reconcile's
+ * `among`. */
 const MAX_ORPHANS_REPORTED = 50;
 const ORPHAN_CHUNK_PAGES = 5;
-const MAX_ORPHAN_CHUNKS = 40;
 const MAX_OPERATIONS_OFFERED = 20;
 const OFFER_TIMEOUT_MS = 20_000;
 
@@ -57,12 +57,7 @@ async function orphanPass(
   requestedBy: string,
   input: ReconciliationInput,
 ): Promise<OrphanPass> {
-  const chunksPerRun = input.orphanChunksPerRun;
-  const maxChunks =
-    chunksPerRun !== undefined && Number.isInteger(chunksPerRun) && chunksPerRun >= 1 && chunksPerRun <= 400
-      ? chunksPerRun
-      : MAX_ORPHAN_CHUNKS;
-  const pass = new OrphanPass({ maxReported: MAX_ORPHANS_REPORTED, maxChunks }, resumeCursor(input));
+  const pass = OrphanPass.forRun(input, MAX_ORPHANS_REPORTED);
   for (let next = pass.next(); next; next = pass.next()) {
     try {
       pass.addChunk(
@@ -80,16 +75,6 @@ async function orphanPass(
     }
   }
   return pass;
-}
-
-/**
- * Where the seller's Schedule's last run stopped its orphan pass before the listing's end: that run put it in the
- * Schedule's action input. An operator's run, or one scoped to a tenant, reads from the start.
- */
-function resumeCursor(input: ReconciliationInput): string | undefined {
-  if (input.tenant !== undefined || input.scheduleId === undefined) return undefined;
-  const cursor = input.resumeCursor;
-  return typeof cursor === 'string' && cursor !== '' ? cursor : undefined;
 }
 
 export async function reconcileSeller(input: ReconciliationInput): Promise<ReconciliationReport> {
@@ -172,13 +157,13 @@ export async function reconcileSeller(input: ReconciliationInput): Promise<Recon
   const sent = all.length > 0 ? await reading.signalOperations({ signals: all }) : { sent: 0, skipped: [] };
 
   const pass = await orphanPass(scope, requestedBy, input);
-  // The Schedule's next run takes the listing up where this one stopped, or from the start (nothing to hand over).
-  const handOver = pass.report().resumeCursor;
-  if (input.scheduleId !== undefined && input.tenant === undefined && (handOver ?? '') !== (input.resumeCursor ?? '')) {
+  // The Schedule's next run takes the listing up where this one stopped, or from the start.
+  const handOver = pass.handOver(input);
+  if (handOver) {
     try {
       await reading.handOverOrphanCursor({
-        scheduleId: input.scheduleId,
-        ...(handOver !== undefined ? { resumeCursor: handOver } : {}),
+        scheduleId: handOver.scheduleId,
+        ...(handOver.resumeCursor !== null ? { resumeCursor: handOver.resumeCursor } : {}),
       });
     } catch (failure) {
       log.warn('Reconciliation could not hand its orphan cursor to the next run', { error: String(failure) });
