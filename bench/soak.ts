@@ -244,7 +244,16 @@ async function main(): Promise<void> {
         ADCP_TASK_WATCHER: options.watcher,
         ADCP_TASK_WATCHER_SHARDS: String(shards),
       }),
-      execArgv: ['--expose-gc', '--require', writeMemoryProbe(dir), ...WORKER_NODE_FLAGS],
+      // BENCH_CPU_PROFILE=<dir>: the worker writes a V8 CPU profile there when it stops (bench/README.md).
+      execArgv: [
+        '--expose-gc',
+        '--require',
+        writeMemoryProbe(dir),
+        ...WORKER_NODE_FLAGS,
+        ...(process.env.BENCH_CPU_PROFILE
+          ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROFILE)}`]
+          : []),
+      ],
     });
     cleanups.push(() => worker.stop(20_000));
     let stopping = false;
