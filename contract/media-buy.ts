@@ -339,6 +339,12 @@ export interface ReportingState {
   /** An adjustment arrived for a period already folded away: the end-of-flight pull settles it. */
   sealedAdjustments: number;
   finalReport?: { at: string; sequenceNumber?: number };
+  /**
+   * The seller answered a windowed pull without windows (or refused its granularity): missing periods are pulled one
+   * date range each (start-inclusive, end-exclusive dates) and filled from that range's numbers. Daily and monthly
+   * periods only; an hourly period is not a date range.
+   */
+  rangeFill?: boolean;
   /** get_media_buy_delivery requests made: windowed fills and the lifetime pull at the settle. */
   pulls: number;
   latePulls: number;

@@ -527,6 +527,10 @@ export interface DeliveryPull {
   totals: MetricTotals;
   byPackage: Record<string, MetricTotals>;
   windows: DeliveryPeriod[];
+  /** The answer carried a `windows` array (a seller without windowed pulls leaves it out). */
+  windowed?: boolean;
+  /** The buy's numbers over the answer's `reporting_period`: a date-range pull's one period. */
+  range?: DeliveryPeriod;
   isFinal?: boolean;
 }
 
@@ -553,12 +557,15 @@ export function parseDeliveryPull(result: unknown, mediaBuyId: string): Delivery
     }
   }
   const status = normaliseMediaBuyStatus(delivery.status);
+  const range = periodOf(asRecord(result)?.reporting_period, delivery);
   return {
     mediaBuyId,
     ...(status ? { status } : {}),
     totals: additiveMetrics(asRecord(delivery.totals)),
     byPackage,
     windows,
+    ...(Array.isArray(delivery.windows) ? { windowed: true } : {}),
+    ...(range ? { range } : {}),
     ...(typeof delivery.is_final === 'boolean' ? { isFinal: delivery.is_final } : {}),
   };
 }

@@ -7,7 +7,9 @@
  * replayed: `refreshes-past-limit-before-continue-as-new-first.json`, a buy read again and again past its history
  * limit (60 events) under a refresh during every read (the media-buy stand-ins of test/workflow), never continuing;
  * `no-report-before-expect-first-report.json`, a daily buy no report reached for four days, never pulled (today's
- * code pulls each late day: its run records the patch `media-buy-expect-first-report`).
+ * code pulls each late day: its run records the patch `media-buy-expect-first-report`);
+ * `windowless-pull-before-range-fill.json`, a daily buy whose seller answers its windowed pulls without windows, each
+ * day pulled three times and given up (today's code pulls each day as a date range: `media-buy-range-fill`).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

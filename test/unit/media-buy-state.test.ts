@@ -416,6 +416,117 @@ describe('delivery reports', () => {
     expect(machine.delivery.lateAtMs()).toBe(START + 3 * HOUR);
   });
 
+  describe('a seller without windowed pulls', () => {
+    /** A daily buy whose first three days are missing, and the machine's first pull for them. */
+    function dailyGap(hooks: { rangeFill?: () => boolean } = {}) {
+      const state = buyState('active');
+      state.reporting.frequency = 'daily';
+      const clock = { now: START + 4 * DAY };
+      const machine = new MediaBuyMachine(state, { now: () => clock.now, ...hooks });
+      machine.delivery.noteMissingThrough(START + 3 * DAY, START);
+      const days = [0, 1, 2].map((day) => new Date(START + day * DAY).toISOString());
+      const history = { length: 10, continueAsNewSuggested: false };
+      const step = () => {
+        for (;;) {
+          const next = machine.next(clock.now, history);
+          if (next.kind !== 'read') return next;
+          machine.applyRead({ snapshot: { mediaBuyId: 'mb_1', status: 'active' } });
+        }
+      };
+      return { state, machine, days, step };
+    }
+    const windowless = (extra: Record<string, unknown> = {}) =>
+      parseDeliveryPull(
+        {
+          reporting_period: { start: new Date(START).toISOString(), end: new Date(START + 3 * DAY).toISOString() },
+          media_buy_deliveries: [{ media_buy_id: 'mb_1', totals: { impressions: 900 }, by_package: [], ...extra }],
+        },
+        'mb_1',
+      )!;
+    const ranged = (startMs: number, end: string, impressions: number) =>
+      parseDeliveryPull(
+        {
+          reporting_period: { start: new Date(startMs).toISOString(), end },
+          media_buy_deliveries: [
+            {
+              media_buy_id: 'mb_1',
+              totals: { impressions },
+              by_package: [{ package_id: 'p1', impressions, spend: impressions / 100 }],
+            },
+          ],
+        },
+        'mb_1',
+      )!;
+
+    it('a windowed pull answered without windows turns the fills into one date range a day, with no attempt counted', () => {
+      const { state, machine, days, step } = dailyGap();
+      const first = step();
+      expect(first).toMatchObject({ kind: 'pull', periods: days, request: { timeGranularity: 'daily' } });
+      if (first.kind !== 'pull') throw new Error('no pull');
+      expect(windowless().windowed).toBeUndefined();
+      machine.applyWindowPull(first, { pull: windowless() });
+      expect(state.reporting.rangeFill).toBe(true);
+      expect(state.reporting.pulls).toBe(1);
+      for (const key of days) expect(state.reporting.missingPeriods[key]).toMatchObject({ attempts: 0 });
+      const ends = ['2027-03-02T00:00:00.000Z', '2027-03-02T23:59:59Z', '2027-03-03T23:59:59.999Z'];
+      for (const [index, key] of days.entries()) {
+        const next = step();
+        const startMs = Date.parse(key);
+        expect(next).toEqual({
+          kind: 'pull',
+          periods: [key],
+          request: expect.objectContaining({
+            startDate: key.slice(0, 10),
+            endDate: new Date(startMs + DAY).toISOString().slice(0, 10),
+          }),
+        });
+        if (next.kind !== 'pull') throw new Error('no pull');
+        expect(next.request.timeGranularity).toBeUndefined();
+        // The day's range, its end written exclusive, as the last second, or as the last millisecond.
+        const end = index === 0 ? ends[0] : index === 1 ? ends[1] : ends[2];
+        machine.applyWindowPull(next, { pull: ranged(startMs, end, 100 * (index + 1)) });
+      }
+      expect(state.reporting.missingPeriods).toEqual({});
+      expect(state.reporting.periodGapsFilled).toBe(3);
+      expect(state.reporting.totals.impressions).toBe(600);
+      expect(state.reporting.periods[days[1]]).toMatchObject({ source: 'pull', end: days[2] });
+      expect(state.anomalies.filter((anomaly) => anomaly.note.includes('one date range each'))).toHaveLength(1);
+    });
+
+    it('an answer for another range (a seller that answers its lifetime) fills nothing and counts an attempt', () => {
+      const { state, machine, days, step } = dailyGap();
+      const first = step();
+      if (first.kind !== 'pull') throw new Error('no pull');
+      machine.applyWindowPull(first, { unsupportedGranularity: true, note: 'daily not offered' });
+      const next = step();
+      if (next.kind !== 'pull') throw new Error('no pull');
+      machine.applyWindowPull(next, {
+        pull: ranged(START - 10 * DAY, new Date(START + DAY).toISOString(), 5000),
+      });
+      expect(state.reporting.periods[days[0]]).toBeUndefined();
+      expect(state.reporting.missingPeriods[days[0]]).toMatchObject({ attempts: 1 });
+    });
+
+    it('an hourly buy, or a run from before the patch, counts the windowless answer as an attempt, as before', () => {
+      const { state, machine, days, step } = dailyGap({ rangeFill: () => false });
+      const first = step();
+      if (first.kind !== 'pull') throw new Error('no pull');
+      machine.applyWindowPull(first, { pull: windowless() });
+      expect(state.reporting.rangeFill).toBeUndefined();
+      for (const key of days) expect(state.reporting.missingPeriods[key]).toMatchObject({ attempts: 1 });
+
+      const { state: hourlyState, machine: hourlyMachine } = reportingMachine();
+      const missing = new Date(START + HOUR).toISOString();
+      hourlyMachine.delivery.noteMissingThrough(START + 2 * HOUR, START);
+      hourlyMachine.applyWindowPull(
+        { kind: 'pull', periods: [missing], request: { sellerId: 's', mediaBuyId: 'mb_1', timeGranularity: 'hourly' } },
+        { pull: windowless() },
+      );
+      expect(hourlyState.reporting.rangeFill).toBeUndefined();
+      expect(hourlyState.reporting.missingPeriods[missing]).toMatchObject({ attempts: 1 });
+    });
+  });
+
   it('keeps the state bounded over a 90-day hourly flight: periods older than a week are folded', () => {
     const { state, machine } = reportingMachine();
     for (let hour = 0; hour < 90 * 24; hour++) {

@@ -6,7 +6,13 @@
  *
  * The media-buy machine (./machine.ts) owns one ledger and hands it what reports and pulls say.
  */
-import type { DeliveryPull, MediaBuyStatus, MetricTotals, ReportingNotification } from '../../protocol/media-buy';
+import type {
+  DeliveryPeriod,
+  DeliveryPull,
+  MediaBuyStatus,
+  MetricTotals,
+  ReportingNotification,
+} from '../../protocol/media-buy';
 import type {
   MediaBuyEventSource,
   MediaBuyState,
@@ -487,31 +493,60 @@ export class DeliveryLedger {
 
   /** A windowed pull's answer for the wanted periods: fills what it can, counts an attempt for the rest. */
   applyPull(pull: DeliveryPull, wanted: string[]): { filled: number; stillMissing: number } {
-    const reporting = this.reporting;
-    reporting.pulls += 1;
     for (const window of pull.windows) this.checkPackages(window.byPackage, 'pull');
     const windows = new Map(pull.windows.map((window) => [iso(Date.parse(window.start)), window]));
+    return this.fillFrom(pull, wanted, (key) => windows.get(key));
+  }
+
+  /**
+   * A date-range pull's answer for one period (`reporting.rangeFill`): its range numbers fill the period when the
+   * answer's `reporting_period` is that period (its end exclusive, or the last second or millisecond before it, as
+   * sellers write it); any other range (a seller that answered its lifetime) counts an attempt.
+   */
+  applyRangePull(pull: DeliveryPull, key: string): { filled: number; stillMissing: number } {
+    const frequency = this.reporting.frequency;
+    const range = pull.range;
+    const startMs = Date.parse(key);
+    const endMs = frequency ? nextPeriod(startMs, frequency) : NaN;
+    const gap = range ? endMs - Date.parse(range.end) : NaN;
+    const matches = !!range && Date.parse(range.start) === startMs && (gap === 0 || gap === 1 || gap === 1_000);
+    if (range && matches) this.checkPackages(range.byPackage, 'pull');
+    return this.fillFrom(pull, [key], () => (matches ? { ...range, end: iso(endMs) } : undefined));
+  }
+
+  private fillFrom(
+    pull: DeliveryPull,
+    wanted: string[],
+    periodFor: (key: string) => DeliveryPeriod | undefined,
+  ): { filled: number; stillMissing: number } {
+    const reporting = this.reporting;
+    reporting.pulls += 1;
     let filled = 0;
     for (const key of wanted) {
-      const window = windows.get(key);
-      if (window && reporting.missingPeriods[key]) {
-        this.placePeriod(key, window.end, numbersOf(window), 'pull', 'pull', window.isFinal, window.measurementWindow);
+      const period = periodFor(key);
+      if (period && reporting.missingPeriods[key]) {
+        this.placePeriod(key, period.end, numbersOf(period), 'pull', 'pull', period.isFinal, period.measurementWindow);
         filled += 1;
         continue;
       }
-      const missing = reporting.missingPeriods[key];
-      if (!missing) continue;
-      missing.attempts += 1;
-      if (missing.attempts >= MAX_FILL_ATTEMPTS) {
-        delete reporting.missingPeriods[key];
-        pushBounded(reporting.unfilledPeriods, key, MAX_UNFILLED);
-        this.anomaly('pull', `period ${key} could not be filled after ${MAX_FILL_ATTEMPTS} pulls`);
-      }
+      this.countFillAttempt(key);
     }
     if (pull.status) this.hooks.observeStatus(pull.status, 'pull');
     this.recomputeTotals();
     this.touch();
     return { filled, stillMissing: Object.keys(reporting.missingPeriods).length };
+  }
+
+  private countFillAttempt(key: string): void {
+    const reporting = this.reporting;
+    const missing = reporting.missingPeriods[key];
+    if (!missing) return;
+    missing.attempts += 1;
+    if (missing.attempts >= MAX_FILL_ATTEMPTS) {
+      delete reporting.missingPeriods[key];
+      pushBounded(reporting.unfilledPeriods, key, MAX_UNFILLED);
+      this.anomaly('pull', `period ${key} could not be filled after ${MAX_FILL_ATTEMPTS} pulls`);
+    }
   }
 
   /** Folds periods older than the open horizon into the sealed totals, never past a period still being filled. */

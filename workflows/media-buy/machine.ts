@@ -145,6 +145,11 @@ export interface MachineHooks {
   onCreativeAlert?(alert: CreativeAlert): void;
   /** See LedgerHooks.expectFirstReport (./delivery.ts): the workflow's patch. */
   expectFirstReport?(): boolean;
+  /**
+   * Whether a windowed pull answered without windows turns the buy's fills into date-range pulls
+   * (`reporting.rangeFill`): the workflow's patch (absent: yes). Asked only when such an answer comes back.
+   */
+  rangeFill?(): boolean;
 }
 
 interface QueuedChange {
@@ -798,6 +803,17 @@ export class MediaBuyMachine {
     if (!frequency || !read || keys.length === 0) return false;
     if (late) this.state.reporting.latePulls += 1;
     const sorted = [...keys].sort();
+    if (this.state.reporting.rangeFill) {
+      for (const key of sorted) {
+        const startMs = Date.parse(key);
+        this.pullQueue.push({
+          kind: 'pull',
+          periods: [key],
+          request: { ...read, startDate: dateOf(startMs), endDate: dateOf(nextPeriod(startMs, frequency)) },
+        });
+      }
+      return true;
+    }
     while (sorted.length > 0) {
       const firstMs = Date.parse(sorted[0]);
       const chunkEnd = floorPeriod(firstMs, 'daily') + MAX_PULL_DAYS * DAY;
@@ -1387,18 +1403,41 @@ export class MediaBuyMachine {
     if (this.applySnapshot(outcome.snapshot, 'read')) this.confirmSentChanges(outcome.snapshot);
   }
 
-  /** A windowed pull for missing periods came back: it fills what it can; a failure counts as an empty pull. */
+  /**
+   * A pull for missing periods came back: it fills what it can; a failure counts as an empty pull. A windowed pull
+   * the seller answered without windows (or whose granularity it refused) turns this buy's fills into date-range
+   * pulls, one a period (the fallback get_media_buy_delivery names), where periods are dates (daily, monthly): the
+   * wanted periods are pulled again that way, with no attempt counted.
+   */
   applyWindowPull(step: Extract<MediaBuyStep, { kind: 'pull' }>, outcome: PullOutcome): void {
     const empty: DeliveryPull = { mediaBuyId: step.request.mediaBuyId, totals: {}, byPackage: {}, windows: [] };
+    const rangePull = !step.request.timeGranularity;
+    const apply = (pull: DeliveryPull) =>
+      rangePull ? this.delivery.applyRangePull(pull, step.periods[0]) : this.delivery.applyPull(pull, step.periods);
     if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       this.anomaly('pull', `get_media_buy_delivery failed (${outcome.error.code}: ${outcome.error.message})`);
-      this.delivery.applyPull(empty, step.periods);
+      apply(empty);
+      return;
+    }
+    const reporting = this.state.reporting;
+    const windowless = outcome.unsupportedGranularity || (outcome.pull !== undefined && !outcome.pull.windowed);
+    const datePeriods = reporting.frequency === 'daily' || reporting.frequency === 'monthly';
+    if (!rangePull && windowless && datePeriods && (reporting.rangeFill || (this.hooks.rangeFill?.() ?? true))) {
+      if (!reporting.rangeFill)
+        this.anomaly(
+          'pull',
+          `the seller answered a ${step.request.timeGranularity} windowed pull without windows${outcome.note ? ` (${outcome.note})` : ''}: missing periods are pulled one date range each`,
+        );
+      reporting.rangeFill = true;
+      reporting.pulls += 1;
+      if (outcome.pull?.status) this.observeStatus(outcome.pull.status, 'pull');
+      this.queueFill(step.periods, false);
       return;
     }
     if (outcome.unsupportedGranularity)
       this.anomaly('pull', `the seller has no ${step.request.timeGranularity} windowed pull: ${outcome.note ?? ''}`);
-    this.delivery.applyPull(outcome.pull ?? empty, step.periods);
+    apply(outcome.pull ?? empty);
   }
 
   /** The lifetime pull at the settle: the reconciliation with the seller's numbers. */

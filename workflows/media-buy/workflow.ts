@@ -146,6 +146,11 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       // an id and no report stated a time, so a run that never gets there records no marker. Removal condition: no
       // media buy run started before this build is still open (each such run continues as new or ends).
       expectFirstReport: () => patched('media-buy-expect-first-report'),
+      // A windowed pull answered without windows turns the buy's fills into date-range pulls, one a period. Behind a
+      // patch because a run from before counted that answer as an attempt and pulled the same window again, and its
+      // history replays that; asked only when such an answer comes back. Removal condition: no media buy run started
+      // before this build is still open.
+      rangeFill: () => patched('media-buy-range-fill'),
       onCreativeAlert: (alert) => {
         metricMeter
           .createCounter('adcp_media_buy_creative_alerts', 'alerts', 'Creative deadline alerts raised')
