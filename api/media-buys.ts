@@ -66,7 +66,13 @@ export function deliveryView(state: MediaBuyState): Record<string, unknown> {
       last_at: reporting.lastReportAt ?? null,
       next_expected_at: reporting.nextExpectedAt ?? null,
     },
-    pulls: { total: reporting.pulls, late: reporting.latePulls },
+    pulls: {
+      total: reporting.pulls,
+      late: reporting.latePulls,
+      // How a missing period is filled at this seller: windowed pulls, one date range a period, or not at all (why).
+      fills_by: reporting.noFills ? 'none' : reporting.rangeFill ? 'date_ranges' : 'windows',
+      no_fills_reason: reporting.noFills ?? null,
+    },
     adjustments: {
       count: reporting.adjustmentCount,
       recent: snakeCased(reporting.adjustments),

@@ -345,6 +345,11 @@ export interface ReportingState {
    * periods only; an hourly period is not a date range.
    */
   rangeFill?: boolean;
+  /**
+   * Why no pull can fill a period at this seller (it refuses date ranges, or has no hourly windowed pull): missing
+   * periods are given up at once, without a pull, and the lifetime pull at the end settles the numbers.
+   */
+  noFills?: string;
   /** get_media_buy_delivery requests made: windowed fills and the lifetime pull at the settle. */
   pulls: number;
   latePulls: number;

@@ -12,6 +12,7 @@ import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-
 import { registry } from '../harness/temporal';
 import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
 import type { adcpMediaBuy } from '../../workflows/media-buy/workflow';
+import { deliveryView } from '../../api/media-buys';
 import {
   MEDIA_BUY_WORKFLOW_TYPE,
   type MediaBuyInput,
@@ -26,6 +27,7 @@ const DAY = 24 * HOUR;
 
 let omitting: MediaBuySeller;
 let refusing: MediaBuySeller;
+let lifetimeOnly: MediaBuySeller;
 let stack: TimeSkippingStack;
 let clockRunning = true;
 let clockLoop: Promise<void>;
@@ -33,15 +35,23 @@ let clockLoop: Promise<void>;
 beforeAll(async () => {
   omitting = await startMediaBuySeller({ windowedPull: 'omitted' });
   refusing = await startMediaBuySeller({ windowedPull: 'refused' });
+  lifetimeOnly = await startMediaBuySeller({ dateRanges: 'refused' });
   stack = await startTimeSkippingStack({
     sellers: registry([
       { id: 'omitting', url: omitting.url, protocol: 'mcp', token_env: 'OMITTING_TOKEN' },
       { id: 'refusing', url: refusing.url, protocol: 'mcp', token_env: 'REFUSING_TOKEN' },
+      { id: 'lifetime', url: lifetimeOnly.url, protocol: 'mcp', token_env: 'LIFETIME_TOKEN' },
     ]),
-    activities: { env: { OMITTING_TOKEN: omitting.authToken, REFUSING_TOKEN: refusing.authToken } },
+    activities: {
+      env: {
+        OMITTING_TOKEN: omitting.authToken,
+        REFUSING_TOKEN: refusing.authToken,
+        LIFETIME_TOKEN: lifetimeOnly.authToken,
+      },
+    },
   });
   let cached = await stack.now();
-  for (const seller of [omitting, refusing]) seller.setClock(() => cached);
+  for (const seller of [omitting, refusing, lifetimeOnly]) seller.setClock(() => cached);
   clockLoop = (async () => {
     while (clockRunning) {
       cached = await stack.now().catch(() => cached);
@@ -56,6 +66,7 @@ afterAll(async () => {
   await stack?.close();
   await omitting?.close();
   await refusing?.close();
+  await lifetimeOnly?.close();
 });
 
 /** Waits for an update whose child operation may wait on a timer: time moves on a second at a time meanwhile. */
@@ -84,6 +95,58 @@ async function stateWhen(
   return state;
 }
 
+/** A daily buy at `sellerId` with its creatives in, registered for reports that never come (a silent seller). */
+async function silentDailyBuy(sellerId: string) {
+  const t0 = await stack.now();
+  const startMs = Math.ceil((t0 + 3 * DAY) / DAY) * DAY;
+  const buyKey = `range-fill-${randomUUID()}`;
+  const input: MediaBuyInput = {
+    buyKey,
+    sellerId,
+    params: {
+      account: { account_id: 'acct_range' },
+      brand: { domain: 'acme.example' },
+      start_time: new Date(startMs).toISOString(),
+      end_time: new Date(startMs + 10 * DAY).toISOString(),
+      packages: [
+        { product_id: 'display_a', pricing_option_id: 'cpm', budget: 50_000 },
+        { product_id: 'display_b', pricing_option_id: 'cpm', budget: 30_000 },
+      ],
+    },
+    // Registered for daily reports that never come: the seller is silent.
+    reporting: {
+      url: 'https://buyer.example/webhooks/adcp-reporting/x',
+      frequency: 'daily',
+      productFrequencies: [['daily'], ['daily']],
+      expectedDelayMinutes: 60,
+    },
+    requestedBy: 'planner@buyer',
+    indexed: false,
+  };
+  const handle = await stack.env.client.workflow.start<typeof adcpMediaBuy>(MEDIA_BUY_WORKFLOW_TYPE, {
+    workflowId: mediaBuyWorkflowId(buyKey),
+    taskQueue: stack.taskQueue,
+    args: [input],
+  });
+  const created = await stateWhen(handle, (state) => !!state.mediaBuyId);
+  const mediaBuyId = created.mediaBuyId!;
+  const packageIds = Object.keys(created.packages).sort();
+  const attached = await answered(
+    handle.executeUpdate(attachCreativesUpdate, {
+      args: [
+        {
+          creatives: [{ creative_id: 'cr_1', name: 'Spring 300x250' }],
+          assignments: { cr_1: packageIds },
+          requestedBy: 'trafficker@buyer',
+        },
+      ],
+      updateId: `${buyKey}-creatives`,
+    }),
+  );
+  expect(attached.outcome).toBe('applied');
+  return { handle, startMs, mediaBuyId, packageIds };
+}
+
 test.each([
   { sellerId: 'omitting', what: 'answers without windows' },
   { sellerId: 'refusing', what: 'refuses the granularity' },
@@ -91,53 +154,7 @@ test.each([
   'a seller that $what: each missing day is pulled as its own date range and filled',
   async ({ sellerId }) => {
     const seller = sellerId === 'omitting' ? omitting : refusing;
-    const t0 = await stack.now();
-    const startMs = Math.ceil((t0 + 3 * DAY) / DAY) * DAY;
-    const buyKey = `range-fill-${randomUUID()}`;
-    const input: MediaBuyInput = {
-      buyKey,
-      sellerId,
-      params: {
-        account: { account_id: 'acct_range' },
-        brand: { domain: 'acme.example' },
-        start_time: new Date(startMs).toISOString(),
-        end_time: new Date(startMs + 10 * DAY).toISOString(),
-        packages: [
-          { product_id: 'display_a', pricing_option_id: 'cpm', budget: 50_000 },
-          { product_id: 'display_b', pricing_option_id: 'cpm', budget: 30_000 },
-        ],
-      },
-      // Registered for daily reports that never come: the seller is silent.
-      reporting: {
-        url: 'https://buyer.example/webhooks/adcp-reporting/x',
-        frequency: 'daily',
-        productFrequencies: [['daily'], ['daily']],
-        expectedDelayMinutes: 60,
-      },
-      requestedBy: 'planner@buyer',
-      indexed: false,
-    };
-    const handle = await stack.env.client.workflow.start<typeof adcpMediaBuy>(MEDIA_BUY_WORKFLOW_TYPE, {
-      workflowId: mediaBuyWorkflowId(buyKey),
-      taskQueue: stack.taskQueue,
-      args: [input],
-    });
-    const created = await stateWhen(handle, (state) => !!state.mediaBuyId);
-    const mediaBuyId = created.mediaBuyId!;
-    const packageIds = Object.keys(created.packages).sort();
-    const attached = await answered(
-      handle.executeUpdate(attachCreativesUpdate, {
-        args: [
-          {
-            creatives: [{ creative_id: 'cr_1', name: 'Spring 300x250' }],
-            assignments: { cr_1: packageIds },
-            requestedBy: 'trafficker@buyer',
-          },
-        ],
-        updateId: `${buyKey}-creatives`,
-      }),
-    );
-    expect(attached.outcome).toBe('applied');
+    const { handle, startMs, mediaBuyId, packageIds } = await silentDailyBuy(sellerId);
 
     // Four days of flight with no report: the first three are over, late and pulled.
     await stack.env.sleep(startMs + 4 * DAY + 3 * HOUR - (await stack.now()));
@@ -162,6 +179,7 @@ test.each([
 
     // Each day holds the seller's numbers for that day, package by package; none was given up on.
     expect(state.reporting.rangeFill).toBe(true);
+    expect(deliveryView(state).pulls).toMatchObject({ fills_by: 'date_ranges', no_fills_reason: null });
     expect(state.reporting.unfilledPeriods).toEqual([]);
     expect(state.reporting.periodGapsFilled).toBeGreaterThanOrEqual(3);
     for (const [index, key] of keys.entries()) {
@@ -179,3 +197,24 @@ test.each([
   },
   120_000,
 );
+
+test('a seller whose products report lifetime only: missing days are given up at once, not pulled again', async () => {
+  const { handle, startMs, mediaBuyId } = await silentDailyBuy('lifetime');
+  await stack.env.sleep(startMs + 4 * DAY + 3 * HOUR - (await stack.now()));
+  const state = await handle.query(mediaBuyStateQuery);
+  const withDates = lifetimeOnly.scripted.calls.filter(
+    (call) =>
+      call.tool === 'get_media_buy_delivery' &&
+      JSON.stringify(call.args.media_buy_ids) === JSON.stringify([mediaBuyId]) &&
+      call.args.start_date !== undefined,
+  );
+  // One pull found out; the days after it were given up without one (before: three pulls a day, each refused).
+  expect(withDates).toHaveLength(1);
+  expect(state.reporting.noFills).toContain('date ranges');
+  expect(deliveryView(state).pulls).toMatchObject({ fills_by: 'none', no_fills_reason: state.reporting.noFills });
+  expect(state.reporting.missingPeriods).toEqual({});
+  expect(state.reporting.unfilledPeriods).toEqual(
+    expect.arrayContaining([0, 1, 2].map((day) => new Date(startMs + day * DAY).toISOString())),
+  );
+  await handle.terminate('test over');
+}, 120_000);

@@ -507,23 +507,56 @@ describe('delivery reports', () => {
       expect(state.reporting.missingPeriods[days[0]]).toMatchObject({ attempts: 1 });
     });
 
-    it('an hourly buy, or a run from before the patch, counts the windowless answer as an attempt, as before', () => {
+    it('a run from before the patch counts the windowless answer as an attempt, as its history did', () => {
       const { state, machine, days, step } = dailyGap({ rangeFill: () => false });
       const first = step();
       if (first.kind !== 'pull') throw new Error('no pull');
       machine.applyWindowPull(first, { pull: windowless() });
       expect(state.reporting.rangeFill).toBeUndefined();
+      expect(state.reporting.noFills).toBeUndefined();
       for (const key of days) expect(state.reporting.missingPeriods[key]).toMatchObject({ attempts: 1 });
+    });
 
-      const { state: hourlyState, machine: hourlyMachine } = reportingMachine();
+    it('an hourly buy at such a seller gives its missing hours up at once, and later ones without a pull', () => {
+      const { state, machine, clock } = reportingMachine();
       const missing = new Date(START + HOUR).toISOString();
-      hourlyMachine.delivery.noteMissingThrough(START + 2 * HOUR, START);
-      hourlyMachine.applyWindowPull(
-        { kind: 'pull', periods: [missing], request: { sellerId: 's', mediaBuyId: 'mb_1', timeGranularity: 'hourly' } },
+      machine.delivery.noteMissingThrough(START + 2 * HOUR, START);
+      machine.applyWindowPull(
+        {
+          kind: 'pull',
+          periods: [missing],
+          request: { sellerId: 's', mediaBuyId: 'mb_1', timeGranularity: 'hourly' },
+        },
         { pull: windowless() },
       );
-      expect(hourlyState.reporting.rangeFill).toBeUndefined();
-      expect(hourlyState.reporting.missingPeriods[missing]).toMatchObject({ attempts: 1 });
+      expect(state.reporting.rangeFill).toBeUndefined();
+      expect(state.reporting.noFills).toContain('hourly');
+      expect(state.reporting.missingPeriods).toEqual({});
+      expect(state.reporting.unfilledPeriods).toContain(missing);
+      // Later late hours: given up with no pull.
+      const history = { length: 10, continueAsNewSuggested: false };
+      const kinds: string[] = [];
+      for (clock.now = START + 3 * HOUR; clock.now <= START + 12 * HOUR; clock.now += 15 * 60_000) {
+        const next = machine.next(clock.now, history);
+        kinds.push(next.kind);
+        if (next.kind === 'read') machine.applyRead({ snapshot: { mediaBuyId: 'mb_1', status: 'active' } });
+      }
+      expect(kinds).not.toContain('pull');
+      expect(state.reporting.unfilledPeriods.length).toBeGreaterThanOrEqual(5);
+      expect(state.anomalies.filter((anomaly) => anomaly.note.includes('not pulled'))).toHaveLength(1);
+    });
+
+    it('a seller that refuses date ranges (lifetime only) has its missing days given up at once', () => {
+      const { state, machine, days, step } = dailyGap();
+      const first = step();
+      if (first.kind !== 'pull') throw new Error('no pull');
+      machine.applyWindowPull(first, {
+        error: { code: 'DATE_RANGE_NOT_SUPPORTED', message: 'lifetime reporting only' },
+      });
+      expect(state.reporting.noFills).toContain('date ranges');
+      expect(state.reporting.missingPeriods).toEqual({});
+      expect(state.reporting.unfilledPeriods).toEqual(days);
+      expect(state.reporting.pulls).toBe(1);
     });
   });
 

@@ -537,6 +537,17 @@ export class DeliveryLedger {
     return { filled, stillMissing: Object.keys(reporting.missingPeriods).length };
   }
 
+  /** Periods no pull can fill at this seller: given up at once (unfilled, counted if a report brings them later). */
+  giveUp(keys: string[]): void {
+    const reporting = this.reporting;
+    for (const key of keys) {
+      if (!reporting.missingPeriods[key]) continue;
+      delete reporting.missingPeriods[key];
+      pushBounded(reporting.unfilledPeriods, key, MAX_UNFILLED);
+    }
+    this.touch();
+  }
+
   private countFillAttempt(key: string): void {
     const reporting = this.reporting;
     const missing = reporting.missingPeriods[key];

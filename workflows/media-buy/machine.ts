@@ -801,6 +801,10 @@ export class MediaBuyMachine {
     const frequency = this.state.reporting.frequency;
     const read = this.readRequest();
     if (!frequency || !read || keys.length === 0) return false;
+    if (this.state.reporting.noFills) {
+      this.delivery.giveUp(keys);
+      return false;
+    }
     if (late) this.state.reporting.latePulls += 1;
     const sorted = [...keys].sort();
     if (this.state.reporting.rangeFill) {
@@ -1414,14 +1418,25 @@ export class MediaBuyMachine {
     const rangePull = !step.request.timeGranularity;
     const apply = (pull: DeliveryPull) =>
       rangePull ? this.delivery.applyRangePull(pull, step.periods[0]) : this.delivery.applyPull(pull, step.periods);
+    const reporting = this.state.reporting;
     if (!failed(outcome)) this.learnShaping(outcome);
     if (failed(outcome)) {
       this.anomaly('pull', `get_media_buy_delivery failed (${outcome.error.code}: ${outcome.error.message})`);
+      if (outcome.error.code === 'DATE_RANGE_NOT_SUPPORTED' && (this.hooks.rangeFill?.() ?? true)) {
+        reporting.pulls += 1;
+        this.noFills('the seller refuses date ranges (its products report lifetime only)', step.periods);
+        return;
+      }
       apply(empty);
       return;
     }
-    const reporting = this.state.reporting;
     const windowless = outcome.unsupportedGranularity || (outcome.pull !== undefined && !outcome.pull.windowed);
+    if (!rangePull && windowless && reporting.frequency === 'hourly' && (this.hooks.rangeFill?.() ?? true)) {
+      reporting.pulls += 1;
+      if (outcome.pull?.status) this.observeStatus(outcome.pull.status, 'pull');
+      this.noFills('the seller has no hourly windowed pull, and an hour is not a date range', step.periods);
+      return;
+    }
     const datePeriods = reporting.frequency === 'daily' || reporting.frequency === 'monthly';
     if (!rangePull && windowless && datePeriods && (reporting.rangeFill || (this.hooks.rangeFill?.() ?? true))) {
       if (!reporting.rangeFill)
@@ -1438,6 +1453,18 @@ export class MediaBuyMachine {
     if (outcome.unsupportedGranularity)
       this.anomaly('pull', `the seller has no ${step.request.timeGranularity} windowed pull: ${outcome.note ?? ''}`);
     apply(outcome.pull ?? empty);
+  }
+
+  /**
+   * No pull can fill a period at this seller: the periods missing now are given up, and so is each one later, at
+   * once and without a pull (`reporting.noFills`); the lifetime pull at the end settles the numbers.
+   */
+  private noFills(reason: string, periods: string[]): void {
+    const reporting = this.state.reporting;
+    if (!reporting.noFills)
+      this.anomaly('pull', `${reason}: missing periods are not pulled, the end's lifetime pull settles them`);
+    reporting.noFills = reason;
+    this.delivery.giveUp([...new Set([...periods, ...Object.keys(reporting.missingPeriods)])]);
   }
 
   /** The lifetime pull at the settle: the reconciliation with the seller's numbers. */
