@@ -9,7 +9,8 @@
  * `no-report-before-expect-first-report.json`, a daily buy no report reached for four days, never pulled (today's
  * code pulls each late day: its run records the patch `media-buy-expect-first-report`);
  * `windowless-pull-before-range-fill.json`, a daily buy whose seller answers its windowed pulls without windows, each
- * day pulled three times and given up (today's code pulls each day as a date range: `media-buy-range-fill`).
+ * day pulled three times and given up while the buy waited for its creatives (today's code pulls each day as a date
+ * range, `media-buy-range-fill`, and does not expect reports from a pending buy, `media-buy-quiet-while-pending`).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -406,6 +406,22 @@ describe('delivery reports', () => {
     expect(Date.parse(state.reporting.nextExpectedAt!)).toBeGreaterThan(START + HOUR);
   });
 
+  it('a buy still pending (creatives or its start) expects no first report; once past that it does', () => {
+    const state = buyState('pending_creatives');
+    state.reporting.frequency = 'hourly';
+    const machine = new MediaBuyMachine(state, { now: () => START });
+    expect(machine.delivery.lateAtMs()).toBeUndefined();
+    state.status = 'pending_start';
+    expect(machine.delivery.lateAtMs()).toBeUndefined();
+    state.status = 'active';
+    expect(machine.delivery.lateAtMs()).toBe(START + HOUR + 60 * 60_000);
+    // A run from before the patch expected the first report while pending, as its history did.
+    const before = buyState('pending_creatives');
+    before.reporting.frequency = 'hourly';
+    const old = new MediaBuyMachine(before, { now: () => START, quietWhilePending: () => false });
+    expect(old.delivery.lateAtMs()).toBe(START + HOUR + 60 * 60_000);
+  });
+
   it('a run from before the patch expects nothing before a report says when, as its history did', () => {
     const state = buyState('active');
     state.reporting.frequency = 'hourly';

@@ -270,9 +270,16 @@ test('a buy whose seller sends no reports is pulled once its first day is late, 
     params: await stack.seller.createParams({ startInMs: HOUR, flightMs: 10 * DAY }),
     reporting: { frequency: 'daily' },
   });
-  const { mediaBuyId } = await stateWhen(handle, (state) => state.status !== 'creating');
+  const { mediaBuyId, packages } = await stateWhen(handle, (state) => state.status !== 'creating');
+  const attached = await handle.executeUpdate(attachCreativesUpdate, {
+    args: [
+      { creatives: [{ creative_id: 'cr_1' }], assignments: { cr_1: Object.keys(packages) }, requestedBy: 'trafficker' },
+    ],
+  });
+  expect(attached.outcome).toBe('applied');
   await stack.env.sleep(4 * DAY);
   const state = await handle.query(mediaBuyStateQuery);
+  expect(state.status).toBe('active');
   const pulls = stack.seller.calls.filter(
     (call) => call.task === 'get_media_buy_delivery' && call.params.mediaBuyId === mediaBuyId,
   );
@@ -281,5 +288,23 @@ test('a buy whose seller sends no reports is pulled once its first day is late, 
   expect(pulls.length).toBeGreaterThanOrEqual(3);
   expect(state.reporting.pulls).toBe(pulls.length);
   expect(state.reporting.reportsReceived).toBe(0);
+  await handle.terminate('test over');
+}, 60_000);
+
+test('a buy still pending its creatives is not pulled: it cannot deliver, so no report is late', async () => {
+  const handle = await stack.start({
+    params: await stack.seller.createParams({ startInMs: HOUR, flightMs: 10 * DAY }),
+    reporting: { frequency: 'daily' },
+  });
+  const { mediaBuyId } = await stateWhen(handle, (state) => state.status !== 'creating');
+  await stack.env.sleep(4 * DAY);
+  const state = await handle.query(mediaBuyStateQuery);
+  expect(state.status).toBe('pending_creatives');
+  // Before: several pulls a day (this seller lists no windows, so each day was pulled and given up).
+  const pulls = stack.seller.calls.filter(
+    (call) => call.task === 'get_media_buy_delivery' && call.params.mediaBuyId === mediaBuyId,
+  );
+  expect(pulls).toEqual([]);
+  expect(state.reporting.periodGapsDetected).toBe(0);
   await handle.terminate('test over');
 }, 60_000);

@@ -165,7 +165,15 @@ export interface LedgerHooks {
    * absent). The workflow asks its patch: a run from before it expected nothing until a report said when.
    */
   expectFirstReport?(): boolean;
+  /**
+   * Whether a buy still pending (creatives, or its start) expects no first report (true when absent). The workflow
+   * asks its patch: a run from before it expected the first report while pending too, and pulled.
+   */
+  quietWhilePending?(): boolean;
 }
+
+/** Statuses in which a buy cannot deliver yet. */
+const PENDING: ReadonlySet<string> = new Set(['pending_creatives', 'pending_start']);
 
 function pushBounded<T>(list: T[], item: T, max: number): void {
   list.push(item);
@@ -443,6 +451,8 @@ export class DeliveryLedger {
    * When the next report is expected: the `next_expected_at` the seller's last report stated; before any report
    * stated one, the end of the flight's first period. Without that, a seller that never sends a report (or a buy
    * that registered no webhook: no public URL) was never late, so its delivery was never pulled until the buy ended.
+   * A buy still pending (its creatives, or its start) cannot deliver, so it expects nothing yet; once it is seen
+   * past that, the flight's first period counts again (a late activation is late at once, and pulled).
    */
   private nextExpectedMs(): number {
     const stated = this.reporting.nextExpectedAt ? Date.parse(this.reporting.nextExpectedAt) : NaN;
@@ -451,6 +461,7 @@ export class DeliveryLedger {
     const flightStart = this.flightStartMs();
     if (!frequency || flightStart === undefined || !this.state.mediaBuyId) return NaN;
     if (!(this.hooks.expectFirstReport?.() ?? true)) return NaN;
+    if (PENDING.has(this.state.status) && (this.hooks.quietWhilePending?.() ?? true)) return NaN;
     return nextPeriod(floorPeriod(flightStart, frequency), frequency);
   }
 

@@ -145,6 +145,8 @@ export interface MachineHooks {
   onCreativeAlert?(alert: CreativeAlert): void;
   /** See LedgerHooks.expectFirstReport (./delivery.ts): the workflow's patch. */
   expectFirstReport?(): boolean;
+  /** See LedgerHooks.quietWhilePending (./delivery.ts): the workflow's patch. */
+  quietWhilePending?(): boolean;
   /**
    * Whether a windowed pull answered without windows turns the buy's fills into date-range pulls
    * (`reporting.rangeFill`): the workflow's patch (absent: yes). Asked only when such an answer comes back.
@@ -317,6 +319,7 @@ export class MediaBuyMachine {
       observeStatus: (status, source) => this.observeStatus(status, source),
       touch: () => this.touch(),
       ...(hooks.expectFirstReport ? { expectFirstReport: () => hooks.expectFirstReport!() } : {}),
+      ...(hooks.quietWhilePending ? { quietWhilePending: () => hooks.quietWhilePending!() } : {}),
     });
   }
 

@@ -151,6 +151,11 @@ export async function adcpMediaBuy(input: MediaBuyInput): Promise<MediaBuyState>
       // history replays that; asked only when such an answer comes back. Removal condition: no media buy run started
       // before this build is still open.
       rangeFill: () => patched('media-buy-range-fill'),
+      // A buy still pending (creatives, or its start) expects no first report, so it is not pulled each period while
+      // it cannot deliver. Behind a patch because a run from before expected one and pulled, and its history replays
+      // that; asked only for a pending buy no report has told when to expect the next. Removal condition: no media
+      // buy run started before this build is still open.
+      quietWhilePending: () => patched('media-buy-quiet-while-pending'),
       onCreativeAlert: (alert) => {
         metricMeter
           .createCounter('adcp_media_buy_creative_alerts', 'alerts', 'Creative deadline alerts raised')
