@@ -28,6 +28,7 @@ import { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { OrchestratorClient } from '../client/orchestrator-client';
+import { statusQuery } from '../contract/operation';
 import { TASK_WATCHER_WORKFLOW_TYPE, WATCH_INTERVAL_MS, taskWatcherQuery } from '../contract/task-watcher';
 import { MAX_ENTRIES } from '../workflows/task-watcher/machine';
 import { dataConverter } from '../client/payload-codec';
@@ -541,6 +542,22 @@ async function main(): Promise<void> {
     const lost = latenessAll.filter((late) => late === Number.POSITIVE_INFINITY).length;
     const late = latenessAll.filter((value) => value > LATE_AFTER_MS).length;
     const finite = latenessAll.filter(Number.isFinite);
+    // What the operations that did not close knew, before they are ended: for finding out why (up to 20).
+    const lostOperations = await mapConcurrent(
+      [...changedAt.keys()].filter((operationId) => !closedAt.has(operationId)).slice(0, 20),
+      4,
+      async (operationId) => {
+        const state = await client.workflow
+          .getHandle(operationId)
+          .query(statusQuery)
+          .catch((error: unknown) => ({ queryFailed: (error as Error).message }));
+        return { operationId, changedAt: new Date(changedAt.get(operationId)!).toISOString(), state };
+      },
+    );
+    for (const entry of lostOperations.slice(0, 3))
+      log(
+        `not closed: ${entry.operationId}, changed at ${entry.changedAt}: ${JSON.stringify(entry.state).slice(0, 600)}`,
+      );
 
     log(`ending what is left of ${operationIds.length} operations...`);
     const endBegan = Date.now();
@@ -596,6 +613,7 @@ async function main(): Promise<void> {
         changed: changedAt.size,
         completed: [...changedAt.keys()].filter((operationId) => closedAt.has(operationId)).length,
         lost,
+        lostOperations,
         lateBeyond15s: late,
         latenessMs:
           finite.length > 0
