@@ -66,3 +66,43 @@ export async function startTimeSkippingStack(options: {
     },
   };
 }
+
+/**
+ * Sets each seller's clock to the test server's (skipped time included), refreshed continuously, until the returned
+ * stop is awaited.
+ */
+export async function followServerClock(
+  stack: TimeSkippingStack,
+  sellers: { setClock(clock: () => number): void }[],
+): Promise<() => Promise<void>> {
+  let cached = await stack.now();
+  for (const seller of sellers) seller.setClock(() => cached);
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      cached = await stack.now().catch(() => cached);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+  };
+}
+
+/**
+ * Waits for `work` (an update whose child operation may wait on a timer): the test server skips time only while the
+ * test sleeps or awaits a result, so after half a second without an answer time moves on a second at a time.
+ */
+export async function answeredWhileTimeMoves<T>(stack: TimeSkippingStack, work: Promise<T>): Promise<T> {
+  let done = false;
+  const settled = work.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  while (!done) {
+    await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 500))]);
+    if (!done) await stack.env.sleep(1_000);
+  }
+  return work;
+}

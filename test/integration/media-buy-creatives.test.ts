@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { registry } from '../harness/temporal';
-import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
+import { type TimeSkippingStack, followServerClock, startTimeSkippingStack } from '../harness/time-skipping';
 import { MediaBuyClient } from '../../client/media-buy-client';
 import { mediaBuyStateQuery } from '../../contract/media-buy';
 
@@ -17,8 +17,7 @@ const DAY = 24 * HOUR;
 let seller: MediaBuySeller;
 let stack: TimeSkippingStack;
 let buys: MediaBuyClient;
-let clockRunning = true;
-let clockLoop: Promise<void>;
+let stopClock: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   seller = await startMediaBuySeller();
@@ -27,19 +26,11 @@ beforeAll(async () => {
     activities: { env: { LIFE_TOKEN: seller.authToken } },
   });
   buys = new MediaBuyClient({ client: stack.env.client, taskQueue: stack.taskQueue, searchAttributes: false });
-  let cached = await stack.now();
-  seller.setClock(() => cached);
-  clockLoop = (async () => {
-    while (clockRunning) {
-      cached = await stack.now().catch(() => cached);
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
-  })();
+  stopClock = await followServerClock(stack, [seller]);
 });
 
 afterAll(async () => {
-  clockRunning = false;
-  await clockLoop;
+  await stopClock?.();
   await stack?.close();
   await seller?.close();
 });

@@ -15,7 +15,12 @@
 import { randomUUID } from 'node:crypto';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { registry } from '../harness/temporal';
-import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
+import {
+  type TimeSkippingStack,
+  answeredWhileTimeMoves,
+  followServerClock,
+  startTimeSkippingStack,
+} from '../harness/time-skipping';
 import { parseReportingWebhook } from '../../protocol/media-buy';
 import type { adcpMediaBuy } from '../../workflows/media-buy/workflow';
 import {
@@ -37,8 +42,7 @@ const HISTORY_EVENT_LIMIT = Math.max(500, Math.min(3_000, Math.round((3_000 * FL
 
 let seller: MediaBuySeller;
 let stack: TimeSkippingStack;
-let clockRunning = true;
-let clockLoop: Promise<void>;
+let stopClock: (() => Promise<void>) | undefined;
 
 /** A small seeded generator, so a failing run can be replayed. */
 function mulberry32(seed: number): () => number {
@@ -59,19 +63,11 @@ beforeAll(async () => {
     activities: { env: { LIFE_TOKEN: seller.authToken } },
   });
   // The seller's clock is the test server's (skipped time included), refreshed continuously.
-  let cached = await stack.now();
-  seller.setClock(() => cached);
-  clockLoop = (async () => {
-    while (clockRunning) {
-      cached = await stack.now().catch(() => cached);
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
-  })();
+  stopClock = await followServerClock(stack, [seller]);
 });
 
 afterAll(async () => {
-  clockRunning = false;
-  await clockLoop;
+  await stopClock?.();
   await stack?.close();
   await seller?.close();
 });
@@ -108,27 +104,11 @@ async function historyOfEveryRun(
   return { counts, keptTimerRuns };
 }
 
-/**
- * Waits for an update: the test server skips time only while the test sleeps or awaits a result, so an update whose
- * child operation waits on a timer would wait in real time. After half a second without an answer, time moves on a
- * second at a time until it answers.
- */
 const progress = (line: string) => {
   if (process.env.MEDIA_BUY_FLIGHT_PROGRESS) console.info(`${new Date().toISOString()} ${line}`);
 };
 
-async function answered<T>(work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  while (!done) {
-    await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 500))]);
-    if (!done) await stack.env.sleep(1_000);
-  }
-  return work;
-}
+const answered = <T>(work: Promise<T>): Promise<T> => answeredWhileTimeMoves(stack, work);
 
 async function sleepUntil(targetMs: number): Promise<void> {
   const now = await stack.now();

@@ -10,7 +10,12 @@
 import { randomUUID } from 'node:crypto';
 import { type MediaBuySeller, startMediaBuySeller } from '../fixtures/media-buy-seller';
 import { registry } from '../harness/temporal';
-import { type TimeSkippingStack, startTimeSkippingStack } from '../harness/time-skipping';
+import {
+  type TimeSkippingStack,
+  answeredWhileTimeMoves,
+  followServerClock,
+  startTimeSkippingStack,
+} from '../harness/time-skipping';
 import type { adcpMediaBuy } from '../../workflows/media-buy/workflow';
 import { deliveryView } from '../../api/media-buys';
 import {
@@ -29,8 +34,7 @@ let omitting: MediaBuySeller;
 let refusing: MediaBuySeller;
 let lifetimeOnly: MediaBuySeller;
 let stack: TimeSkippingStack;
-let clockRunning = true;
-let clockLoop: Promise<void>;
+let stopClock: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   omitting = await startMediaBuySeller({ windowedPull: 'omitted' });
@@ -50,38 +54,18 @@ beforeAll(async () => {
       },
     },
   });
-  let cached = await stack.now();
-  for (const seller of [omitting, refusing, lifetimeOnly]) seller.setClock(() => cached);
-  clockLoop = (async () => {
-    while (clockRunning) {
-      cached = await stack.now().catch(() => cached);
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
-  })();
+  stopClock = await followServerClock(stack, [omitting, refusing, lifetimeOnly]);
 });
 
 afterAll(async () => {
-  clockRunning = false;
-  await clockLoop;
+  await stopClock?.();
   await stack?.close();
   await omitting?.close();
   await refusing?.close();
   await lifetimeOnly?.close();
 });
 
-/** Waits for an update whose child operation may wait on a timer: time moves on a second at a time meanwhile. */
-async function answered<T>(work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  while (!done) {
-    await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 500))]);
-    if (!done) await stack.env.sleep(1_000);
-  }
-  return work;
-}
+const answered = <T>(work: Promise<T>): Promise<T> => answeredWhileTimeMoves(stack, work);
 
 async function stateWhen(
   handle: { query: (query: typeof mediaBuyStateQuery) => Promise<MediaBuyState> },
